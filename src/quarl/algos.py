@@ -1,0 +1,137 @@
+"""Stable-Baselines3 algorithms built from algo configs written in rl-zoo3's style."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch.nn as nn
+from stable_baselines3 import A2C, DDPG, DQN, PPO
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
+from stable_baselines3.common.vec_env import VecEnv
+
+from quarl.errors import IncompatibleCell, QuarlError
+
+
+@dataclass(frozen=True)
+class AlgoSpec:
+    """An algorithm class, the action kinds it handles, and the sub-networks it acts through."""
+
+    cls: type[BaseAlgorithm]
+    action_kinds: tuple[str, ...]
+    inference_roots: tuple[str, ...]
+
+
+ALGOS: dict[str, AlgoSpec] = {
+    "dqn": AlgoSpec(DQN, ("discrete",), ("q_net",)),
+    "a2c": AlgoSpec(A2C, ("discrete", "continuous"), ("pi_features_extractor", "mlp_extractor.policy_net", "action_net")),
+    "ppo": AlgoSpec(PPO, ("discrete", "continuous"), ("pi_features_extractor", "mlp_extractor.policy_net", "action_net")),
+    "ddpg": AlgoSpec(DDPG, ("continuous",), ("actor",)),
+}
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "relu": nn.ReLU,
+    "tanh": nn.Tanh,
+    "elu": nn.ELU,
+    "leaky_relu": nn.LeakyReLU,
+    "gelu": nn.GELU,
+    "silu": nn.SiLU,
+}
+
+# Hyperparameters that count env steps: when train.steps shrinks the budget they shrink with it.
+STEP_COUNTS = ("learning_starts",)
+
+
+def spec(name: str) -> AlgoSpec:
+    """The registered algorithm called `name`."""
+    if name not in ALGOS:
+        raise QuarlError(f"algo.name={name} is not known: choose one of {', '.join(ALGOS)}.")
+    return ALGOS[name]
+
+
+def check_action_kind(algo: str, env_id: str, kind: str) -> None:
+    """Raise IncompatibleCell when `algo` cannot act in a `kind` action space."""
+    if kind not in spec(algo).action_kinds:
+        allowed = " or ".join(spec(algo).action_kinds)
+        raise IncompatibleCell(
+            f"algo={algo} needs {allowed} actions but env {env_id} has {kind} actions "
+            f"(n/a: pick an algorithm from {', '.join(n for n, s in ALGOS.items() if kind in s.action_kinds)})."
+        )
+
+
+def linear_schedule(initial: float) -> Callable[[float], float]:
+    """rl-zoo3's `lin_X`: X at the start of training, 0 at the end."""
+
+    def schedule(progress_remaining: float) -> float:
+        return progress_remaining * initial
+
+    return schedule
+
+
+def _value(key: str, value: Any) -> Any:
+    if isinstance(value, str) and value.startswith("lin_"):
+        try:
+            return linear_schedule(float(value[4:]))
+        except ValueError:
+            raise QuarlError(f"algo.hyperparams.{key}={value}: a schedule is written lin_<number>.") from None
+    if key == "train_freq" and isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def _policy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    out = dict(kwargs)
+    if "activation_fn" in out:
+        name = out["activation_fn"]
+        if name not in ACTIVATIONS:
+            raise QuarlError(
+                f"algo.hyperparams.policy_kwargs.activation_fn={name} is not known: "
+                f"choose one of {', '.join(ACTIVATIONS)}."
+            )
+        out["activation_fn"] = ACTIVATIONS[name]
+    return out
+
+
+def hyperparams(algo_cfg: Any, total_steps: int) -> dict[str, Any]:
+    """The constructor arguments for the SB3 class, with step counts fitted to `total_steps`."""
+    raw = dict(algo_cfg.hyperparams)
+    scale = min(1.0, total_steps / algo_cfg.n_timesteps)
+    for key in STEP_COUNTS:
+        if key in raw:
+            raw[key] = int(raw[key] * scale)
+    out = {k: _value(k, v) for k, v in raw.items() if k != "policy_kwargs"}
+    if "policy_kwargs" in raw:
+        out["policy_kwargs"] = _policy_kwargs(raw["policy_kwargs"])
+    return out
+
+
+def _action_noise(algo_cfg: Any, venv: VecEnv) -> Any:
+    if algo_cfg.noise_type is None:
+        return None
+    n = venv.action_space.shape[-1]
+    mean, sigma = np.zeros(n), algo_cfg.noise_std * np.ones(n)
+    if algo_cfg.noise_type == "normal":
+        return NormalActionNoise(mean, sigma)
+    return OrnsteinUhlenbeckActionNoise(mean, sigma)
+
+
+def build(algo_cfg: Any, venv: VecEnv, seed: int, device: str, total_steps: int) -> BaseAlgorithm:
+    """A fresh SB3 model for `venv`; unknown hyperparameters are reported by name."""
+    algo = spec(algo_cfg.name)
+    kwargs = hyperparams(algo_cfg, total_steps)
+    accepted = inspect.signature(algo.cls.__init__).parameters
+    unknown = sorted(k for k in kwargs if k not in accepted)
+    if unknown:
+        raise QuarlError(
+            f"algo.hyperparams.{unknown[0]} is not a parameter of {algo.cls.__name__}; "
+            f"allowed: {', '.join(k for k in accepted if k not in ('self', 'policy', 'env'))}."
+        )
+    if "action_noise" in accepted:
+        kwargs["action_noise"] = _action_noise(algo_cfg, venv)
+    try:
+        return algo.cls(algo_cfg.policy, venv, seed=seed, device=device, verbose=0, **kwargs)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise QuarlError(f"algo={algo_cfg.name} cannot be built with these hyperparameters: {exc}") from None

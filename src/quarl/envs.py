@@ -1,0 +1,37 @@
+"""Gymnasium environments from env configs, with errors that say what to install or type."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import gymnasium as gym
+
+from quarl.errors import QuarlError
+
+ActionKind = Literal["discrete", "continuous"]
+
+
+def make_env(env_cfg: Any) -> gym.Env:
+    """Create the environment named by `env_cfg.id` with `env_cfg.kwargs`."""
+    try:
+        return gym.make(env_cfg.id, **dict(env_cfg.kwargs))
+    except gym.error.DependencyNotInstalled as exc:
+        raise QuarlError(f"env.id={env_cfg.id} needs a package that is not installed: {exc}") from None
+    except gym.error.Error as exc:
+        raise QuarlError(f"env.id={env_cfg.id} is not a registered Gymnasium environment ({exc}).") from None
+    except TypeError as exc:
+        raise QuarlError(f"env.kwargs for {env_cfg.id} are not accepted: {exc}") from None
+
+
+def action_kind(env_cfg: Any) -> ActionKind:
+    """Whether the environment's actions are discrete or continuous."""
+    env = make_env(env_cfg)
+    try:
+        space = env.action_space
+    finally:
+        env.close()
+    if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+        return "discrete"
+    if isinstance(space, gym.spaces.Box):
+        return "continuous"
+    raise QuarlError(f"env.id={env_cfg.id} has an action space quarl does not support: {space}.")

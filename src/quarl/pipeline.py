@@ -1,0 +1,176 @@
+"""One cell of a study, start to end: check, policy, fp32 baseline, quantize, evaluate, record."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+from omegaconf import OmegaConf, open_dict
+
+from quarl import provenance, schema
+from quarl.algos import check_action_kind
+from quarl.envs import action_kind
+from quarl.errors import IncompatibleCell
+from quarl.evaluate import Evaluation, evaluate
+from quarl.keys import cell_key, policy_key
+from quarl.policies import CachedPolicy, obtain
+from quarl.quantize import policy_bytes, quantize_policy
+from quarl.store import Store, write_json
+
+log = logging.getLogger(__name__)
+
+FP32 = {"method": "fp32", "bits": 32}
+
+
+@dataclass
+class Context:
+    """Where a cell runs: its config, run dir, store and whether it is part of a sweep."""
+
+    cfg: Any
+    run_dir: Path
+    base_dir: Path
+    multirun: bool
+
+    def path(self, value: str) -> Path:
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else self.base_dir / p
+
+    @property
+    def interactive(self) -> bool:
+        return sys.stderr.isatty()
+
+
+def _label(cfg: Any) -> str:
+    q = cfg.quant
+    method = f"ptq {q.bits}-bit {q.scheme} {q.granularity}" if q.method == "ptq" else q.method
+    return f"{cfg.algo.name}/{cfg.env.name} seed={cfg.seed} {method}"
+
+
+def _fp32_config(cfg: Any) -> Any:
+    fp32 = copy.deepcopy(cfg)
+    with open_dict(fp32):
+        fp32.quant = OmegaConf.merge(OmegaConf.structured(schema.QuantConfig), FP32)
+    return fp32
+
+
+def _record(cfg: Any, status: str, started: str, run_dir: Path, **fields: Any) -> dict[str, Any]:
+    commit, dirty = provenance.git_state()
+    ev: Evaluation | None = fields.pop("evaluation", None)
+    run = {
+        "cell_key": cell_key(cfg),
+        "status": status,
+        "algo": cfg.algo.name,
+        "env": cfg.env.name,
+        "quant": cfg.quant.method,
+        "policy_key": policy_key(cfg),
+        "run_dir": str(run_dir),
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "versions": provenance.versions(),
+        "host": provenance.host(),
+        "started_at": started,
+        "ended_at": provenance.now(),
+        **fields,
+    }
+    episodes = []
+    if ev is not None:
+        run.update(
+            reward_mean=ev.mean,
+            reward_std=ev.std,
+            reward_min=min(ev.rewards),
+            reward_max=max(ev.rewards),
+            n_episodes=len(ev.rewards),
+            eval_time_s=ev.wall_s,
+        )
+        episodes = [
+            {"episode": i, "seed": s, "reward": r, "length": n}
+            for i, (s, r, n) in enumerate(zip(ev.seeds, ev.rewards, ev.lengths))
+        ]
+    return {"run": run, "config": OmegaConf.to_container(cfg, resolve=True), "episodes": episodes}
+
+
+def _evaluate(ctx: Context, cfg: Any, policy: CachedPolicy, desc: str) -> tuple[Evaluation, int]:
+    model = policy.load()
+    quantize_policy(model, cfg.quant)
+    ev = evaluate(
+        model,
+        cfg.env,
+        episodes=cfg.eval.episodes,
+        seed=cfg.seed,
+        n_envs=cfg.eval.n_envs,
+        deterministic=cfg.eval.deterministic,
+        obs_transform=policy.obs_transform(),
+        progress=cfg.eval.progress and ctx.interactive,
+        desc=desc,
+    )
+    return ev, policy_bytes(model, cfg.quant)
+
+
+def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) -> tuple[float, int]:
+    """The fp32 reward of this cell's policy: from the store, or evaluated and recorded once."""
+    cfg = _fp32_config(ctx.cfg)
+    key = cell_key(cfg)
+    with FileLock(str(ctx.path(ctx.cfg.store.policies) / f"{key}.eval.lock")):
+        model_bytes = policy_bytes(policy.load(), cfg.quant)
+        reward = store.reward(key)
+        if reward is not None:
+            return reward, model_bytes
+        ev, _ = _evaluate(ctx, cfg, policy, "fp32 eval")
+        record = _record(
+            cfg, "done", started, ctx.run_dir, evaluation=ev, fp32_reward=ev.mean, rel_error=0.0,
+            train_time_s=policy.meta["train_time_s"], policy_bytes=model_bytes, fp32_bytes=model_bytes,
+            trained=policy.trained,
+        )
+        store.write(record)
+        name = "record.json" if ctx.cfg.quant.method == "fp32" else "baseline.record.json"
+        write_json(record, ctx.run_dir / name)
+        log.info("Recorded fp32 baseline of %s: %.2f ± %.2f", _label(cfg), ev.mean, ev.std)
+        return ev.mean, model_bytes
+
+
+def relative_error(fp32: float, quantized: float) -> float | None:
+    """E = (R_fp32 - R_q) / |R_fp32|; undefined (None) when the fp32 reward is 0."""
+    return None if fp32 == 0 else (fp32 - quantized) / abs(fp32)
+
+
+def run_cell(ctx: Context) -> None:
+    """Run one cell and record it, or say why it is skipped."""
+    cfg = ctx.cfg
+    schema.check(cfg)
+    store = Store(ctx.path(cfg.store.path))
+    key, label = cell_key(cfg), _label(cfg)
+    if not cfg.force and store.status(key) is not None:
+        log.info("Skipping %s: already in the store as %s (cell %s; force=true runs it again).",
+                 label, store.status(key), key)
+        return
+    started = provenance.now()
+    try:
+        check_action_kind(cfg.algo.name, cfg.env.id, action_kind(cfg.env))
+    except IncompatibleCell as exc:
+        if not ctx.multirun:
+            raise
+        store.write(_record(cfg, "skipped", started, ctx.run_dir, message=str(exc)))
+        log.warning("Skipping %s: %s", label, exc)
+        return
+    policy = obtain(cfg, ctx.path(cfg.store.policies), progress=cfg.train.progress and ctx.interactive)
+    fp32_reward, fp32_bytes = _baseline(ctx, store, policy, started)
+    if cfg.quant.method == "fp32":
+        log.info("%s: fp32 reward %.2f", label, fp32_reward)
+        return
+    ev, size = _evaluate(ctx, cfg, policy, f"{cfg.quant.method} eval")
+    error = relative_error(fp32_reward, ev.mean)
+    record = _record(
+        cfg, "done", started, ctx.run_dir, evaluation=ev, fp32_reward=fp32_reward, rel_error=error,
+        train_time_s=policy.meta["train_time_s"], policy_bytes=size, fp32_bytes=fp32_bytes, trained=policy.trained,
+    )
+    store.write(record)
+    write_json(record, ctx.run_dir / "record.json")
+    shown = "n/a (fp32 reward is 0)" if error is None or math.isnan(error) else f"{100 * error:.2f}%"
+    log.info("%s: fp32 %.2f | quantized %.2f ± %.2f | E = %s | %d -> %d bytes",
+             label, fp32_reward, ev.mean, ev.std, shown, fp32_bytes, size)

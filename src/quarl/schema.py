@@ -1,0 +1,135 @@
+"""Typed schemas for every config group, registered in Hydra's ConfigStore.
+
+Each YAML file of a group lists its schema first in its defaults list, so Hydra rejects unknown
+keys and wrong types at composition time. `check` adds the rules a type cannot express.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+from quarl.errors import QuarlError
+
+QUANT_METHODS = ("fp32", "fp16", "bf16", "ptq")
+SCHEMES = ("affine", "symmetric", "paper")
+GRANULARITIES = ("per_tensor", "per_channel")
+NOISE_TYPES = (None, "normal", "ornstein_uhlenbeck")
+DEVICES = ("cpu", "cuda", "auto")
+
+
+@dataclass
+class AlgoConfig:
+    """An SB3 algorithm and its hyperparameters (rl-zoo3 layout)."""
+
+    name: str = MISSING
+    policy: str = "MlpPolicy"
+    n_timesteps: int = 100_000
+    n_envs: int = 1
+    normalize: bool = False
+    normalize_kwargs: dict[str, Any] = field(default_factory=dict)
+    noise_type: Optional[str] = None
+    noise_std: float = 0.1
+    hyperparams: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EnvConfig:
+    """A Gymnasium environment: quarl's short name and the registered id."""
+
+    name: str = MISSING
+    id: str = MISSING
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class QuantConfig:
+    """How the policy's weights are quantized."""
+
+    method: str = "ptq"
+    bits: int = 8
+    scheme: str = "affine"
+    granularity: str = "per_tensor"
+    quantize_bias: bool = False
+
+
+@dataclass
+class TrainConfig:
+    steps: Optional[int] = None
+    device: str = "cpu"
+    progress: bool = True
+
+
+@dataclass
+class EvalConfig:
+    episodes: int = 10
+    n_envs: int = 4
+    deterministic: bool = True
+    progress: bool = True
+
+
+@dataclass
+class StoreConfig:
+    path: str = "outputs/results.sqlite"
+    policies: str = "outputs/policies"
+
+
+@dataclass
+class RunConfig:
+    """One cell of a study."""
+
+    algo: AlgoConfig = MISSING
+    env: EnvConfig = MISSING
+    quant: QuantConfig = MISSING
+    seed: int = 0
+    force: bool = False
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
+
+
+def register() -> None:
+    """Put the schemas in Hydra's ConfigStore (the YAML files name them in their defaults)."""
+    cs = ConfigStore.instance()
+    cs.store(group="schema", name="config", node=RunConfig)
+    cs.store(group="schema", name="algo", node=AlgoConfig)
+    cs.store(group="schema", name="env", node=EnvConfig)
+    cs.store(group="schema", name="quant", node=QuantConfig)
+
+
+def _one_of(field_name: str, value: Any, allowed: tuple) -> None:
+    if value not in allowed:
+        shown = ", ".join(str(a) for a in allowed if a is not None)
+        raise QuarlError(f"{field_name}={value} is not allowed: choose one of {shown}.")
+
+
+def check(cfg: Any) -> None:
+    """Reject values that are well-typed but meaningless, naming the field and what is allowed."""
+    q = cfg.quant
+    _one_of("quant.method", q.method, QUANT_METHODS)
+    if q.method == "ptq":
+        if not (2 <= q.bits <= 16 or q.bits == 32):
+            raise QuarlError(
+                f"quant.bits={q.bits} is out of range: use 2..16, or 32 for unchanged weights "
+                "(quant=fp16 / quant=bf16 for half precision)."
+            )
+        _one_of("quant.scheme", q.scheme, SCHEMES)
+        _one_of("quant.granularity", q.granularity, GRANULARITIES)
+        if q.scheme == "paper" and q.granularity != "per_tensor":
+            raise QuarlError(
+                "quant.scheme=paper is the published per-tensor formula: use "
+                "quant.granularity=per_tensor, or quant.scheme=affine/symmetric for per_channel."
+            )
+    if cfg.eval.episodes < 1:
+        raise QuarlError(f"eval.episodes={cfg.eval.episodes} must be a positive number of episodes.")
+    if cfg.eval.n_envs < 1:
+        raise QuarlError(f"eval.n_envs={cfg.eval.n_envs} must be at least 1.")
+    if cfg.train.steps is not None and cfg.train.steps < 1:
+        raise QuarlError(f"train.steps={cfg.train.steps} must be a positive number of env steps (or null).")
+    _one_of("train.device", cfg.train.device, DEVICES)
+    if cfg.algo.n_envs < 1:
+        raise QuarlError(f"algo.n_envs={cfg.algo.n_envs} must be at least 1.")
+    _one_of("algo.noise_type", cfg.algo.noise_type, NOISE_TYPES)

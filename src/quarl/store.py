@@ -1,0 +1,177 @@
+"""The results store: one SQLite file with a row per run and a row per evaluation episode.
+
+Every config key is a column of `runs` (dotted, e.g. ``quant.bits``); columns appear as new keys
+do. Each record is written in one transaction (WAL, busy timeout), so parallel jobs lose nothing
+and a killed job leaves no half-written record. A JSON copy of each record lives in its run dir,
+and `rebuild` makes the store again from those copies.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import pandas as pd
+
+from quarl.errors import QuarlError
+
+log = logging.getLogger(__name__)
+
+RECORD_GLOB = "*record.json"
+RUN_COLUMNS = (
+    "cell_key TEXT PRIMARY KEY",
+    "status TEXT NOT NULL",
+    "message TEXT",
+    "algo TEXT",
+    "env TEXT",
+    "quant TEXT",
+    "policy_key TEXT",
+    "reward_mean REAL",
+    "reward_std REAL",
+    "reward_min REAL",
+    "reward_max REAL",
+    "n_episodes INTEGER",
+    "fp32_reward REAL",
+    "rel_error REAL",
+    "train_time_s REAL",
+    "eval_time_s REAL",
+    "policy_bytes INTEGER",
+    "fp32_bytes INTEGER",
+    "trained INTEGER",
+    "run_dir TEXT",
+    "git_commit TEXT",
+    "git_dirty INTEGER",
+    "versions TEXT",
+    "host TEXT",
+    "started_at TEXT",
+    "ended_at TEXT",
+    "config TEXT",
+)
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS runs ({", ".join(RUN_COLUMNS)});
+CREATE TABLE IF NOT EXISTS episodes (
+    cell_key TEXT NOT NULL, episode INTEGER NOT NULL, seed INTEGER, reward REAL, length INTEGER,
+    PRIMARY KEY (cell_key, episode)
+);
+"""
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`{"a": {"b": 1}}` -> `{"a.b": 1}`; lists become JSON text."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{name}."))
+        elif isinstance(value, (list, tuple)):
+            flat[name] = json.dumps(value)
+        else:
+            flat[name] = value
+    return flat
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+class Store:
+    """A results store at `path` (created on first use)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with closing(self._connect()) as con:
+                con.executescript(SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise QuarlError(f"store.path={self.path} cannot be opened as a results store ({exc}).") from None
+
+    def _connect(self) -> sqlite3.Connection:
+        con = sqlite3.connect(self.path, timeout=120, isolation_level=None)
+        con.execute("PRAGMA busy_timeout = 120000")
+        con.execute("PRAGMA journal_mode = WAL")
+        return con
+
+    def status(self, cell_key: str) -> str | None:
+        """'done', 'skipped', ... for a stored cell, None if absent."""
+        with closing(self._connect()) as con:
+            row = con.execute("SELECT status FROM runs WHERE cell_key = ?", (cell_key,)).fetchone()
+        return row[0] if row else None
+
+    def reward(self, cell_key: str) -> float | None:
+        """Mean reward of a finished cell, None if it is not done."""
+        with closing(self._connect()) as con:
+            row = con.execute(
+                "SELECT reward_mean FROM runs WHERE cell_key = ? AND status = 'done'", (cell_key,)
+            ).fetchone()
+        return row[0] if row else None
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        """Insert or replace one record (`run` fields, flattened `config`, `episodes`) atomically."""
+        run = dict(record["run"])
+        run["config"] = json.dumps(record["config"], sort_keys=True)
+        run["versions"] = json.dumps(run.get("versions", {}), sort_keys=True)
+        run.update(flatten(record["config"]))
+        with closing(self._connect()) as con:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                known = {row[1] for row in con.execute("PRAGMA table_info(runs)")}
+                for column in run:
+                    if column not in known:
+                        con.execute(f"ALTER TABLE runs ADD COLUMN {_quote(column)}")
+                names = ", ".join(_quote(c) for c in run)
+                marks = ", ".join("?" for _ in run)
+                con.execute(f"INSERT OR REPLACE INTO runs ({names}) VALUES ({marks})", list(run.values()))
+                con.execute("DELETE FROM episodes WHERE cell_key = ?", (run["cell_key"],))
+                con.executemany(
+                    "INSERT INTO episodes (cell_key, episode, seed, reward, length) VALUES (?, ?, ?, ?, ?)",
+                    [(run["cell_key"], e["episode"], e["seed"], e["reward"], e["length"]) for e in record["episodes"]],
+                )
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+
+    def runs(self) -> pd.DataFrame:
+        """Every run record, one row each."""
+        with closing(self._connect()) as con:
+            return pd.read_sql_query("SELECT * FROM runs ORDER BY started_at", con)
+
+    def episodes(self) -> pd.DataFrame:
+        """Every evaluation episode, one row each."""
+        with closing(self._connect()) as con:
+            return pd.read_sql_query("SELECT * FROM episodes ORDER BY cell_key, episode", con)
+
+
+def write_json(record: Mapping[str, Any], path: Path) -> None:
+    """The run dir's copy of a record (written to a temporary name, then renamed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
+    tmp.replace(path)
+
+
+def find_records(root: Path) -> Iterator[dict[str, Any]]:
+    """Records found as JSON copies anywhere under `root`; unreadable files are reported and passed over."""
+    for path in sorted(root.rglob(RECORD_GLOB)):
+        try:
+            record = json.loads(path.read_text())
+            if {"run", "config", "episodes"} <= record.keys():
+                yield record
+                continue
+        except (OSError, json.JSONDecodeError, AttributeError):
+            pass
+        log.warning("Passing over %s: not a quarl record.", path)
+
+
+def rebuild(root: Path, store: Store) -> int:
+    """Write every record found under `root` into `store`; returns how many."""
+    count = 0
+    for record in find_records(root):
+        store.write(record)
+        count += 1
+    return count
