@@ -1,0 +1,41 @@
+"""Shared test helpers: compose configs in-process, run `python run.py` in a scratch folder."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from quarl import schema
+from quarl.app import CONF_DIR
+
+ROOT = Path(__file__).resolve().parents[1]
+# Tiny budgets: a few seconds per cell.
+FAST = ["train.steps=1500", "eval.episodes=2", "eval.n_envs=2"]
+
+
+def compose_cfg(*overrides: str):
+    """The config `python run.py OVERRIDES` would run, without running it."""
+    schema.register()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=list(overrides), return_hydra_config=False)
+
+
+def run_quarl(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """`python run.py ARGS` with `cwd` as the launch folder (so outputs/ lands there)."""
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=600
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(f"run.py {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return done
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    return tmp_path

@@ -1,0 +1,100 @@
+"""Every config composes; typos, wrong types and meaningless values are rejected with the field named."""
+
+import itertools
+from pathlib import Path
+
+import pytest
+from hydra.errors import ConfigCompositionException
+from omegaconf.errors import ValidationError
+
+from quarl.algos import ALGOS, hyperparams
+from quarl.app import CONF_DIR
+from quarl.errors import QuarlError
+from quarl.schema import check
+from tests.conftest import compose_cfg
+
+ALGO_NAMES = sorted(p.stem for p in (CONF_DIR / "algo").glob("*.yaml"))
+ENV_NAMES = sorted(p.stem for p in (CONF_DIR / "env").glob("*.yaml"))
+QUANT_NAMES = sorted(p.stem for p in (CONF_DIR / "quant").glob("*.yaml"))
+
+
+def test_groups_cover_the_issue():
+    assert {"dqn", "a2c", "ppo", "ddpg"} <= set(ALGO_NAMES) == set(ALGOS)
+    assert {"cartpole", "acrobot", "mountaincar", "mountaincar_continuous", "pendulum", "lunarlander"} <= set(ENV_NAMES)
+    assert {"fp32", "fp16", "ptq"} <= set(QUANT_NAMES)
+
+
+@pytest.mark.parametrize("algo, env", list(itertools.product(ALGO_NAMES, ENV_NAMES)))
+def test_every_algo_env_pair_composes_and_passes_checks(algo, env):
+    cfg = compose_cfg(f"algo={algo}", f"env={env}")
+    check(cfg)
+    assert cfg.algo.name == algo and cfg.env.name == env
+    tuned = CONF_DIR / "tuned" / algo / f"{env}.yaml"
+    if tuned.exists():  # rl-zoo3's budget replaces the algorithm's default
+        assert f"n_timesteps: {cfg.algo.n_timesteps}" in tuned.read_text()
+    hyperparams(cfg.algo, cfg.algo.n_timesteps)  # schedules and policy kwargs parse
+
+
+@pytest.mark.parametrize("quant", QUANT_NAMES)
+def test_quant_configs_compose(quant):
+    check(compose_cfg(f"quant={quant}"))
+
+
+def test_tuned_values_apply_and_overrides_win():
+    cfg = compose_cfg("algo=dqn", "env=cartpole")
+    assert cfg.algo.n_timesteps == 50000 and cfg.algo.hyperparams.learning_rate == 0.0023
+    cfg = compose_cfg("algo=dqn", "env=cartpole", "algo.hyperparams.learning_rate=0.01")
+    assert cfg.algo.hyperparams.learning_rate == 0.01
+
+
+def test_train_steps_shrinks_step_counts():
+    cfg = compose_cfg("algo=dqn", "env=cartpole")
+    assert hyperparams(cfg.algo, 5000)["learning_starts"] == 100  # 1000 * 5000 / 50000
+    assert hyperparams(cfg.algo, 10**6)["learning_starts"] == 1000  # never grows
+
+
+@pytest.mark.parametrize(
+    "override",
+    ["quant.bits=eight", "eval.episodes=many", "seed=x", "algo.n_envs=1.5"],
+)
+def test_wrong_types_are_rejected_at_composition(override):
+    with pytest.raises((ConfigCompositionException, ValidationError)) as err:
+        compose_cfg(override)
+    assert override.split("=")[0] in str(err.value) or "could not be converted" in str(err.value)
+
+
+def test_unknown_keys_and_options_are_rejected():
+    with pytest.raises(ConfigCompositionException, match="quant.bitz"):
+        compose_cfg("quant.bitz=4")
+    with pytest.raises(ConfigCompositionException, match="algo/nope"):
+        compose_cfg("algo=nope")
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["quant.bits=1"], "quant.bits=1 is out of range: use 2..16, or 32"),
+        (["quant.bits=33"], "quant.bits=33 is out of range"),
+        (["quant.bits=24"], "quant.bits=24 is out of range"),
+        (["quant.scheme=log"], "quant.scheme=log is not allowed: choose one of affine, symmetric, paper"),
+        (["quant.granularity=per_row"], "quant.granularity=per_row is not allowed"),
+        (["quant.scheme=paper", "quant.granularity=per_channel"], "quant.scheme=paper is the published per-tensor"),
+        (["eval.episodes=0"], "eval.episodes=0 must be a positive"),
+        (["eval.episodes=-3"], "eval.episodes=-3 must be a positive"),
+        (["train.steps=0"], "train.steps=0 must be a positive"),
+        (["train.device=tpu"], "train.device=tpu is not allowed"),
+    ],
+)
+def test_meaningless_values_get_one_sentence(overrides, message):
+    with pytest.raises(QuarlError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        check(compose_cfg(*overrides))
+
+
+def test_schema_is_not_offered_as_an_option():
+    with pytest.raises(ConfigCompositionException) as err:
+        compose_cfg("algo=nope")
+    assert "schema" not in str(err.value).split("Available options")[1].split("Config search path")[0]
+
+
+def test_sweeps_folder_exists():
+    assert Path(CONF_DIR.parent / "sweeps").is_dir()

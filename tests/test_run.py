@@ -1,0 +1,121 @@
+"""`python run.py` end to end: records land, sweeps reuse policies, bad input gets one sentence."""
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from quarl import results
+from tests.conftest import FAST, ROOT, run_quarl
+
+
+def log_of(done: subprocess.CompletedProcess) -> str:
+    return done.stdout + done.stderr
+
+
+def test_single_run_records_fp32_baseline_and_quantized_cell(scratch):
+    done = run_quarl(scratch, *FAST, "quant.bits=4")
+    df = results.load(scratch / "outputs/results.sqlite")
+    assert sorted(df["quant"]) == ["fp32", "ptq"]
+    ptq = df[df["quant"] == "ptq"].iloc[0]
+    fp32 = df[df["quant"] == "fp32"].iloc[0]
+    assert ptq["quant.bits"] == 4 and ptq["n_episodes"] == 2 and ptq["fp32_reward"] == fp32["reward_mean"]
+    assert ptq["rel_error"] == pytest.approx((fp32["reward_mean"] - ptq["reward_mean"]) / abs(fp32["reward_mean"]))
+    assert ptq["policy_bytes"] < ptq["fp32_bytes"] / 6  # 4-bit weights (8x smaller), fp32 biases
+    for column in ("git_commit", "host", "started_at", "ended_at", "versions", "train_time_s", "eval_time_s"):
+        assert ptq[column] is not None, column
+    assert json.loads(ptq["versions"])["torch"].startswith("2.")
+    # the JSON copy in the Hydra run dir holds the same record
+    copies = {p.name: json.loads(p.read_text()) for p in (scratch / "outputs/runs").rglob("*record.json")}
+    assert copies["record.json"]["run"]["cell_key"] == ptq["cell_key"]
+    assert copies["baseline.record.json"]["run"]["cell_key"] == fp32["cell_key"]
+    assert "E = " in log_of(done)  # the one-line summary
+
+
+def test_sweep_trains_one_policy_per_algo_and_reuses_it(scratch):
+    sweep = ["-m", "algo=dqn,a2c,ppo", "quant.bits=2,4,8", *FAST]
+    first = log_of(run_quarl(scratch, *sweep))
+    assert first.count("Training ") == 3
+    df = results.load(scratch / "outputs/results.sqlite")
+    assert (df["quant"] == "ptq").sum() == 9 and (df["quant"] == "fp32").sum() == 3
+    assert set(df["status"]) == {"done"}
+    assert df.groupby("algo")["policy_key"].nunique().eq(1).all()
+    second = log_of(run_quarl(scratch, *sweep))
+    assert "Training " not in second and "Recorded" not in second
+    assert second.count("already in the store") == 9
+    assert len(results.load(scratch / "outputs/results.sqlite")) == 12
+    # force re-evaluates (and replaces) without retraining
+    forced = log_of(run_quarl(scratch, *FAST, "algo=ppo", "quant.bits=2", "force=true"))
+    assert "Training " not in forced and "E = " in forced
+    assert len(results.load(scratch / "outputs/results.sqlite")) == 12
+
+
+def test_parallel_jobs_train_a_shared_policy_once(scratch):
+    cmd = [sys.executable, str(ROOT / "run.py"), *FAST, "algo=a2c"]
+    procs = [subprocess.Popen([*cmd, f"quant.bits={b}"], cwd=scratch, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for b in (3, 5, 6)]
+    logs = [p.communicate(timeout=600)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), logs
+    assert sum(log.count("Training ") for log in logs) == 1
+    df = results.load(scratch / "outputs/results.sqlite")
+    assert sorted(df["quant.bits"]) == [3, 5, 6, 32]  # three cells and one fp32 baseline
+
+
+def test_incompatible_cell_is_skipped_in_a_sweep_and_fails_a_single_run(scratch):
+    done = run_quarl(scratch, "-m", "algo=dqn,ppo", "env=pendulum", *FAST)
+    df = results.load(scratch / "outputs/results.sqlite")
+    skipped = df[df["status"] == "skipped"]
+    assert list(skipped["algo"]) == ["dqn"] and "needs discrete actions" in skipped.iloc[0]["message"]
+    assert set(df[df["status"] == "done"]["algo"]) == {"ppo"}
+    single = run_quarl(scratch, "algo=ddpg", "env=cartpole", *FAST, check=False)
+    assert single.returncode == 1
+    assert "algo=ddpg needs continuous actions but env CartPole-v1 has discrete actions" in log_of(single)
+    assert "Traceback" not in log_of(single) and "Skipping" in log_of(done)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["quant.bits=1"], "quant.bits=1 is out of range: use 2..16, or 32"),
+        (["quant.bits=40"], "quant.bits=40 is out of range"),
+        (["quant.scheme=fancy"], "quant.scheme=fancy is not allowed: choose one of affine, symmetric, paper"),
+        (["eval.episodes=0"], "eval.episodes=0 must be a positive number of episodes"),
+        (["algo=dqn", "env=mountaincar_continuous"], "algo=dqn needs discrete actions"),
+        (["store.path=/proc/forbidden/results.sqlite"], "store.path=/proc/forbidden/results.sqlite cannot be opened"),
+        (["quant.bits=four"], "Value 'four' of type 'str' could not be converted to Integer"),
+        (["algo=sarsa"], "Could not find 'algo/sarsa'"),
+        (["+algo.hyperparams.learning_rat=0.1"], "algo.hyperparams.learning_rat is not a parameter of PPO"),
+    ],
+)
+def test_bad_input_gets_one_clear_sentence_and_no_traceback(scratch, args, message):
+    done = run_quarl(scratch, *FAST, *args, check=False)
+    assert done.returncode == 1
+    assert message in log_of(done)
+    assert "Traceback" not in log_of(done)
+    assert not (scratch / "outputs/policies").exists() or not any((scratch / "outputs/policies").glob("*/model.zip"))
+
+
+def test_corrupt_cached_policy_is_reported_and_nothing_stored_is_damaged(scratch):
+    run_quarl(scratch, *FAST, "quant.bits=8")
+    store = scratch / "outputs/results.sqlite"
+    before = results.load(store)
+    (model_zip,) = (scratch / "outputs/policies").glob("*/model.zip")
+    model_zip.write_bytes(b"garbage")
+    done = run_quarl(scratch, *FAST, "quant.bits=4", check=False)
+    assert done.returncode == 1 and "Traceback" not in log_of(done)
+    assert f"The cached policy in {model_zip.parent} cannot be read" in log_of(done)
+    assert "delete that folder" in log_of(done)
+    assert results.load(store).equals(before)
+    with sqlite3.connect(store) as con:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+@pytest.mark.slow
+def test_default_run_learns_cartpole(scratch):
+    """`python run.py` with a reduced budget: PPO learns well past a random policy (~20)."""
+    run_quarl(scratch, "train.steps=20000", "eval.episodes=5")
+    df = results.load(scratch / "outputs/results.sqlite", quant="fp32")
+    assert df.loc[0, "reward_mean"] > 150
