@@ -101,10 +101,23 @@ def _train(cfg: Any, folder: Path, progress: bool) -> None:
     (folder / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
 
 
+def folder_of(cfg: Any, root: Path) -> Path:
+    """The cache folder of this config's fp32 policy (it may not exist yet)."""
+    return root / f"{cfg.algo.name}-{cfg.env.name}-seed{cfg.seed}-{policy_key(cfg)}"
+
+
+def cached(cfg: Any, root: Path) -> CachedPolicy:
+    """The cached fp32 policy of a config (for example a stored record's), without training."""
+    folder = folder_of(cfg, root)
+    if not (folder / META_FILE).exists():
+        raise QuarlError(f"No cached policy for {cfg.algo.name}/{cfg.env.name} seed={cfg.seed} in {root}.")
+    return CachedPolicy(policy_key(cfg), folder, cfg.algo.name, cfg.env, trained=False)
+
+
 def obtain(cfg: Any, root: Path, progress: bool = False) -> CachedPolicy:
     """The fp32 policy for this cell's (algo, env, hyperparameters, seed, steps): cached or trained now."""
     key = policy_key(cfg)
-    folder = root / f"{cfg.algo.name}-{cfg.env.name}-seed{cfg.seed}-{key}"
+    folder = folder_of(cfg, root)
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(folder) + ".lock"):
         cached = CachedPolicy(key, folder, cfg.algo.name, cfg.env, trained=False)
