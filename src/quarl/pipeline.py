@@ -18,7 +18,7 @@ from quarl.algos import check_action_kind
 from quarl.envs import action_kind
 from quarl.errors import IncompatibleCell
 from quarl.evaluate import Evaluation, evaluate
-from quarl.keys import cell_key, policy_key
+from quarl.keys import cell_key, policy_key, qat_delay, train_steps
 from quarl.policies import CachedPolicy, obtain
 from quarl.quantize import policy_bytes, quantize_policy
 from quarl.store import Store, write_json
@@ -48,7 +48,7 @@ class Context:
 
 def _label(cfg: Any) -> str:
     q = cfg.quant
-    method = f"ptq {q.bits}-bit {q.scheme} {q.granularity}" if q.method == "ptq" else q.method
+    method = f"{q.method} {q.bits}-bit {q.scheme} {q.granularity}" if q.method in ("ptq", "qat") else q.method
     return f"{cfg.algo.name}/{cfg.env.name} seed={cfg.seed} {method}"
 
 
@@ -62,6 +62,7 @@ def _fp32_config(cfg: Any) -> Any:
 def _record(cfg: Any, status: str, started: str, run_dir: Path, **fields: Any) -> dict[str, Any]:
     commit, dirty = provenance.git_state()
     ev: Evaluation | None = fields.pop("evaluation", None)
+    curve: list[dict[str, float]] = fields.pop("curve", [])
     run = {
         "cell_key": cell_key(cfg),
         "status": status,
@@ -92,12 +93,14 @@ def _record(cfg: Any, status: str, started: str, run_dir: Path, **fields: Any) -
             {"episode": i, "seed": s, "reward": r, "length": n}
             for i, (s, r, n) in enumerate(zip(ev.seeds, ev.rewards, ev.lengths))
         ]
-    return {"run": run, "config": OmegaConf.to_container(cfg, resolve=True), "episodes": episodes}
+    config = OmegaConf.to_container(cfg, resolve=True)
+    return {"run": run, "config": config, "episodes": episodes, "curve": curve}
 
 
 def _evaluate(ctx: Context, cfg: Any, policy: CachedPolicy, desc: str) -> tuple[Evaluation, int]:
-    model = policy.load()
-    quantize_policy(model, cfg.quant)
+    model = policy.load()  # a QAT policy comes quantized: its own fake-quant graph, ranges frozen
+    if cfg.quant.method != "qat":
+        quantize_policy(model, cfg.quant)
     ev = evaluate(
         model,
         cfg.env,
@@ -125,7 +128,7 @@ def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) ->
         record = _record(
             cfg, "done", started, ctx.run_dir, evaluation=ev, fp32_reward=ev.mean, rel_error=0.0,
             train_time_s=policy.meta["train_time_s"], policy_bytes=model_bytes, fp32_bytes=model_bytes,
-            trained=policy.trained,
+            trained=policy.trained, curve=policy.curve,
         )
         store.write(record)
         name = "record.json" if ctx.cfg.quant.method == "fp32" else "baseline.record.json"
@@ -158,16 +161,23 @@ def run_cell(ctx: Context) -> None:
         store.write(_record(cfg, "skipped", started, ctx.run_dir, message=str(exc)))
         log.warning("Skipping %s: %s", label, exc)
         return
-    policy = obtain(cfg, ctx.path(cfg.store.policies), progress=cfg.train.progress and ctx.interactive)
-    fp32_reward, fp32_bytes = _baseline(ctx, store, policy, started)
+    if cfg.quant.method == "qat" and qat_delay(cfg) >= train_steps(cfg):
+        log.warning("quant.delay=%d is not below the training budget (%d steps): QAT never switches on "
+                    "during training.", qat_delay(cfg), train_steps(cfg))
+    progress = cfg.train.progress and ctx.interactive
+    policies = ctx.path(cfg.store.policies)
+    fp32_policy = obtain(_fp32_config(cfg), policies, progress=progress)
+    fp32_reward, fp32_bytes = _baseline(ctx, store, fp32_policy, started)
     if cfg.quant.method == "fp32":
         log.info("%s: fp32 reward %.2f", label, fp32_reward)
         return
+    policy = obtain(cfg, policies, progress=progress) if cfg.quant.method == "qat" else fp32_policy
     ev, size = _evaluate(ctx, cfg, policy, f"{cfg.quant.method} eval")
     error = relative_error(fp32_reward, ev.mean)
     record = _record(
         cfg, "done", started, ctx.run_dir, evaluation=ev, fp32_reward=fp32_reward, rel_error=error,
-        train_time_s=policy.meta["train_time_s"], policy_bytes=size, fp32_bytes=fp32_bytes, trained=policy.trained,
+        train_time_s=policy.meta["train_time_s"], policy_bytes=size, fp32_bytes=fp32_bytes,
+        trained=policy.trained, curve=policy.curve if policy is not fp32_policy else [],
     )
     store.write(record)
     write_json(record, ctx.run_dir / "record.json")

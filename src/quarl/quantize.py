@@ -24,35 +24,52 @@ LAYER_TYPES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 FLOAT_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
-def _reduce_dims(w: torch.Tensor, granularity: str) -> tuple[int, ...]:
-    if granularity == "per_channel" and w.dim() > 1:
-        return tuple(range(1, w.dim()))
-    return tuple(range(w.dim()))
+def ranges(w: torch.Tensor, granularity: str = "per_tensor") -> tuple[torch.Tensor, torch.Tensor]:
+    """Min and max of `w`: one pair (shape [1]) per tensor, or one per output channel (shape [C])."""
+    flat = w.reshape(w.shape[0], -1) if granularity == "per_channel" and w.dim() > 1 else w.reshape(1, -1)
+    return flat.amin(dim=1), flat.amax(dim=1)
+
+
+def qparams(lo: torch.Tensor, hi: torch.Tensor, bits: int, scheme: str) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+    """Scale, zero point and integer range that cover [lo, hi] at `bits` (affine or symmetric)."""
+    if scheme == "affine":
+        lo, hi = torch.clamp(lo, max=0), torch.clamp(hi, min=0)
+        qmin, qmax = 0, 2**bits - 1
+        scale = (hi - lo) / qmax
+        scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+        zero_point = torch.clamp(torch.round(-lo / scale), qmin, qmax)
+    elif scheme == "symmetric":
+        qmax = 2 ** (bits - 1) - 1
+        qmin = -qmax
+        scale = torch.maximum(lo.abs(), hi.abs()) / qmax
+        scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+        zero_point = torch.zeros_like(scale)
+    else:
+        raise ValueError(f"unknown scheme {scheme!r}")
+    return scale.float(), zero_point.to(torch.int32), qmin, qmax
+
+
+def quantize_with(w: torch.Tensor, scale: torch.Tensor, zero_point: torch.Tensor, qmin: int, qmax: int) -> torch.Tensor:
+    """Quantize-dequantize with given parameters (per tensor when `scale` has one element, else
+    per output channel), on PyTorch's core fake-quant ops: gradient 1 inside the range, 0 outside."""
+    if scale.numel() == 1:
+        return torch.fake_quantize_per_tensor_affine(w, scale.reshape(1), zero_point.reshape(1), qmin, qmax)
+    return torch.fake_quantize_per_channel_affine(w, scale, zero_point, 0, qmin, qmax)
+
+
+def paper_quantize(w: torch.Tensor, bits: int) -> torch.Tensor:
+    """QuaRL's published formula: delta = (|min W| + |max W|) / 2^n, W_q = delta * rint(W / delta)."""
+    delta = (w.min().abs() + w.max().abs()) / 2**bits
+    return w.clone() if delta == 0 else delta * torch.round(w / delta)
 
 
 def fake_quantize(w: torch.Tensor, bits: int, scheme: str = "affine", granularity: str = "per_tensor") -> torch.Tensor:
-    """Quantize `w` to `bits` and back to its float dtype; 32 bits returns an unchanged copy."""
+    """Quantize `w` to `bits` with ranges taken from `w` itself; 32 bits returns an unchanged copy."""
     if bits == 32 or w.numel() == 0:
         return w.clone()
     if scheme == "paper":
-        delta = (w.min().abs() + w.max().abs()) / 2**bits
-        return w.clone() if delta == 0 else delta * torch.round(w / delta)
-    dims = _reduce_dims(w, granularity)
-    if scheme == "affine":
-        lo = torch.clamp(w.amin(dim=dims, keepdim=True), max=0)
-        hi = torch.clamp(w.amax(dim=dims, keepdim=True), min=0)
-        qmax = 2**bits - 1
-        scale = (hi - lo) / qmax
-        scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-        zero_point = torch.clamp(torch.round(-lo / scale), 0, qmax)
-        q = torch.clamp(torch.round(w / scale) + zero_point, 0, qmax)
-        return (q - zero_point) * scale
-    if scheme == "symmetric":
-        qmax = 2 ** (bits - 1) - 1
-        scale = w.abs().amax(dim=dims, keepdim=True) / qmax
-        scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-        return torch.clamp(torch.round(w / scale), -qmax, qmax) * scale
-    raise ValueError(f"unknown scheme {scheme!r}")
+        return paper_quantize(w, bits)
+    return quantize_with(w, *qparams(*ranges(w, granularity), bits, scheme))
 
 
 def inference_layers(model: BaseAlgorithm) -> dict[str, nn.Module]:
@@ -88,7 +105,7 @@ def quantize_policy(model: BaseAlgorithm, quant: Any) -> None:
 
 
 def _tensor_bytes(t: torch.Tensor, quant: Any, granularity: str, quantized: bool) -> int:
-    if not quantized or quant.method == "fp32" or (quant.method == "ptq" and quant.bits == 32):
+    if not quantized or quant.method == "fp32" or quant.bits == 32:
         return 4 * t.numel()
     if quant.method in FLOAT_DTYPES:
         return 2 * t.numel()

@@ -14,7 +14,7 @@ from omegaconf import MISSING
 
 from quarl.errors import QuarlError
 
-QUANT_METHODS = ("fp32", "fp16", "bf16", "ptq")
+QUANT_METHODS = ("fp32", "fp16", "bf16", "ptq", "qat")
 SCHEMES = ("affine", "symmetric", "paper")
 GRANULARITIES = ("per_tensor", "per_channel")
 NOISE_TYPES = (None, "normal", "ornstein_uhlenbeck")
@@ -54,6 +54,9 @@ class QuantConfig:
     scheme: str = "affine"
     granularity: str = "per_tensor"
     quantize_bias: bool = False
+    act_bits: int = 8  # QAT: bits of each layer's input activation (32: not quantized)
+    delay: Optional[int] = None  # QAT: env steps before fake quant is on (None: half the budget)
+    freeze_after: Optional[int] = None  # QAT: env step at which ranges stop moving (None: end of training)
 
 
 @dataclass
@@ -106,16 +109,33 @@ def _one_of(field_name: str, value: Any, allowed: tuple) -> None:
         raise QuarlError(f"{field_name}={value} is not allowed: choose one of {shown}.")
 
 
+def _check_qat(cfg: Any) -> None:
+    q = cfg.quant
+    if not 2 <= q.bits <= 16:
+        raise QuarlError(f"quant.bits={q.bits} is out of range for quant=qat: use 2..16.")
+    if not (2 <= q.act_bits <= 16 or q.act_bits == 32):
+        raise QuarlError(f"quant.act_bits={q.act_bits} is out of range: use 2..16, or 32 for fp32 activations.")
+    if q.delay is not None and q.delay < 0:
+        raise QuarlError(f"quant.delay={q.delay} must be a number of env steps >= 0 (or null for half the budget).")
+    if q.freeze_after is not None and q.freeze_after < (q.delay or 0):
+        raise QuarlError(
+            f"quant.freeze_after={q.freeze_after} comes before quant.delay={q.delay}: ranges must be "
+            "observed with fake quant on before they freeze; use a step >= quant.delay, or null."
+        )
+
+
 def check(cfg: Any) -> None:
     """Reject values that are well-typed but meaningless, naming the field and what is allowed."""
     q = cfg.quant
     _one_of("quant.method", q.method, QUANT_METHODS)
-    if q.method == "ptq":
-        if not (2 <= q.bits <= 16 or q.bits == 32):
-            raise QuarlError(
-                f"quant.bits={q.bits} is out of range: use 2..16, or 32 for unchanged weights "
-                "(quant=fp16 / quant=bf16 for half precision)."
-            )
+    if q.method == "ptq" and not (2 <= q.bits <= 16 or q.bits == 32):
+        raise QuarlError(
+            f"quant.bits={q.bits} is out of range: use 2..16, or 32 for unchanged weights "
+            "(quant=fp16 / quant=bf16 for half precision)."
+        )
+    if q.method == "qat":
+        _check_qat(cfg)
+    if q.method in ("ptq", "qat"):
         _one_of("quant.scheme", q.scheme, SCHEMES)
         _one_of("quant.granularity", q.granularity, GRANULARITIES)
         if q.scheme == "paper" and q.granularity != "per_tensor":

@@ -1,4 +1,4 @@
-"""The results store: one SQLite file with a row per run and a row per evaluation episode.
+"""The results store: one SQLite file with a row per run, per evaluation episode and per training episode.
 
 Every config key is a column of `runs` (dotted, e.g. ``quant.bits``); columns appear as new keys
 do. Each record is written in one transaction (WAL, busy timeout), so parallel jobs lose nothing
@@ -57,6 +57,10 @@ CREATE TABLE IF NOT EXISTS episodes (
     cell_key TEXT NOT NULL, episode INTEGER NOT NULL, seed INTEGER, reward REAL, length INTEGER,
     PRIMARY KEY (cell_key, episode)
 );
+CREATE TABLE IF NOT EXISTS curves (
+    cell_key TEXT NOT NULL, step INTEGER NOT NULL, reward REAL, length INTEGER
+);
+CREATE INDEX IF NOT EXISTS curves_cell ON curves (cell_key);
 """
 
 
@@ -131,6 +135,11 @@ class Store:
                     "INSERT INTO episodes (cell_key, episode, seed, reward, length) VALUES (?, ?, ?, ?, ?)",
                     [(run["cell_key"], e["episode"], e["seed"], e["reward"], e["length"]) for e in record["episodes"]],
                 )
+                con.execute("DELETE FROM curves WHERE cell_key = ?", (run["cell_key"],))
+                con.executemany(
+                    "INSERT INTO curves (cell_key, step, reward, length) VALUES (?, ?, ?, ?)",
+                    [(run["cell_key"], c["step"], c["reward"], c["length"]) for c in record.get("curve", [])],
+                )
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
@@ -145,6 +154,11 @@ class Store:
         """Every evaluation episode, one row each."""
         with closing(self._connect()) as con:
             return pd.read_sql_query("SELECT * FROM episodes ORDER BY cell_key, episode", con)
+
+    def curves(self) -> pd.DataFrame:
+        """Training curves: the return of every training episode and the env step it ended at."""
+        with closing(self._connect()) as con:
+            return pd.read_sql_query("SELECT * FROM curves ORDER BY cell_key, step", con)
 
 
 def write_json(record: Mapping[str, Any], path: Path) -> None:

@@ -1,0 +1,71 @@
+"""Training one policy with SB3: env, normalisation, model, callbacks (QAT schedule, curve), save."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import VecNormalize
+
+from quarl import algos, provenance, qat
+from quarl.envs import make_env
+from quarl.keys import policy_key, qat_delay, train_steps, training_spec
+
+log = logging.getLogger(__name__)
+
+MODEL_FILE, NORMALIZE_FILE, META_FILE = "model.zip", "vecnormalize.pkl", "meta.json"
+QAT_FILE, CURVE_FILE = "qat_state.pt", "curve.json"
+
+
+class EpisodeCurve(BaseCallback):
+    """Return and length of every training episode, with the env step it ended at."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.points: list[dict[str, float]] = []
+
+    def _on_step(self) -> bool:
+        for info in self.locals.get("infos", []):
+            if "episode" in info:
+                self.points.append({"step": self.num_timesteps, "reward": float(info["episode"]["r"]),
+                                    "length": int(info["episode"]["l"])})
+        return True
+
+
+def train(cfg: Any, folder: Path, progress: bool) -> None:
+    """Train the policy `cfg` describes (fp32, or QAT when quant.method=qat) and save it in `folder`."""
+    steps = train_steps(cfg)
+    algo_cfg = cfg.algo
+    venv = make_vec_env(lambda: make_env(cfg.env), n_envs=algo_cfg.n_envs, seed=cfg.seed)
+    if algo_cfg.normalize:
+        venv = VecNormalize(venv, gamma=algo_cfg.hyperparams.get("gamma", 0.99), **dict(algo_cfg.normalize_kwargs))
+    model = algos.build(algo_cfg, venv, seed=cfg.seed, device=cfg.train.device, total_steps=steps)
+    curve = EpisodeCurve()
+    callbacks: list[BaseCallback] = [curve]
+    if cfg.quant.method == "qat":
+        layers = qat.attach(model, cfg.quant)
+        callbacks.append(qat.QATSchedule(layers, qat_delay(cfg), cfg.quant.freeze_after))
+    start = time.perf_counter()
+    model.learn(total_timesteps=steps, progress_bar=progress, callback=callbacks)
+    seconds = time.perf_counter() - start
+    if cfg.quant.method == "qat":
+        torch.save(qat.detach(model), folder / QAT_FILE)
+    model.save(folder / MODEL_FILE)
+    if algo_cfg.normalize:
+        venv.save(str(folder / NORMALIZE_FILE))
+    venv.close()
+    (folder / CURVE_FILE).write_text(json.dumps(curve.points))
+    meta = {
+        "key": policy_key(cfg),
+        "spec": training_spec(cfg),
+        "train_time_s": seconds,
+        "versions": provenance.versions(),
+        "created_at": provenance.now(),
+    }
+    (folder / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
