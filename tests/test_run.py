@@ -119,3 +119,20 @@ def test_default_run_learns_cartpole(scratch):
     run_quarl(scratch, "train.steps=20000", "eval.episodes=5")
     df = results.load(scratch / "outputs/results.sqlite", quant="fp32")
     assert df.loc[0, "reward_mean"] > 150
+
+
+def test_qat_cell_lands_with_its_training_curve(scratch):
+    done = run_quarl(scratch, *FAST, "quant=qat", "quant.bits=4")
+    assert "Training QAT 4-bit ppo" in log_of(done) and "QAT: fake quantization on at step" in log_of(done)
+    store = scratch / "outputs/results.sqlite"
+    df = results.load(store)
+    cell = df[df["quant"] == "qat"].iloc[0]
+    assert cell["quant.delay"] == 750 and cell["quant.act_bits"] == 8  # default delay: half of train.steps
+    assert cell["fp32_reward"] == df[df["quant"] == "fp32"].iloc[0]["reward_mean"]
+    from quarl.store import Store
+
+    curves = Store(store).curves()
+    assert set(curves["cell_key"]) == set(df["cell_key"])  # the QAT and the fp32 training curves
+    assert curves["step"].max() <= 1500 + 256 and (curves["reward"] > 0).all()  # PPO rounds up to whole rollouts
+    late = run_quarl(scratch, *FAST, "quant=qat", "quant.bits=4", "quant.delay=5000")
+    assert "QAT never switches on" in log_of(late)

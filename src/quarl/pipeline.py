@@ -146,6 +146,8 @@ def run_cell(ctx: Context) -> None:
     """Run one cell and record it, or say why it is skipped."""
     cfg = ctx.cfg
     schema.check(cfg)
+    if cfg.quant.method == "qat" and cfg.quant.delay is None:
+        cfg.quant.delay = qat_delay(cfg)  # recorded as the step it really switched on
     store = Store(ctx.path(cfg.store.path))
     key, label = cell_key(cfg), _label(cfg)
     if not cfg.force and store.status(key) is not None:
