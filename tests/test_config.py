@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from hydra.errors import ConfigCompositionException
+from omegaconf import open_dict
 from omegaconf.errors import ValidationError
 
 from quarl.algos import ALGOS, hyperparams
@@ -98,3 +99,21 @@ def test_schema_is_not_offered_as_an_option():
 
 def test_sweeps_folder_exists():
     assert Path(CONF_DIR.parent / "sweeps").is_dir()
+
+
+@pytest.mark.parametrize("algo, env", list(itertools.product(ALGO_NAMES, ENV_NAMES)))
+def test_every_compatible_pair_builds_its_sb3_model(algo, env):
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from quarl.algos import build, spec
+    from quarl.envs import action_kind, make_env
+
+    cfg = compose_cfg(f"algo={algo}", f"env={env}", "algo.n_envs=1")
+    if action_kind(cfg.env) not in spec(algo).action_kinds:
+        pytest.skip("n/a pair")
+    venv = make_vec_env(lambda: make_env(cfg.env), n_envs=1)
+    with open_dict(cfg.algo.hyperparams):
+        if "buffer_size" in cfg.algo.hyperparams or algo in ("dqn", "ddpg"):
+            cfg.algo.hyperparams.buffer_size = 1000
+    model = build(cfg.algo, venv, seed=0, device="cpu", total_steps=1000)
+    assert type(model).__name__.lower() == algo

@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 import torch.nn as nn
+from omegaconf import DictConfig, OmegaConf
 from stable_baselines3 import A2C, DDPG, DQN, PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
@@ -97,7 +98,7 @@ def _policy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 def hyperparams(algo_cfg: Any, total_steps: int) -> dict[str, Any]:
     """The constructor arguments for the SB3 class, with step counts fitted to `total_steps`."""
-    raw = dict(algo_cfg.hyperparams)
+    raw = OmegaConf.to_container(algo_cfg.hyperparams, resolve=True) if isinstance(algo_cfg.hyperparams, DictConfig) else dict(algo_cfg.hyperparams)
     scale = min(1.0, total_steps / algo_cfg.n_timesteps)
     for key in STEP_COUNTS:
         if key in raw:

@@ -6,6 +6,7 @@ import copy
 import logging
 import math
 import sys
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,12 @@ def _record(cfg: Any, status: str, started: str, run_dir: Path, **fields: Any) -
     return {"run": run, "config": config, "episodes": episodes, "curve": curve}
 
 
+def _store(store: Store, record: dict[str, Any], json_copy: Path) -> None:
+    """Write a record to the store and its JSON copy to the run dir."""
+    store.write(record)
+    write_json(record, json_copy)
+
+
 def _evaluate(ctx: Context, cfg: Any, policy: CachedPolicy, desc: str) -> tuple[Evaluation, int]:
     model = policy.load()  # a QAT policy comes quantized: its own fake-quant graph, ranges frozen
     if cfg.quant.method != "qat":
@@ -130,9 +137,8 @@ def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) ->
             train_time_s=policy.meta["train_time_s"], policy_bytes=model_bytes, fp32_bytes=model_bytes,
             trained=policy.trained, curve=policy.curve,
         )
-        store.write(record)
         name = "record.json" if ctx.cfg.quant.method == "fp32" else "baseline.record.json"
-        write_json(record, ctx.run_dir / name)
+        _store(store, record, ctx.run_dir / name)
         log.info("Recorded fp32 baseline of %s: %.2f ± %.2f", _label(cfg), ev.mean, ev.std)
         return ev.mean, model_bytes
 
@@ -143,26 +149,43 @@ def relative_error(fp32: float, quantized: float) -> float | None:
 
 
 def run_cell(ctx: Context) -> None:
-    """Run one cell and record it, or say why it is skipped."""
+    """Run one cell and record it. In a sweep, a cell that cannot run is recorded as skipped and one
+    that fails as failed (traceback in its run dir), and the sweep goes on; both are re-run by the
+    same command once fixed. A single run raises instead."""
+    cfg = ctx.cfg
+    store = Store(ctx.path(cfg.store.path))
+    key, label = cell_key(cfg), _label(cfg)
+    status = store.status(key)
+    if not cfg.force and status in ("done", "skipped"):
+        log.info("Skipping %s: already in the store as %s (cell %s; force=true runs it again).", label, status, key)
+        return
+    started = provenance.now()
+    try:
+        _run(ctx, store, started)
+    except IncompatibleCell as exc:
+        if not ctx.multirun:
+            raise
+        _store(store, _record(cfg, "skipped", started, ctx.run_dir, message=str(exc)), ctx.run_dir / "record.json")
+        log.warning("Skipping %s: %s", label, exc)
+    except Exception as exc:
+        if not ctx.multirun:
+            raise
+        error_file = ctx.run_dir / "error.txt"
+        error_file.parent.mkdir(parents=True, exist_ok=True)
+        error_file.write_text(traceback.format_exc())
+        first_line = (str(exc).splitlines() or [""])[0]
+        record = _record(cfg, "failed", started, ctx.run_dir, message=f"{type(exc).__name__}: {first_line}")
+        _store(store, record, ctx.run_dir / "record.json")
+        log.error("%s failed: %s (traceback in %s)", label, first_line, error_file)
+
+
+def _run(ctx: Context, store: Store, started: str) -> None:
     cfg = ctx.cfg
     schema.check(cfg)
     if cfg.quant.method == "qat" and cfg.quant.delay is None:
         cfg.quant.delay = qat_delay(cfg)  # recorded as the step it really switched on
-    store = Store(ctx.path(cfg.store.path))
-    key, label = cell_key(cfg), _label(cfg)
-    if not cfg.force and store.status(key) is not None:
-        log.info("Skipping %s: already in the store as %s (cell %s; force=true runs it again).",
-                 label, store.status(key), key)
-        return
-    started = provenance.now()
-    try:
-        check_action_kind(cfg.algo.name, cfg.env.id, action_kind(cfg.env))
-    except IncompatibleCell as exc:
-        if not ctx.multirun:
-            raise
-        store.write(_record(cfg, "skipped", started, ctx.run_dir, message=str(exc)))
-        log.warning("Skipping %s: %s", label, exc)
-        return
+    label = _label(cfg)
+    check_action_kind(cfg.algo.name, cfg.env.id, action_kind(cfg.env))
     if cfg.quant.method == "qat" and qat_delay(cfg) >= train_steps(cfg):
         log.warning("quant.delay=%d is not below the training budget (%d steps): QAT never switches on "
                     "during training.", qat_delay(cfg), train_steps(cfg))
@@ -181,8 +204,7 @@ def run_cell(ctx: Context) -> None:
         train_time_s=policy.meta["train_time_s"], policy_bytes=size, fp32_bytes=fp32_bytes,
         trained=policy.trained, curve=policy.curve if policy is not fp32_policy else [],
     )
-    store.write(record)
-    write_json(record, ctx.run_dir / "record.json")
+    _store(store, record, ctx.run_dir / "record.json")
     shown = "n/a (fp32 reward is 0)" if error is None or math.isnan(error) else f"{100 * error:.2f}%"
     log.info("%s: fp32 %.2f | quantized %.2f ± %.2f | E = %s | %d -> %d bytes",
              label, fp32_reward, ev.mean, ev.std, shown, fp32_bytes, size)

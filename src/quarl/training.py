@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from omegaconf import OmegaConf
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
@@ -44,7 +45,8 @@ def train(cfg: Any, folder: Path, progress: bool) -> None:
     algo_cfg = cfg.algo
     venv = make_vec_env(lambda: make_env(cfg.env), n_envs=algo_cfg.n_envs, seed=cfg.seed)
     if algo_cfg.normalize:
-        venv = VecNormalize(venv, gamma=algo_cfg.hyperparams.get("gamma", 0.99), **dict(algo_cfg.normalize_kwargs))
+        kwargs = OmegaConf.to_container(algo_cfg.normalize_kwargs, resolve=True)
+        venv = VecNormalize(venv, gamma=algo_cfg.hyperparams.get("gamma", 0.99), **kwargs)
     model = algos.build(algo_cfg, venv, seed=cfg.seed, device=cfg.train.device, total_steps=steps)
     curve = EpisodeCurve()
     callbacks: list[BaseCallback] = [curve]
