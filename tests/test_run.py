@@ -136,3 +136,30 @@ def test_qat_cell_lands_with_its_training_curve(scratch):
     assert curves["step"].max() <= 1500 + 256 and (curves["reward"] > 0).all()  # PPO rounds up to whole rollouts
     late = run_quarl(scratch, *FAST, "quant=qat", "quant.bits=4", "quant.delay=5000")
     assert "QAT never switches on" in log_of(late)
+
+
+def test_killed_training_resumes_from_its_checkpoint_and_finishes_the_budget(scratch):
+    import time
+
+    args = [*FAST[1:], "algo=dqn", "train.steps=4096", "train.checkpoint_every=1024"]  # 16 chunks of 256
+    proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args], cwd=scratch,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    policies = scratch / "outputs/policies"
+    deadline = time.time() + 300
+    while not list(policies.glob("*.ckpt/state.pt")):
+        assert proc.poll() is None, "training ended before its first checkpoint"
+        assert time.time() < deadline
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    assert not list(policies.glob("*/meta.json"))  # the policy is not finished
+    assert not results.load(scratch / "outputs/results.sqlite").shape[0]  # and nothing was recorded
+    done = run_quarl(scratch, *args)
+    assert "Resuming from the checkpoint at step" in log_of(done)
+    (meta_file,) = policies.glob("*/meta.json")
+    meta = json.loads(meta_file.read_text())
+    assert meta["timesteps"] == 4096 and 1024 <= meta["resumed_at"] < 4096
+    curve = json.loads((meta_file.parent / "curve.json").read_text())
+    assert curve[0]["step"] < meta["resumed_at"] < curve[-1]["step"]  # the curve spans the interruption
+    assert not list(policies.glob("*.ckpt")) and not list(policies.glob("*.tmp-*"))
+    assert len(results.load(scratch / "outputs/results.sqlite")) == 2

@@ -115,12 +115,15 @@ def obtain(cfg: Any, root: Path, progress: bool = False) -> CachedPolicy:
             raise cached._corrupt(FileNotFoundError(f"no {META_FILE}"))
         how = f"QAT {cfg.quant.bits}-bit" if cfg.quant.method == "qat" else "fp32"
         log.info("Training %s %s on %s for %d steps (seed %d)", how, cfg.algo.name, cfg.env.id, train_steps(cfg), cfg.seed)
+        for stale in root.glob(f"{folder.name}.tmp-*"):  # left by a killed job; we hold the lock
+            shutil.rmtree(stale, ignore_errors=True)
         tmp = folder.with_name(f"{folder.name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
+        checkpoints = folder.with_name(f"{folder.name}.ckpt")
         try:
-            train(cfg, tmp, progress)
+            train(cfg, tmp, progress, checkpoints)
             tmp.replace(folder)
+            shutil.rmtree(checkpoints, ignore_errors=True)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return CachedPolicy(key, folder, cfg, trained=True)

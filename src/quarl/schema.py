@@ -64,6 +64,7 @@ class TrainConfig:
     steps: Optional[int] = None
     device: str = "cpu"
     progress: bool = True
+    checkpoint_every: Optional[int] = None  # env steps; None: a tenth of the budget; 0: no checkpoints
 
 
 @dataclass
@@ -150,6 +151,10 @@ def check(cfg: Any) -> None:
     if cfg.train.steps is not None and cfg.train.steps < 1:
         raise QuarlError(f"train.steps={cfg.train.steps} must be a positive number of env steps (or null).")
     _one_of("train.device", cfg.train.device, DEVICES)
+    if cfg.train.checkpoint_every is not None and cfg.train.checkpoint_every < 0:
+        raise QuarlError(
+            f"train.checkpoint_every={cfg.train.checkpoint_every} must be >= 0 (0: no checkpoints; null: every tenth)."
+        )
     if cfg.algo.n_envs < 1:
         raise QuarlError(f"algo.n_envs={cfg.algo.n_envs} must be at least 1.")
     _one_of("algo.noise_type", cfg.algo.noise_type, NOISE_TYPES)

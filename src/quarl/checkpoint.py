@@ -1,0 +1,98 @@
+"""Training checkpoints, so a preempted or killed job resumes where it stopped.
+
+A checkpoint folder holds the model's parameters and optimizer states (with the QAT fake-quant
+buffers when present), the replay buffer of off-policy algorithms, the observation-normalisation
+statistics, the step counters, the training curve so far, the QAT switches and the RNG states.
+It is written to a temporary folder and renamed, so a kill during saving leaves the previous one.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import shutil
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
+from stable_baselines3.common.vec_env import VecNormalize
+
+log = logging.getLogger(__name__)
+
+STATE_FILE, PARAMS_FILE, REPLAY_FILE, NORMALIZE_FILE = "state.pt", "params.pt", "replay.pkl", "vecnormalize.pkl"
+COUNTERS = ("num_timesteps", "_episode_num", "_n_updates", "_n_calls")
+
+
+def exists(folder: Path) -> bool:
+    """Whether `folder` holds a complete checkpoint."""
+    return (folder / STATE_FILE).exists()
+
+
+def save(folder: Path, model: BaseAlgorithm, extra: dict[str, Any]) -> None:
+    """Write a checkpoint of `model` (and `extra` state of the caller) to `folder`, atomically."""
+    tmp = folder.with_name(folder.name + ".saving")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    torch.save(model.get_parameters(), tmp / PARAMS_FILE)
+    if isinstance(model, OffPolicyAlgorithm):
+        model.save_replay_buffer(tmp / REPLAY_FILE)
+    venv = model.get_env()
+    if isinstance(venv, VecNormalize):
+        venv.save(str(tmp / NORMALIZE_FILE))
+    state = {
+        "counters": {name: getattr(model, name) for name in COUNTERS if hasattr(model, name)},
+        "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()},
+        "extra": extra,
+    }
+    torch.save(state, tmp / STATE_FILE)
+    old = folder.with_name(folder.name + ".old")
+    if folder.exists():
+        folder.replace(old)
+    tmp.replace(folder)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def restore(folder: Path, model: BaseAlgorithm) -> dict[str, Any]:
+    """Load a checkpoint into a freshly built `model` (QAT layers already attached); returns `extra`."""
+    model.set_parameters(torch.load(folder / PARAMS_FILE, weights_only=False), exact_match=True)
+    if isinstance(model, OffPolicyAlgorithm) and (folder / REPLAY_FILE).exists():
+        model.load_replay_buffer(folder / REPLAY_FILE)
+    venv = model.get_env()
+    if isinstance(venv, VecNormalize) and (folder / NORMALIZE_FILE).exists():
+        saved = VecNormalize.load(str(folder / NORMALIZE_FILE), venv.venv)
+        venv.obs_rms, venv.ret_rms = saved.obs_rms, saved.ret_rms
+    state = torch.load(folder / STATE_FILE, weights_only=False)
+    for name, value in state["counters"].items():
+        setattr(model, name, value)
+    random.setstate(state["rng"]["python"])
+    np.random.set_state(state["rng"]["numpy"])
+    torch.set_rng_state(state["rng"]["torch"])
+    return state["extra"]
+
+
+class Checkpointer(BaseCallback):
+    """Saves a checkpoint every `every` env steps; `extra()` supplies the caller's state.
+
+    Saved when a rollout starts: right after the previous gradient updates, on the boundaries of
+    SB3's collection chunks, so a resumed run takes the same steps as an uninterrupted one."""
+
+    def __init__(self, folder: Path, every: int, extra: Any) -> None:
+        super().__init__()
+        self.folder, self.every, self.extra = folder, every, extra
+        self.last: Optional[int] = None
+
+    def _on_training_start(self) -> None:
+        self.last = self.num_timesteps
+
+    def _on_rollout_start(self) -> None:
+        if self.num_timesteps - self.last >= self.every:
+            save(self.folder, self.model, self.extra())
+            self.last = self.num_timesteps
+            log.debug("Checkpoint at step %d", self.num_timesteps)
+
+    def _on_step(self) -> bool:
+        return True
