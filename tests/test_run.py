@@ -153,7 +153,7 @@ def test_killed_training_resumes_from_its_checkpoint_and_finishes_the_budget(scr
     proc.kill()
     proc.wait()
     assert not list(policies.glob("*/meta.json"))  # the policy is not finished
-    assert not results.load(scratch / "outputs/results.sqlite").shape[0]  # and nothing was recorded
+    assert list(results.load(scratch / "outputs/results.sqlite")["status"]) == ["running"]  # for quarl status
     done = run_quarl(scratch, *args)
     assert "Resuming from the checkpoint at step" in log_of(done)
     (meta_file,) = policies.glob("*/meta.json")
@@ -162,4 +162,23 @@ def test_killed_training_resumes_from_its_checkpoint_and_finishes_the_budget(scr
     curve = json.loads((meta_file.parent / "curve.json").read_text())
     assert curve[0]["step"] < meta["resumed_at"] < curve[-1]["step"]  # the curve spans the interruption
     assert not list(policies.glob("*.ckpt")) and not list(policies.glob("*.tmp-*"))
-    assert len(results.load(scratch / "outputs/results.sqlite")) == 2
+    assert list(results.load(scratch / "outputs/results.sqlite")["status"]) == ["done", "done"]
+
+
+def test_a_failing_cell_is_recorded_and_the_sweep_goes_on_then_reruns(scratch):
+    """Bits 1 is invalid: that cell fails with its reason; the other runs; a re-run retries only it."""
+    sweep = ["-m", "quant.bits=1,4", *FAST]
+    first = log_of(run_quarl(scratch, *sweep))
+    df = results.load(scratch / "outputs/results.sqlite").set_index("quant.bits")
+    assert df.loc[1, "status"] == "failed" and "quant.bits=1 is out of range" in df.loc[1, "message"]
+    assert df.loc[4, "status"] == "done" and "failed: quant.bits=1" in first
+    (error_file,) = (scratch / "outputs/multirun").rglob("error.txt")
+    assert "Traceback" in error_file.read_text()
+    again = log_of(run_quarl(scratch, *sweep))
+    assert "already in the store as done" in again and "failed: quant.bits=1" in again
+    assert "Training" not in again
+
+
+def test_single_run_failure_leaves_no_marker(scratch):
+    run_quarl(scratch, *FAST, "quant.bits=1", check=False)
+    assert results.load(scratch / "outputs/results.sqlite").empty

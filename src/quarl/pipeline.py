@@ -160,19 +160,28 @@ def run_cell(ctx: Context) -> None:
         log.info("Skipping %s: already in the store as %s (cell %s; force=true runs it again).", label, status, key)
         return
     started = provenance.now()
+    if status is None:  # a marker for `quarl status`, replaced by the final record
+        store.write(_record(cfg, "running", started, ctx.run_dir))
     try:
         _run(ctx, store, started)
-    except IncompatibleCell as exc:
-        if not ctx.multirun:
-            raise
-        _store(store, _record(cfg, "skipped", started, ctx.run_dir, message=str(exc)), ctx.run_dir / "record.json")
-        log.warning("Skipping %s: %s", label, exc)
     except Exception as exc:
         if not ctx.multirun:
+            if status is None:
+                store.delete(key)
             raise
+        _record_failure(ctx, store, started, exc)
+
+
+def _record_failure(ctx: Context, store: Store, started: str, exc: Exception) -> None:
+    """In a sweep: record a cell that raised as skipped (n/a) or failed, and go on."""
+    cfg, label = ctx.cfg, _label(ctx.cfg)
+    if isinstance(exc, IncompatibleCell):
+        _store(store, _record(cfg, "skipped", started, ctx.run_dir, message=str(exc)), ctx.run_dir / "record.json")
+        log.warning("Skipping %s: %s", label, exc)
+    else:
         error_file = ctx.run_dir / "error.txt"
         error_file.parent.mkdir(parents=True, exist_ok=True)
-        error_file.write_text(traceback.format_exc())
+        error_file.write_text("".join(traceback.format_exception(exc)))
         first_line = (str(exc).splitlines() or [""])[0]
         record = _record(cfg, "failed", started, ctx.run_dir, message=f"{type(exc).__name__}: {first_line}")
         _store(store, record, ctx.run_dir / "record.json")

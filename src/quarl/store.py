@@ -145,6 +145,14 @@ class Store:
                 con.execute("ROLLBACK")
                 raise
 
+    def delete(self, cell_key: str) -> None:
+        """Remove a cell's record (and its episodes and curve)."""
+        with closing(self._connect()) as con:
+            con.execute("BEGIN IMMEDIATE")
+            for table in ("runs", "episodes", "curves"):
+                con.execute(f"DELETE FROM {table} WHERE cell_key = ?", (cell_key,))
+            con.execute("COMMIT")
+
     def runs(self) -> pd.DataFrame:
         """Every run record, one row each."""
         with closing(self._connect()) as con:

@@ -1,0 +1,84 @@
+"""What a sweep command would run (`quarl plan`) and where a study stands (`quarl status`)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from hydra import compose, initialize_config_dir
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+
+from quarl import schema
+from quarl.algos import spec
+from quarl.envs import action_kind
+from quarl.errors import QuarlError
+from quarl.keys import cell_key
+from quarl.results import select
+from quarl.store import Store
+
+SHOWN = ("algo", "env", "quant", "quant.bits", "seed")
+
+
+@lru_cache(maxsize=None)
+def _action_kind(env_id: str) -> str:
+    return action_kind(OmegaConf.create({"id": env_id, "kwargs": {}}))
+
+
+def expand(conf_dir: Path, args: list[str]) -> list[list[str]]:
+    """The override list of every job `python run.py -m ARGS` would launch (named sweeps included)."""
+    parser = OverridesParser.create()
+    try:
+        fixed = [o.input_line for o in parser.parse_overrides(args) if not o.is_sweep_override()]
+        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+            hydra_cfg = compose("config", overrides=fixed, return_hydra_config=True).hydra
+        params = [f"{k}={v}" for k, v in (hydra_cfg.sweeper.params or {}).items()]
+        batches = BasicSweeper.split_arguments(parser.parse_overrides(params + list(args)), None)
+    except HydraException as exc:
+        raise QuarlError(f"These overrides do not make a sweep: {exc}") from None
+    return [job for batch in batches for job in batch]
+
+
+def _state(cfg: Any, store: Store) -> tuple[str, str]:
+    try:
+        schema.check(cfg)
+    except QuarlError as exc:
+        return "invalid", str(exc)
+    if _action_kind(cfg.env.id) not in spec(cfg.algo.name).action_kinds:
+        return "n/a", f"{cfg.algo.name} cannot act in {cfg.env.id}"
+    return store.status(cell_key(cfg)) or "to run", ""
+
+
+def plan(conf_dir: Path, args: list[str], store_path: Path | None = None) -> pd.DataFrame:
+    """One row per job of the sweep: its cell, and whether it is done, to run, n/a or invalid."""
+    schema.register()
+    rows = []
+    for job in expand(conf_dir, args):
+        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+            try:
+                cfg = compose("config", overrides=job)
+            except HydraException as exc:
+                raise QuarlError(f"Cell {' '.join(job)} does not compose: {exc}") from None
+        store = Store(store_path or Path(cfg.store.path))
+        state, why = _state(cfg, store)
+        rows.append({"algo": cfg.algo.name, "env": cfg.env.name, "quant": cfg.quant.method,
+                     "quant.bits": cfg.quant.bits, "seed": cfg.seed, "state": state, "cell_key": cell_key(cfg),
+                     "overrides": " ".join(job), "why": why})
+    return pd.DataFrame(rows)
+
+
+def status(store_path: Path, filters: dict[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A grid of cell states ((algo, env, seed) x quant setting) and the failed cells' errors."""
+    runs = select(Store(store_path).runs(), filters)
+    if runs.empty:
+        return pd.DataFrame(), pd.DataFrame()
+    runs = runs.assign(setting=[q if q in ("fp32", "fp16", "bf16") else f"{q} {b}b"
+                                for q, b in zip(runs["quant"], runs["quant.bits"])])
+    grid = runs.pivot_table(index=["algo", "env", "seed"], columns="setting", values="status",
+                            aggfunc=lambda s: "/".join(sorted(set(s))))
+    failed = runs[runs["status"] == "failed"][[*SHOWN, "message", "run_dir"]]
+    return grid.fillna("-"), failed
