@@ -51,6 +51,16 @@ def cmd_rebuild(args: argparse.Namespace) -> None:
     log.info("Wrote %d records found under %s into %s.", count, args.root, args.store)
 
 
+def cmd_collate(args: argparse.Namespace) -> None:
+    from quarl.collate import collate
+
+    filters = _filters(args.filters)
+    parts = ["quarl collate", f"--store {args.store}", f"--out {args.out}", f"--bits {args.bits}", *args.filters]
+    written = collate(args.store, args.out, filters, bits=args.bits, command=" ".join(parts))
+    for path in written:
+        print(path)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="quarl", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -64,6 +74,12 @@ def parser() -> argparse.ArgumentParser:
     rb.add_argument("root", type=Path, nargs="?", default=Path("outputs"))
     rb.add_argument("--store", type=Path, default=DEFAULT_STORE)
     rb.set_defaults(func=cmd_rebuild)
+    co = sub.add_parser("collate", help="write the study's plots and tables (sweet spots, error tables, ...)")
+    co.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="e.g. algo=dqn,ppo env=cartpole quant.method=ptq")
+    co.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    co.add_argument("--out", type=Path, default=Path("outputs/collate"), help="folder to write into")
+    co.add_argument("--bits", type=int, default=8, help="bit width of the grid in the weight report (2..16)")
+    co.set_defaults(func=cmd_collate)
     return p
 
 

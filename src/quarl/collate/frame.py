@@ -1,0 +1,248 @@
+"""The records collation works on: the selected, finished runs, each labelled with a method and a
+bit width, reduced to one value per seed, with every problem found written down as a note."""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from quarl.errors import QuarlError
+from quarl.store import RUN_COLUMNS
+
+log = logging.getLogger(__name__)
+
+#: Methods without a bit-width setting, and where they sit on a bit axis.
+FLOAT_BITS = {"fp32": 32, "fp16": 16, "bf16": 16}
+#: Config keys that never change a result (left out when looking for mixed settings).
+NEUTRAL_KEYS = {"force", "train.progress", "eval.progress", "eval.n_envs", "train.device"}
+NEUTRAL_PREFIXES = ("store.", "hydra.")
+#: One value per seed of every (algo, env, method, bits): the unit collation averages over.
+CELL = ["algo", "env", "method", "bits"]
+RUN_FIELDS = {c.split()[0] for c in RUN_COLUMNS}
+
+
+class Notes(list):
+    """Messages about the data (missing baselines, one seed, mixed settings): logged once each and
+    written into the collation's README."""
+
+    def add(self, message: str) -> None:
+        """Log `message` as a warning and keep it (once)."""
+        if message not in self:
+            log.warning("%s", message)
+            self.append(message)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _wanted(value: Any) -> set[str]:
+    """A filter value as the set of texts it accepts: `dqn,ppo` is either; `true`/`false` are 1/0."""
+    text = _text(value)
+    items = [text] if text[:1] in "[{" else [v.strip() for v in text.split(",")]
+    aliases = {"true": "1", "false": "0", "True": "1", "False": "0"}
+    out = set()
+    for item in items:
+        out.add(aliases.get(item, item))
+        try:
+            out.add(_text(float(item)))
+        except ValueError:
+            pass
+    return out
+
+
+def select(df: pd.DataFrame, filters: Mapping[str, Any]) -> pd.DataFrame:
+    """Rows of `df` whose columns match every filter.
+
+    A value matches as text (``"4"`` matches 4 and 4.0); ``"dqn,ppo"`` matches either, as in a
+    Hydra sweep override. An unknown column is a user mistake: the error names the nearest columns.
+    """
+    for key, value in filters.items():
+        if key not in df.columns:
+            near = difflib.get_close_matches(key, [str(c) for c in df.columns], n=3, cutoff=0.5)
+            hint = f" (did you mean {', '.join(near)}?)" if near else ""
+            raise QuarlError(f"No column '{key}' in the store to filter by{hint}; `quarl results --all` lists them.")
+        wanted = _wanted(value)
+        df = df[df[key].map(_text).isin(wanted)]
+    return df
+
+
+def config_columns(df: pd.DataFrame) -> list[str]:
+    """Columns that are config keys, less those that never change a result."""
+    return [
+        c for c in df.columns
+        if c not in RUN_FIELDS and c not in NEUTRAL_KEYS and not str(c).startswith(NEUTRAL_PREFIXES)
+    ]
+
+
+def _variant_labels(done: pd.DataFrame, notes: Notes) -> pd.Series:
+    """'ptq', or 'ptq (scheme=symmetric)' where records of one method differ in a quant setting."""
+    labels = done["quant"].astype(str).copy()
+    quant_keys = [c for c in config_columns(done) if str(c).startswith("quant.") and c not in ("quant.method", "quant.bits")]
+    for method in sorted(set(labels) - set(FLOAT_BITS)):
+        rows = done["quant"] == method
+        varying = [k for k in quant_keys if done.loc[rows, k].map(_text).nunique() > 1]
+        if not varying:
+            continue
+        labels[rows] = done.loc[rows, varying].apply(
+            lambda r: f"{method} (" + ", ".join(f"{k.split('.', 1)[1]}={_text(v)}" for k, v in r.items()) + ")", axis=1
+        )
+        notes.add(f"{method} records differ in {', '.join(varying)}: each setting is its own method line and table.")
+    return labels
+
+
+def _bits(done: pd.DataFrame) -> pd.Series:
+    fixed = done["quant"].map(FLOAT_BITS)
+    if "quant.bits" in done.columns:
+        return fixed.fillna(pd.to_numeric(done["quant.bits"], errors="coerce")).astype("Int64")
+    return fixed.astype("Int64")
+
+
+@dataclass
+class Study:
+    """What collation reads: the selected records and their reduction to one value per seed.
+
+    `runs`: every selected record (done and skipped); `done`: finished records with `method`,
+    `bits` and `e` (the relative error E as a fraction); `seeds`: one row per (algo, env, method,
+    bits, seed) with `reward` and `e` averaged over any records that share them; `baselines`: the
+    fp32 reward per (algo, env, seed).
+    """
+
+    runs: pd.DataFrame
+    done: pd.DataFrame
+    seeds: pd.DataFrame
+    baselines: pd.DataFrame
+    notes: Notes = field(default_factory=Notes)
+    store: Path | None = None
+
+    @property
+    def empty(self) -> bool:
+        """True when no finished record is selected."""
+        return self.done.empty
+
+    def env_ids(self) -> dict[str, str]:
+        """quarl env name -> Gymnasium id, for titles."""
+        if "env.id" not in self.done.columns:
+            return {}
+        return dict(self.done.dropna(subset=["env.id"]).groupby("env")["env.id"].first())
+
+    def quantized(self) -> pd.DataFrame:
+        """Per-seed values of every method but fp32."""
+        return self.seeds[self.seeds["method"] != "fp32"]
+
+    def integer_methods(self) -> list[str]:
+        """Method labels with a bit width (ptq, qat, ... and their variants), sorted."""
+        methods = self.seeds.loc[~self.seeds["method"].isin(list(FLOAT_BITS)), "method"]
+        return sorted(methods.unique())
+
+
+def _mixed_settings(done: pd.DataFrame, notes: Notes) -> None:
+    keys = CELL + ["seed"]
+    counts = done.groupby(keys, dropna=False).size()
+    dupes = counts[counts > 1]
+    if dupes.empty:
+        return
+    columns = [c for c in config_columns(done) if c not in keys and not str(c).startswith("quant.") and c != "quant"]
+    differing: set[str] = set()
+    for key in dupes.index:
+        rows = done.set_index(keys).loc[[key]]
+        differing.update(c for c in columns if c in rows.columns and rows[c].map(_text).nunique() > 1)
+    shown = ", ".join(sorted(differing)) or "settings outside the config"
+    notes.add(
+        f"{len(dupes)} (algo, env, method, bits, seed) cells have several records that differ in {shown}; "
+        "they are averaged together: filter by those keys (e.g. quarl collate KEY=VALUE) to separate them."
+    )
+
+
+def _seed_list(keys: list[tuple]) -> str:
+    """[(algo, env, seed), ...] as 'ppo/cartpole seeds 0,1; a2c/acrobot seed 2'."""
+    groups: dict[tuple, list[str]] = {}
+    for algo, env, seed in keys:
+        groups.setdefault((algo, env), []).append(_text(seed))
+    return "; ".join(f"{a}/{e} seed{'s' if len(s) > 1 else ''} {','.join(s)}" for (a, e), s in groups.items())
+
+
+def _baselines(done: pd.DataFrame, notes: Notes) -> pd.DataFrame:
+    """fp32 reward per (algo, env, seed): the fp32 records, or else the baseline stored with the
+    quantized records of the same policy."""
+    keys = ["algo", "env", "seed"]
+    fp32 = done[done["quant"] == "fp32"].groupby(keys, dropna=False)["reward_mean"].mean()
+    carried = done[done["quant"] != "fp32"].groupby(keys, dropna=False)["fp32_reward"].mean()
+    missing = carried.index.difference(fp32.index)
+    carried_ok = [k for k in missing if pd.notna(carried.loc[k])]
+    blank = [k for k in missing if k not in carried_ok]
+    if carried_ok:
+        notes.add(f"No fp32 record in the selection for {_seed_list(carried_ok)}: the fp32 baseline is the one "
+                  "stored with their quantized records.")
+    if blank:
+        notes.add(f"No fp32 baseline at all for {_seed_list(blank)}: their fp32 value and E are left blank.")
+    both = pd.concat([fp32, carried.loc[missing]]).dropna()
+    return both.rename("fp32").reset_index()
+
+
+def prepare(runs: pd.DataFrame, store: str | Path | None = None) -> Study:
+    """Turn selected store records into a `Study` (see there); problems become notes, not errors."""
+    notes = Notes()
+    runs = runs.reset_index(drop=True)
+    done = runs[runs["status"] == "done"].copy() if "status" in runs.columns else runs.iloc[0:0].copy()
+    skipped = len(runs) - len(done)
+    if skipped:
+        states = ", ".join(f"{n} {s}" for s, n in runs.loc[runs["status"] != "done", "status"].value_counts().items())
+        notes.add(f"{skipped} selected records are not done ({states}; skipped = the paper's n/a): left out.")
+    if "seed" not in done.columns:
+        done["seed"] = 0
+    if not done.empty:
+        done["method"] = _variant_labels(done, notes)
+        done["bits"] = _bits(done)
+        no_bits = done["bits"].isna()
+        if no_bits.any():
+            notes.add(f"{int(no_bits.sum())} records have no quant.bits: left out.")
+            done = done[~no_bits]
+        done["e"] = pd.to_numeric(done["rel_error"], errors="coerce")
+        done.loc[done["quant"] == "fp32", "e"] = 0.0
+        _mixed_settings(done, notes)
+        baselines = _baselines(done, notes)
+        undefined = done[(done["quant"] != "fp32") & done["e"].isna()]
+        for (algo, env), rows in undefined.groupby(["algo", "env"]):
+            notes.add(f"{algo}/{env}: E is undefined for {len(rows)} records (fp32 reward 0 or missing): left blank.")
+        seeds = (
+            done.groupby(CELL + ["seed"], dropna=False)
+            .agg(reward=("reward_mean", "mean"), e=("e", "mean"), records=("cell_key", "size"))
+            .reset_index()
+        )
+        seeds["bits"] = seeds["bits"].astype(int)
+    else:
+        done = done.assign(method=pd.Series(dtype=str), bits=pd.Series(dtype="Int64"), e=pd.Series(dtype=float))
+        baselines = pd.DataFrame(columns=["algo", "env", "seed", "fp32"])
+        seeds = pd.DataFrame(columns=CELL + ["seed", "reward", "e", "records"])
+    _one_seed(seeds, notes)
+    return Study(runs=runs, done=done.reset_index(drop=True), seeds=seeds, baselines=baselines, notes=notes,
+                 store=Path(store) if store is not None else None)
+
+
+def _one_seed(seeds: pd.DataFrame, notes: Notes) -> None:
+    if seeds.empty:
+        return
+    counts = seeds.groupby(CELL).size()
+    single = counts[counts == 1]
+    if len(single) == len(counts):
+        notes.add("Every cell has a single seed: no confidence intervals can be given (run more seeds, e.g. seed=0,1,2).")
+    elif len(single):
+        cells = ", ".join(f"{a}/{e} {m} {b}" for a, e, m, b in single.index[:5])
+        more = f" and {len(single) - 5} more" if len(single) > 5 else ""
+        notes.add(f"{len(single)} cells have a single seed and no confidence interval: {cells}{more}.")
+
+
+def bit_label(method: str, bits: int) -> str:
+    """'fp16', 'fp32' or 'ptq 4': how a (method, bits) pair is named in tables and plots."""
+    return method if method in FLOAT_BITS else f"{method} {bits}"
+

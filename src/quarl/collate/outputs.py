@@ -1,0 +1,171 @@
+"""Writing a collation to disk: each plot and table in its folder, and a README that indexes them."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from matplotlib.figure import Figure
+
+from quarl.collate import plots, stats, tables, weights
+from quarl.collate.frame import FLOAT_BITS, Study
+
+log = logging.getLogger(__name__)
+
+
+def _guard(study: Study, what: str, make: Callable[[], list[Path]]) -> list[Path]:
+    """Run one output's maker; a failure becomes a note so every other output is still written."""
+    try:
+        return make()
+    except Exception as exc:  # one broken output must not take the others with it
+        log.debug("Collation of %s failed", what, exc_info=True)
+        study.notes.add(f"Could not write {what}: {type(exc).__name__}: {exc}")
+        return []
+
+
+def _figure(fig: Figure, stem: Path) -> list[Path]:
+    try:
+        return plots.save(fig, stem)
+    finally:
+        fig.clear()
+
+
+def _table_methods(study: Study, algo: str | None = None) -> list[str | None]:
+    """The integer methods (ptq, qat, ...) of one algorithm, or of the study; [None] when there are none."""
+    seeds = study.seeds if algo is None else study.seeds[study.seeds["algo"] == algo]
+    methods = sorted(m for m in seeds["method"].unique() if m not in FLOAT_BITS)
+    return methods or [None]
+
+
+def _method_suffix(study: Study, method: str | None) -> str:
+    return "" if method is None or len(_table_methods(study)) == 1 else f"_{tables.slug(method)}"
+
+
+def write_sweet_spots(study: Study, out: Path) -> list[Path]:
+    """One figure per (algo, env), one per env with all its algorithms, and the plotted points."""
+    folder = out / "sweet_spot"
+    written: list[Path] = []
+    for env in sorted(study.seeds["env"].unique()):
+        algos = sorted(study.seeds.loc[study.seeds["env"] == env, "algo"].unique())
+        for algo in algos:
+            written += _figure(plots.sweet_spot(study, env, [algo]), folder / tables.slug(f"{algo}_{env}"))
+        if len(algos) > 1:
+            written += _figure(plots.sweet_spot(study, env, algos), folder / tables.slug(f"{env}_all-algos"))
+    points = stats.summarise(study.seeds, ["algo", "env", "method", "bits"], "reward")
+    points = points.merge(stats.summarise(study.seeds, ["algo", "env", "method", "bits"], "e")
+                          .rename(columns={"mean": "e_mean", "low": "e_low", "high": "e_high"}).drop(columns="n"),
+                          on=["algo", "env", "method", "bits"])
+    folder.mkdir(parents=True, exist_ok=True)
+    points.rename(columns={"mean": "reward_mean", "low": "reward_low", "high": "reward_high"}).to_csv(
+        folder / "points.csv", index=False)
+    return written + [folder / "points.csv"]
+
+
+def write_tables(study: Study, out: Path) -> list[Path]:
+    """The error table and the bits x env table of every algorithm, and published vs reproduced."""
+    folder = out / "tables"
+    written: list[Path] = []
+    caption = ("Rewards: mean over seeds of each seed's mean episode reward. E = (R_fp32 - R_q) / |R_fp32| in %, "
+               "mean over seeds of each seed's E (each quantized policy against its own fp32 policy); "
+               "int8 = PTQ at 8 bits. (paper): QuaRL's published value (arXiv 1910.01055). seeds: runs per value. "
+               "mean: over environments, blank where one has no value.")
+    for algo in sorted(study.seeds["algo"].unique()):
+        for method in _table_methods(study, algo):
+            suffix = _method_suffix(study, method)
+            name = f"{algo.upper()}" + (f", {method}" if suffix else "")
+            df = tables.error_table(study, algo, method)
+            int_name = "int8" if method in (None, "ptq") else f"{method} 8-bit"
+            written += tables.write(df, folder / tables.slug(f"errors_{algo}{suffix}"),
+                                    f"{name}: fp32, fp16 and {int_name} rewards and errors", caption)
+            if method is not None:
+                bt = tables.bits_table(study, algo, method)
+                written += tables.write(bt, folder / tables.slug(f"e_by_bits_{algo}{suffix}"),
+                                        f"{name}: E (%) per bit width and environment",
+                                        "E = (R_fp32 - R_q) / |R_fp32| in %, mean over seeds; rows: weight bits "
+                                        f"of {method}, then fp16/bf16; mean: over environments (blank where one has no value).")
+    ptq = [m for m in _table_methods(study) if m is None or m.split(" ")[0] == "ptq"]
+    pub = tables.published_table(study, ptq[0] if ptq else None)
+    if len(pub):
+        written += tables.write(pub, folder / "published_vs_reproduced", "Published vs reproduced",
+                                "Ours: this store (mean over seeds); (paper): QuaRL, arXiv 1910.01055, Table 2. "
+                                "E in %.")
+    else:
+        study.notes.add("No cell of this selection is in the paper's PTQ table: no published-vs-reproduced table.")
+    return written
+
+
+def write_aggregate(study: Study, out: Path) -> list[Path]:
+    """The aggregate table and plot (IQM and mean of 1 - E) and the heat map of E."""
+    folder = out / "aggregate"
+    table = plots.aggregate_table(study)
+    folder.mkdir(parents=True, exist_ok=True)
+    table.to_csv(folder / "aggregate.csv", index=False)
+    written = [folder / "aggregate.csv"]
+    if table.empty:
+        study.notes.add("No quantized record with an E: no aggregate plot or heat map.")
+        return written
+    written += _figure(plots.aggregate(table), folder / "aggregate")
+    written += _figure(plots.heatmap(study), folder / "heatmap_E")
+    return written
+
+
+def write_weights(study: Study, out: Path, bits: int) -> list[Path]:
+    """Histograms per policy, the per-layer statistics and spread vs E."""
+    folder = out / "weights"
+    rep = weights.report(study, bits)
+    if rep.layers.empty:
+        return []
+    written: list[Path] = []
+    for pw in rep.weights:
+        written += _figure(weights.histogram_figure(pw, rep), folder / tables.slug(f"{pw.algo}_{pw.env}_seed{pw.seed}_{pw.policy_key[:8]}"))
+    written += tables.write(rep.layers, folder / "layers", f"Weights of every policy's layers at {bits} bits",
+                            f"Grid: {bits}-bit {rep.scheme} {rep.granularity}. kurtosis: excess (normal = 0); "
+                            "step: grid spacing; clipped_frac: weights moved by more than half a step; "
+                            "zero_frac: nonzero weights quantized to 0.", floatfmt=".3g")
+    folder.mkdir(parents=True, exist_ok=True)
+    rep.policies.to_csv(folder / "spread_vs_E.csv", index=False)
+    written.append(folder / "spread_vs_E.csv")
+    if weights.correlation(rep.policies) is None:
+        with_e = int(rep.policies["E (%)"].notna().sum())
+        why = (f"only {with_e} policies have a PTQ record at {bits} bits" if with_e < 3
+               else f"E at {bits} bits (or the weight range) is the same for every policy")
+        study.notes.add(f"Weight spread vs E: no correlation, {why}.")
+    written += _figure(weights.spread_figure(rep.policies, bits), folder / "spread_vs_E")
+    return written
+
+
+def write_readme(study: Study, out: Path, filters: Mapping[str, Any], bits: int, command: str | None,
+                 written: list[Path]) -> list[Path]:
+    """`out`/README.md: the selection, the counts, the notes and the list of files."""
+    out.mkdir(parents=True, exist_ok=True)
+    lines = ["# quarl collation", ""]
+    if command:
+        lines += ["Made by (run it again for the same output):", "", f"    {command}", ""]
+    shown = " ".join(f"{k}={v}" for k, v in filters.items()) or "(none)"
+    lines += [f"- store: `{study.store}`", f"- filters: {shown}", f"- weight grid: {bits} bits",
+              f"- records selected: {len(study.runs)}, done: {len(study.done)}"]
+    if not study.seeds.empty:
+        per = study.seeds.groupby(["algo", "env"]).agg(methods=("method", lambda m: ", ".join(sorted(set(m)))),
+                                                        seeds=("seed", "nunique"))
+        lines += ["", "| algo | env | methods | seeds |", "| --- | --- | --- | --- |"]
+        lines += [f"| {a} | {e} | {r.methods} | {r.seeds} |" for (a, e), r in per.iterrows()]
+    if study.notes:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in study.notes]
+    files = sorted(p.relative_to(out).as_posix() for p in written if p.is_relative_to(out))
+    lines += ["", "## Files", ""] + ([f"- [{f}]({f})" for f in files] or ["(none)"])
+    readme = out / "README.md"
+    readme.write_text("\n".join(lines) + "\n")
+    return [*written, readme]
+
+
+def write_all(study: Study, out: Path, filters: Mapping[str, Any], bits: int, command: str | None) -> list[Path]:
+    """Every output; returns the paths written (README last)."""
+    written: list[Path] = []
+    written += _guard(study, "the sweet-spot plots", lambda: write_sweet_spots(study, out))
+    written += _guard(study, "the error tables", lambda: write_tables(study, out))
+    written += _guard(study, "the aggregate plots", lambda: write_aggregate(study, out))
+    written += _guard(study, "the weight report", lambda: write_weights(study, out, bits))
+    written = write_readme(study, out, filters, bits, command, written)
+    log.info("Collated %d records into %s: %d files (index: %s).", len(study.done), out, len(written), out / "README.md")
+    return written

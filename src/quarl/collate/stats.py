@@ -1,0 +1,121 @@
+"""Statistics across seeds and tasks: means, IQM and stratified-bootstrap confidence intervals.
+
+The definitions are rliable's (Agarwal et al., 2021): scores form one stratum per task (an
+(algo, env) pair), each with one score per run (seed); a bootstrap resample draws runs with
+replacement *within* every task; IQM is the 25%-trimmed mean of all scores pooled; the interval is
+the percentile interval of the resampled statistic. rliable itself does not import next to
+pandas 3, so this builds on SciPy: `scipy.stats.bootstrap` resamples each task's sample
+independently (its multi-sample mode is exactly the stratified bootstrap) and
+`scipy.stats.trim_mean` is the IQM. A task with a single run has nothing to resample: it enters
+every resample unchanged. When no task has two runs there is no interval at all (NaN bounds),
+never a made-up one.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+CONFIDENCE = 0.95
+N_RESAMPLES = 10_000
+SEED = 0  # fixed random state: the same store always gives the same intervals
+
+
+def iqm(scores: np.ndarray, axis: int | None = None) -> np.ndarray | float:
+    """Interquartile mean: the mean of the middle 50% of `scores` (rliable's IQM)."""
+    return stats.trim_mean(scores, proportiontocut=0.25, axis=axis)
+
+
+def mean(scores: np.ndarray, axis: int | None = None) -> np.ndarray | float:
+    """The plain mean (a function of the same shape as `iqm`)."""
+    return np.mean(scores, axis=axis)
+
+
+STATISTICS: dict[str, Callable[..., np.ndarray | float]] = {"IQM": iqm, "mean": mean}
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with its confidence interval and how many runs and tasks stand behind it."""
+
+    estimate: float
+    low: float  # NaN when there is no interval (no task with two runs or more)
+    high: float
+    n_runs: int
+    n_tasks: int
+
+    @property
+    def has_ci(self) -> bool:
+        """True when an interval could be computed."""
+        return not (np.isnan(self.low) or np.isnan(self.high))
+
+
+def stratified_bootstrap(
+    samples: Sequence[Sequence[float]],
+    statistic: Callable[..., np.ndarray | float] = mean,
+    *,
+    n_resamples: int = N_RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = SEED,
+) -> Interval:
+    """`statistic` of all runs pooled, with a stratified-bootstrap percentile interval.
+
+    `samples` holds one sequence of scores per task (stratum); `statistic(x, axis=...)` reduces
+    the pooled scores (`iqm` or `mean`). Tasks with one run are held fixed in every resample;
+    with no task of two runs or more the interval is (NaN, NaN).
+    """
+    arrays = [np.asarray(s, dtype=float) for s in samples]
+    arrays = [a[~np.isnan(a)] for a in arrays]
+    arrays = [a for a in arrays if a.size]
+    if not arrays:
+        return Interval(float("nan"), float("nan"), float("nan"), 0, 0)
+    pooled = np.concatenate(arrays)
+    estimate = float(statistic(pooled, axis=-1))
+    varying = [a for a in arrays if a.size >= 2]
+    fixed = np.concatenate([a for a in arrays if a.size < 2] or [np.empty(0)])
+    if not varying:
+        return Interval(estimate, float("nan"), float("nan"), pooled.size, len(arrays))
+
+    def pooled_statistic(*resampled: np.ndarray, axis: int = -1) -> np.ndarray:
+        batch = resampled[0].shape[:-1]
+        parts = [*resampled, np.broadcast_to(fixed, (*batch, fixed.size))]
+        return statistic(np.concatenate(parts, axis=-1), axis=-1)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # constant samples: SciPy warns, the interval is still exact
+        result = stats.bootstrap(
+            tuple(varying),
+            pooled_statistic,
+            n_resamples=n_resamples,
+            vectorized=True,
+            axis=-1,
+            confidence_level=confidence,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        )
+    ci = result.confidence_interval
+    return Interval(estimate, float(ci.low), float(ci.high), pooled.size, len(arrays))
+
+
+def seed_interval(values: Sequence[float], **kw: Any) -> Interval:
+    """Mean over seeds of one cell with its bootstrap interval (a single stratum; none for one seed)."""
+    return stratified_bootstrap([values], mean, **kw)
+
+
+def summarise(df: pd.DataFrame, by: list[str], value: str, **kw: Any) -> pd.DataFrame:
+    """Per group of `by`: mean of `value` over its rows (seeds), the bootstrap interval and n.
+
+    Columns: `by`..., ``mean``, ``low``, ``high`` (NaN with a single seed), ``n``.
+    """
+    rows = []
+    for key, group in df.groupby(by, dropna=False, sort=True):
+        values = pd.to_numeric(group[value], errors="coerce").dropna().to_numpy(dtype=float)
+        ci = seed_interval(values, **kw)
+        key = key if isinstance(key, tuple) else (key,)
+        rows.append({**dict(zip(by, key)), "mean": ci.estimate, "low": ci.low, "high": ci.high, "n": ci.n_runs})
+    return pd.DataFrame(rows, columns=[*by, "mean", "low", "high", "n"])

@@ -1,0 +1,290 @@
+"""Weight distributions of the stored policies, and why some quantize badly.
+
+For every policy in a `Study` the trained fp32 model is loaded from the policy cache and each layer
+it acts with (`quarl.quantize.inference_layers`) is described: min, max, range, std, excess
+kurtosis, the grid step at n bits and the fraction of weights that n-bit quantization clips (moves
+by more than half a step) or collapses to zero. The paper's analysis ("wider weight distributions
+quantize worse") becomes a number: the correlation across policies between the widest layer's
+weight range and the policy's E at n bits.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+import torch
+from matplotlib import transforms
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from omegaconf import OmegaConf
+from scipy import stats as sps
+
+from quarl import policies
+from quarl.collate.frame import Notes, Study
+from quarl.collate.plots import new_figure, styled
+from quarl.errors import QuarlError
+from quarl.quantize import fake_quantize, inference_layers
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SCHEME, DEFAULT_GRANULARITY = "affine", "per_tensor"
+STAT_COLUMNS = ["algo", "env", "seed", "policy_key", "layer", "shape", "n_weights", "min", "max", "range", "std",
+                "kurtosis", "step", "clipped_frac", "zero_frac"]
+
+
+@dataclass
+class PolicyWeights:
+    """One policy's inference-layer weights and what identifies it."""
+
+    algo: str
+    env: str
+    env_id: str
+    seed: int
+    policy_key: str
+    layers: dict[str, np.ndarray]
+
+    @property
+    def label(self) -> str:
+        return f"{self.algo}/{self.env} seed={self.seed}"
+
+
+@dataclass
+class WeightReport:
+    """Per-layer statistics, per-policy spread vs E, the loaded weights and the grid used."""
+
+    bits: int
+    scheme: str
+    granularity: str
+    layers: pd.DataFrame
+    policies: pd.DataFrame
+    weights: list[PolicyWeights] = field(default_factory=list)
+
+
+def grid(w: torch.Tensor, bits: int, scheme: str) -> np.ndarray:
+    """The representable values of `w`'s per-tensor quantizer at `bits` within w's range (sorted)."""
+    flat = w.detach().flatten().double()
+    probe = torch.linspace(float(flat.min()), float(flat.max()), 4 * 2**bits, dtype=torch.float64)
+    levels = fake_quantize(torch.cat([flat, probe]), bits, scheme, "per_tensor")
+    return np.unique(levels.numpy())
+
+
+def _parts(w: torch.Tensor, granularity: str) -> list[torch.Tensor]:
+    return list(w.reshape(w.shape[0], -1)) if granularity == "per_channel" and w.dim() > 1 else [w.flatten()]
+
+
+def layer_stats(w: torch.Tensor, bits: int, scheme: str = DEFAULT_SCHEME, granularity: str = DEFAULT_GRANULARITY) -> dict[str, float]:
+    """min, max, range, std, excess kurtosis, grid step (the largest, per channel) and the fractions
+    of weights clipped (moved by more than half a step) or collapsed to zero at `bits`."""
+    w = w.detach().double()
+    values = w.flatten().numpy()
+    clipped = zero = 0
+    step = 0.0
+    for part in _parts(w, granularity):
+        levels = grid(part, bits, scheme)
+        part_step = float(np.median(np.diff(levels))) if len(levels) > 1 else 0.0
+        q = fake_quantize(part, bits, scheme, "per_tensor")
+        clipped += int(((q - part).abs() > 0.5 * part_step * (1 + 1e-6) + 1e-12).sum())
+        zero += int(((q == 0) & (part != 0)).sum())
+        step = max(step, part_step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # kurtosis of a constant tensor: NaN
+        kurt = float(sps.kurtosis(values)) if values.size > 3 else float("nan")
+    return {
+        "n_weights": int(values.size),
+        "min": float(values.min()),
+        "max": float(values.max()),
+        "range": float(values.max() - values.min()),
+        "std": float(values.std()),
+        "kurtosis": kurt,
+        "step": step,
+        "clipped_frac": clipped / values.size,
+        "zero_frac": zero / values.size,
+    }
+
+
+def _launch_dir(store: Path | None, store_setting: Any) -> Path | None:
+    """The folder a sweep was launched from, found from where its (relative) store.path landed."""
+    if store is None or not isinstance(store_setting, str) or Path(store_setting).is_absolute():
+        return None
+    parts = Path(store_setting).parts
+    resolved = store.resolve()
+    if resolved.parts[-len(parts):] == parts:
+        return resolved.parents[len(parts) - 1]
+    return None
+
+
+def policy_roots(row: pd.Series, store: Path | None) -> list[Path]:
+    """Where a record's policy cache may be: `store.policies` as written, resolved against the
+    launch folder (found from the store's location) and against the current folder."""
+    setting = row.get("store.policies")
+    if not isinstance(setting, str):
+        return []
+    path = Path(setting).expanduser()
+    if path.is_absolute():
+        return [path]
+    bases = [_launch_dir(store, row.get("store.path")), Path.cwd()]
+    return list(dict.fromkeys(b / path for b in bases if b is not None))
+
+
+def load_policy(row: pd.Series, store: Path | None) -> dict[str, np.ndarray]:
+    """The weights of the layers a record's fp32 policy acts with; QuarlError when it is not cached."""
+    cfg = OmegaConf.create(json.loads(row["config"]))
+    roots = policy_roots(row, store)
+    for root in roots:
+        try:
+            model = policies.cached(cfg, root).load()
+        except QuarlError:
+            continue
+        return {name: layer.weight.detach().float().numpy().copy() for name, layer in inference_layers(model).items()}
+    where = ", ".join(str(r) for r in roots) or "no store.policies setting"
+    raise QuarlError(f"the policy of {row['algo']}/{row['env']} seed={row.get('seed')} is not in the policy cache ({where})")
+
+
+def _grid_setting(done: pd.DataFrame, bits: int) -> tuple[str, str]:
+    """The PTQ scheme and granularity the study used most at `bits` (default affine, per tensor)."""
+    ptq = done[(done["quant"] == "ptq") & (done["bits"] == bits)]
+    if ptq.empty or "quant.scheme" not in ptq.columns or "quant.granularity" not in ptq.columns:
+        return DEFAULT_SCHEME, DEFAULT_GRANULARITY
+    scheme, granularity = ptq.groupby(["quant.scheme", "quant.granularity"]).size().idxmax()
+    return str(scheme), str(granularity)
+
+
+def report(study: Study, bits: int = 8, notes: Notes | None = None) -> WeightReport:
+    """Statistics of every trained fp32 policy's weights at `bits` and each policy's E at `bits`
+    (PTQ); QAT policies, trained with fake quantization, are not part of it."""
+    notes = notes if notes is not None else study.notes
+    done = study.done
+    scheme, granularity = _grid_setting(done, bits) if not done.empty else (DEFAULT_SCHEME, DEFAULT_GRANULARITY)
+    if done.empty or "policy_key" not in done.columns or "config" not in done.columns:
+        return WeightReport(bits, scheme, granularity, pd.DataFrame(columns=STAT_COLUMNS), pd.DataFrame(), [])
+    env_ids = study.env_ids()
+    fp32_policies = done[done["quant"].isin(["fp32", "fp16", "bf16", "ptq"])]  # QAT trains policies of its own
+    ordered = fp32_policies.assign(is_fp32=fp32_policies["quant"] != "fp32").sort_values(["is_fp32", "algo", "env", "seed"])
+    chosen = ordered.drop_duplicates("policy_key")
+    rows, loaded, missing = [], [], []
+    for _, row in chosen.iterrows():
+        try:
+            layers = load_policy(row, study.store)
+        except QuarlError as exc:
+            missing.append(str(exc))
+            continue
+        pw = PolicyWeights(row["algo"], row["env"], env_ids.get(row["env"], row["env"]), int(row["seed"]),
+                           row["policy_key"], layers)
+        loaded.append(pw)
+        for name, w in layers.items():
+            s = layer_stats(torch.from_numpy(w), bits, scheme, granularity)
+            rows.append({"algo": pw.algo, "env": pw.env, "seed": pw.seed, "policy_key": pw.policy_key, "layer": name,
+                         "shape": "x".join(str(d) for d in w.shape), **s})
+    if missing:
+        notes.add(f"No weight report for {len(missing)} of {len(chosen)} policies: {missing[0]}"
+                  + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "") + ".")
+    layer_df = pd.DataFrame(rows, columns=STAT_COLUMNS)
+    return WeightReport(bits, scheme, granularity, layer_df, _per_policy(layer_df, done, bits, scheme, granularity), loaded)
+
+
+def _per_policy(layers: pd.DataFrame, done: pd.DataFrame, bits: int, scheme: str, granularity: str) -> pd.DataFrame:
+    """One row per policy: widest layer range, pooled std, max kurtosis, E (%) at `bits`."""
+    columns = ["algo", "env", "seed", "policy_key", "widest_range", "max_std", "max_kurtosis", "zero_frac", "E (%)"]
+    if layers.empty:
+        return pd.DataFrame(columns=columns)
+    keys = ["algo", "env", "seed", "policy_key"]
+    weighted_zero = (layers["zero_frac"] * layers["n_weights"]).groupby([layers[k] for k in keys]).sum() / layers.groupby(keys)["n_weights"].sum()
+    per = layers.groupby(keys).agg(widest_range=("range", "max"), max_std=("std", "max"), max_kurtosis=("kurtosis", "max"))
+    per["zero_frac"] = weighted_zero
+    ptq = done[(done["quant"] == "ptq") & (done["bits"] == bits)]
+    if "quant.scheme" in ptq.columns:
+        ptq = ptq[(ptq["quant.scheme"] == scheme) & (ptq["quant.granularity"] == granularity)]
+    e = 100 * ptq.groupby("policy_key")["e"].mean()
+    per = per.reset_index()
+    per["E (%)"] = per["policy_key"].map(e)
+    return per[columns]
+
+
+def correlation(per_policy: pd.DataFrame, x: str = "widest_range", y: str = "E (%)") -> dict[str, float] | None:
+    """Pearson r (with p), Spearman rho and a least-squares line of `y` on `x` across policies;
+    None with fewer than 3 policies or a constant variable."""
+    d = per_policy[[x, y]].apply(pd.to_numeric, errors="coerce").dropna()
+    if len(d) < 3 or d[x].nunique() < 2 or d[y].nunique() < 2:
+        return None
+    r, p = sps.pearsonr(d[x], d[y])
+    rho, p_rho = sps.spearmanr(d[x], d[y])
+    fit = sps.linregress(d[x], d[y])
+    return {"pearson_r": float(r), "pearson_p": float(p), "spearman_rho": float(rho), "spearman_p": float(p_rho),
+            "slope": float(fit.slope), "intercept": float(fit.intercept), "n": int(len(d))}
+
+
+def histogram_figure(pw: PolicyWeights, rep: WeightReport) -> Figure:
+    """A histogram per layer with the `rep.bits`-bit grid drawn over it (lines, or ticks along the
+    top when the grid is too fine to see as lines)."""
+    names = list(pw.layers)
+    ncols = min(3, max(len(names), 1))
+    nrows = max(1, -(-len(names) // ncols))
+    stats_rows = rep.layers[rep.layers["policy_key"] == pw.policy_key].set_index("layer")
+    with styled("ticks"):  # no background grid that could be mistaken for quantization levels
+        fig, axes = new_figure(4.3 * ncols, 3.1 * nrows + 0.5, nrows, ncols)
+        color, grid_color = sns.color_palette("colorblind")[0], sns.color_palette("colorblind")[3]
+        for ax, name in zip(axes.flat, names):
+            w = pw.layers[name]
+            ax.hist(w.ravel(), bins=60, color=color, alpha=0.8)
+            levels = grid(torch.from_numpy(w), rep.bits, rep.scheme)
+            blend = transforms.blended_transform_factory(ax.transData, ax.transAxes)
+            if 2**rep.bits <= 40:
+                ax.vlines(levels, 0, 1, transform=blend, colors=grid_color, linewidth=0.8, alpha=0.6)
+            else:
+                ax.vlines(levels, 0.92, 1.0, transform=blend, colors=grid_color, linewidth=0.5, alpha=0.8)
+            s = stats_rows.loc[name] if name in stats_rows.index else None
+            detail = (f"step {s['step']:.2g} · to zero {s['zero_frac']:.1%} · clipped {s['clipped_frac']:.1%}"
+                      if s is not None else "")
+            ax.set_title(f"{name} ({'×'.join(str(d) for d in w.shape)})\n{detail}", fontsize=8.5)
+            ax.set_xlabel("weight value")
+            ax.set_ylabel("count")
+            ax.tick_params(labelsize=8)
+        for ax in list(axes.flat)[len(names):]:
+            ax.set_axis_off()
+        handles = [Patch(color=color, alpha=0.8, label="fp32 weights"),
+                   Line2D([], [], color=grid_color, label=f"{rep.bits}-bit {rep.scheme} grid levels (per tensor"
+                          + ("; ticks along the top)" if 2**rep.bits > 40 else ")"))]
+        fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
+        fig.suptitle(f"{pw.algo.upper()} on {pw.env_id}, seed {pw.seed}: weights of the layers it acts with", fontsize=10)
+    return fig
+
+
+def spread_figure(per_policy: pd.DataFrame, bits: int) -> Figure:
+    """E at `bits` against the widest layer's weight range, one point per policy, with the
+    least-squares line and the correlation (or why there is none)."""
+    d = per_policy.copy()
+    d["E (%)"] = pd.to_numeric(d["E (%)"], errors="coerce")
+    with styled():
+        fig, axes = new_figure(7.2, 4.4)
+        ax = axes[0, 0]
+        shown = d.dropna(subset=["E (%)"])
+        if not shown.empty:
+            sns.scatterplot(data=shown.assign(algo=shown["algo"].str.upper()), x="widest_range", y="E (%)",
+                            hue="algo", style="env", s=70, ax=ax, palette="colorblind")
+        corr = correlation(d)
+        if corr:
+            xs = np.linspace(shown["widest_range"].min(), shown["widest_range"].max(), 50)
+            ax.plot(xs, corr["intercept"] + corr["slope"] * xs, color="0.3", linestyle="--", linewidth=1.2,
+                    label="least-squares fit")
+            sub = (f"Pearson r = {corr['pearson_r']:.2f} (p = {corr['pearson_p']:.2g}), "
+                   f"Spearman ρ = {corr['spearman_rho']:.2f}, n = {corr['n']} policies")
+        elif len(shown) < 3:
+            sub = f"n = {len(shown)} policies with an E: no fit (needs 3 or more)"
+        else:
+            sub = f"n = {len(shown)} policies: no fit (E or the range is the same for every policy)"
+        ax.set_xlabel("weight range of the widest layer (max − min)")
+        ax.set_ylabel(f"E at {bits} bits (%), mean of its records")
+        ax.set_title(f"Weight spread vs {bits}-bit PTQ error across policies\n{sub}", fontsize=10)
+        handles, labels = ax.get_legend_handles_labels()
+        if handles:
+            ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return fig
