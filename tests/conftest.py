@@ -14,8 +14,11 @@ from quarl import schema
 from quarl.app import CONF_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
-# Tiny budgets: a few seconds per cell.
-FAST = ["train.steps=1500", "eval.episodes=2", "eval.n_envs=2"]
+# One torch thread per process: the learning tests' numbers were measured so (thread count changes
+# float reductions), and two xdist workers on two cores do not oversubscribe.
+ENV = {**os.environ, "HYDRA_FULL_ERROR": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# Tiny budgets: a few seconds per cell (and no end-of-sweep collation; tests/test_collate.py has it).
+FAST = ["train.steps=1500", "eval.episodes=2", "eval.n_envs=2", "hydra.callbacks.collate.enabled=false"]
 
 
 def compose_cfg(*overrides: str):
@@ -27,9 +30,8 @@ def compose_cfg(*overrides: str):
 
 def run_quarl(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """`python run.py ARGS` with `cwd` as the launch folder (so outputs/ lands there)."""
-    env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
     done = subprocess.run(
-        [sys.executable, str(ROOT / "run.py"), *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=600
+        [sys.executable, str(ROOT / "run.py"), *args], cwd=cwd, capture_output=True, text=True, env=ENV, timeout=1200
     )
     if check and done.returncode != 0:
         raise AssertionError(f"run.py {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")

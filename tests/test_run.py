@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from quarl import results
-from tests.conftest import FAST, ROOT, run_quarl
+from tests.conftest import ENV, FAST, ROOT, run_quarl
 
 
 def log_of(done: subprocess.CompletedProcess) -> str:
@@ -56,7 +56,7 @@ def test_sweep_trains_one_policy_per_algo_and_reuses_it(scratch):
 def test_parallel_jobs_train_a_shared_policy_once(scratch):
     cmd = [sys.executable, str(ROOT / "run.py"), *FAST, "algo=a2c"]
     procs = [subprocess.Popen([*cmd, f"quant.bits={b}"], cwd=scratch, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for b in (3, 5, 6)]
+                              stderr=subprocess.STDOUT, text=True, env=ENV) for b in (3, 5, 6)]
     logs = [p.communicate(timeout=600)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), logs
     assert sum(log.count("Training ") for log in logs) == 1
@@ -143,7 +143,7 @@ def test_killed_training_resumes_from_its_checkpoint_and_finishes_the_budget(scr
 
     args = [*FAST[1:], "algo=dqn", "train.steps=4096", "train.checkpoint_every=1024"]  # 16 chunks of 256
     proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args], cwd=scratch,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
     policies = scratch / "outputs/policies"
     deadline = time.time() + 300
     while not list(policies.glob("*.ckpt/state.pt")):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -61,6 +62,31 @@ def cmd_collate(args: argparse.Namespace) -> None:
         print(path)
 
 
+def cmd_plan(args: argparse.Namespace) -> None:
+    from quarl.app import CONF_DIR
+    from quarl.sweeps import plan
+
+    cells = plan(CONF_DIR, args.overrides, args.store)
+    with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_colwidth", 80):
+        print(cells.drop(columns=["cell_key", "overrides"]).to_string(index=False))
+    counts = ", ".join(f"{n} {state}" for state, n in cells["state"].value_counts().items())
+    print(f"{len(cells)} cells: {counts}")
+
+
+def cmd_status(args: argparse.Namespace) -> None:
+    from quarl.sweeps import status
+
+    grid, failed = status(args.store, _filters(args.filters))
+    if grid.empty:
+        log.warning("No records in %s match %s.", args.store, " ".join(args.filters) or "(no filter)")
+        return
+    with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_colwidth", 100):
+        print(grid.to_string())
+        if not failed.empty:
+            print(f"\n{len(failed)} failed (traceback in each run dir's error.txt):")
+            print(failed.to_string(index=False))
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="quarl", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -80,10 +106,19 @@ def parser() -> argparse.ArgumentParser:
     co.add_argument("--out", type=Path, default=Path("outputs/collate"), help="folder to write into")
     co.add_argument("--bits", type=int, default=8, help="bit width of the grid in the weight report (2..16)")
     co.set_defaults(func=cmd_collate)
+    pl = sub.add_parser("plan", help="list the cells a run.py sweep would run, and which are done, without running")
+    pl.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="run.py overrides, e.g. +sweep=smoke")
+    pl.add_argument("--store", type=Path, default=None, help="store to check (default: the config's store.path)")
+    pl.set_defaults(func=cmd_plan)
+    st = sub.add_parser("status", help="done / failed / running / skipped per cell, read from the store")
+    st.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="e.g. algo=dqn")
+    st.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    st.set_defaults(func=cmd_status)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `quarl results | head` ends quietly
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     args = parser().parse_args(argv)
     try:

@@ -1,0 +1,71 @@
+"""Sweeps at scale: named sweeps, the submitit launcher, plan and status."""
+
+import subprocess
+import sys
+
+import pytest
+
+from quarl import results
+from quarl.app import CONF_DIR
+from quarl.sweeps import plan, status
+from tests.conftest import ENV, FAST, run_quarl
+
+
+def quarl_cli(cwd, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "quarl.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          env=ENV, timeout=300)
+
+
+@pytest.mark.parametrize("sweep, cells, not_applicable", [("smoke", 24, 6), ("ptq_classic", 72, 0)])
+def test_plan_counts_the_cells_of_each_named_sweep(tmp_path, sweep, cells, not_applicable):
+    planned = plan(CONF_DIR, [f"+sweep={sweep}"], tmp_path / "empty.sqlite")
+    assert len(planned) == cells and planned["cell_key"].is_unique
+    assert (planned["state"] == "n/a").sum() == not_applicable
+    assert set(planned["state"]) <= {"to run", "n/a"}
+
+
+def test_every_named_sweep_has_a_plan_and_a_cost_comment():
+    for path in (CONF_DIR.parent / "sweeps").glob("*.yaml"):
+        text = path.read_text()
+        assert "# Run: python run.py -m +sweep=" in text and ("hour" in text or "minutes" in text), path.name
+        assert len(plan(CONF_DIR, [f"+sweep={path.stem}"])) > 0
+
+
+def test_smoke_sweep_runs_every_method_then_plan_and_status_see_it(scratch):
+    run_quarl(scratch, "+sweep=smoke", "hydra.callbacks.collate.enabled=false")
+    df = results.load(scratch / "outputs/results.sqlite")
+    assert set(df["status"]) == {"done", "skipped"}
+    assert set(df[df["status"] == "done"]["quant"]) == {"fp32", "fp16", "ptq", "qat"}
+    assert (df["status"] == "skipped").sum() == 6 and (df["quant"] != "fp32").sum() == 24
+    planned = plan(CONF_DIR, ["+sweep=smoke"], scratch / "outputs/results.sqlite")
+    assert planned["state"].value_counts().to_dict() == {"done": 18, "n/a": 6}
+    grid, failed = status(scratch / "outputs/results.sqlite", {"algo": "ddpg"})
+    assert failed.empty and set(grid.loc[("ddpg", "cartpole", 0)]) == {"skipped", "-"}
+    printed = quarl_cli(scratch, "status", "algo=ppo")
+    assert printed.returncode == 0 and "ptq 8b" in printed.stdout and "done" in printed.stdout
+
+
+def test_status_shows_failed_cells_with_their_error(scratch):
+    run_quarl(scratch, "-m", "quant.bits=1,4", *FAST)
+    printed = quarl_cli(scratch, "status")
+    assert "failed" in printed.stdout and "quant.bits=1 is out of range" in printed.stdout
+    assert "1 failed" in printed.stdout
+
+
+def test_plan_on_the_command_line(scratch):
+    printed = quarl_cli(scratch, "plan", "algo=dqn,ddpg", "env=cartpole", "quant.bits=1,4")
+    assert printed.returncode == 0
+    last = printed.stdout.strip().splitlines()[-1]  # bits=1 is invalid first; ddpg at 4 bits is n/a
+    assert last.startswith("4 cells:") and {"2 invalid", "1 n/a", "1 to run"} == set(last[9:].split(", "))
+    bad = quarl_cli(scratch, "plan", "algo=nope")
+    assert bad.returncode == 1 and "Could not find 'algo/nope'" in bad.stderr + bad.stdout
+    assert "Traceback" not in bad.stderr
+
+
+def test_submitit_local_launcher_runs_cells_as_processes_and_records_them_all(scratch):
+    done = run_quarl(scratch, "-m", "hydra/launcher=local", "algo=ppo,a2c", "quant.bits=2,4", *FAST)
+    assert "Submitit 'local' sweep output dir" in done.stdout + done.stderr
+    df = results.load(scratch / "outputs/results.sqlite")
+    assert (df["quant"] == "ptq").sum() == 4 and (df["quant"] == "fp32").sum() == 2
+    assert set(df["status"]) == {"done"}
+    assert list((scratch / "outputs/multirun").rglob(".submitit"))
