@@ -25,14 +25,20 @@ def qat_delay(cfg: Any) -> int:
     return int(cfg.quant.delay if cfg.quant.delay is not None else train_steps(cfg) // 2)
 
 
+def result_keys(method: str) -> tuple[str, ...]:
+    """The `quant.*` keys that change a result of `method` (fp32/fp16/bf16 ignore bits, scheme, ...)."""
+    if method == "ptq":
+        return ("bits", "scheme", "granularity", "quantize_bias")
+    if method == "qat":
+        return ("bits", "scheme", "granularity", "quantize_bias", "act_bits", "delay", "freeze_after")
+    return ()
+
+
 def quant_spec(cfg: Any) -> dict[str, Any]:
-    """The quant settings that change the result (fp32/fp16/bf16 ignore bits, scheme, ...)."""
-    quant = cfg.quant
-    if quant.method in ("fp32", "fp16", "bf16"):
-        return {"method": quant.method}
-    spec = {k: quant[k] for k in ("method", "bits", "scheme", "granularity", "quantize_bias")}
-    if quant.method == "qat":
-        spec.update(act_bits=quant.act_bits, delay=qat_delay(cfg), freeze_after=quant.freeze_after)
+    """The quant settings that change the result."""
+    spec = {"method": cfg.quant.method, **{k: cfg.quant[k] for k in result_keys(cfg.quant.method)}}
+    if cfg.quant.method == "qat":
+        spec["delay"] = qat_delay(cfg)
     return spec
 
 

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from quarl.errors import QuarlError
+from quarl.keys import result_keys
 from quarl.store import RUN_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -87,9 +88,9 @@ def config_columns(df: pd.DataFrame) -> list[str]:
 def _variant_labels(done: pd.DataFrame, notes: Notes) -> pd.Series:
     """'ptq', or 'ptq (scheme=symmetric)' where records of one method differ in a quant setting."""
     labels = done["quant"].astype(str).copy()
-    quant_keys = [c for c in config_columns(done) if str(c).startswith("quant.") and c not in ("quant.method", "quant.bits")]
     for method in sorted(set(labels) - set(FLOAT_BITS)):
         rows = done["quant"] == method
+        quant_keys = [f"quant.{k}" for k in result_keys(method) if k != "bits" and f"quant.{k}" in done.columns]
         varying = [k for k in quant_keys if done.loc[rows, k].map(_text).nunique() > 1]
         if not varying:
             continue
