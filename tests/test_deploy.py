@@ -62,7 +62,7 @@ def one_torch_thread():
 def trained():
     """Briefly trained policies (a few seconds in all), so Q-values and logits are not all ties."""
     models = {
-        "dqn_cartpole": DQN("MlpPolicy", "CartPole-v1", learning_starts=200, train_freq=4, target_update_interval=100,
+        "dqn_cartpole": DQN("MlpPolicy", "CartPole-v1", learning_starts=200, train_freq=1, target_update_interval=100,
                             policy_kwargs=dict(net_arch=[64, 64]), seed=0, device="cpu").learn(1500),
         "ppo_cartpole": PPO("MlpPolicy", "CartPole-v1", n_steps=256, batch_size=64, n_epochs=4, seed=0, device="cpu").learn(1024),
         "ppo_pendulum": PPO("MlpPolicy", "Pendulum-v1", n_steps=256, batch_size=64, n_epochs=4, seed=0, device="cpu").learn(1024),
@@ -337,3 +337,17 @@ def test_measure_is_one_thread_and_restores_the_thread_count(trained):
     assert torch.get_num_threads() == before
     assert result["threads"] == 1 and result["calls"] == 50
     assert 0 < result["median_ms"] <= result["p90_ms"]
+
+
+def test_a_runner_stands_in_for_the_model_in_quarl_evaluate(trained):
+    from quarl.evaluate import evaluate
+
+    env_cfg = OmegaConf.create({"name": "cartpole", "id": "CartPole-v1", "kwargs": {}})
+    model = trained["ppo_cartpole"]
+    reference = evaluate(model, env_cfg, episodes=3, seed=0, n_envs=3)
+    runner = compile_policy(model, "torch")
+    assert evaluate(runner, env_cfg, episodes=3, seed=0, n_envs=3).rewards == reference.rewards
+    obs = rollout_obs("CartPole-v1", 2)
+    assert runner.predict(obs[0])[0].shape == () and runner.predict(obs)[0].shape == (2,)
+    with pytest.raises(QuarlError, match="eval.deterministic=true"):
+        runner.predict(obs, deterministic=False)

@@ -1,0 +1,30 @@
+"""Real low-precision execution and deployment of quarl policies.
+
+- `acting_network(model, obs_transform)`: the deterministic policy as one torch module
+  (raw observations -> actions, exactly as `model.predict(..., deterministic=True)`).
+- `compile_network(net, backend, example_obs)` / `compile_policy(model, backend, example_obs,
+  obs_transform)`: a `Runner` on one of `CHOICES` ("auto", "torch", "onnx", "onnx_int8",
+  "torch_fp16", "torch_bf16"); `runner(obs)` -> actions, `runner.nbytes`, `runner.backend`.
+- `measure(runner, obs)`: batch-1, one-thread latency (median and p90 ms).
+- `export(model, path, precision)`: a standalone ONNX file (fp32 or int8) that acts with
+  onnxruntime and numpy only (examples/act_onnx.py).
+
+Backends that need ONNX (`onnx`, `onnx_int8`, export) need `pip install onnx onnxscript onnxruntime`.
+"""
+
+from quarl.deploy.acting import ActingNetwork, acting_network
+from quarl.deploy.backends import BACKENDS, CHOICES, Runner, compile_network, compile_policy
+from quarl.deploy.export import export
+from quarl.deploy.latency import measure
+
+__all__ = [
+    "BACKENDS",
+    "CHOICES",
+    "ActingNetwork",
+    "Runner",
+    "acting_network",
+    "compile_network",
+    "compile_policy",
+    "export",
+    "measure",
+]

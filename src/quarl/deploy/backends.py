@@ -1,0 +1,277 @@
+"""Execution backends for acting networks, behind one interface: `compile_network` -> `Runner`.
+
+| backend      | precision | how                                                        |
+| ------------ | --------- | ---------------------------------------------------------- |
+| `torch`      | fp32      | eager PyTorch: the reference                               |
+| `onnx`       | fp32      | ONNX Runtime                                               |
+| `onnx_int8`  | int8      | ONNX Runtime: dynamic (MLPs) / static, calibrated (CNNs)   |
+| `torch_fp16` | fp16      | eager PyTorch, weight layers in float16                    |
+| `torch_bf16` | bf16      | eager PyTorch, weight layers in bfloat16                   |
+| `auto`       | int8/fp32 | `onnx_int8` where it is measured faster than fp32, else the faster fp32 backend |
+
+Chosen by measurement (benchmarks/bench_deploy.py, batch 1, one thread, 2-core x86 with AVX-512
+VNNI): ONNX Runtime int8 is the fastest int8 path for every policy size (3x2048 MLP 3.6x over fp32
+eager torch, 4096-512-1024 5.2x, Nature CNN 5.4x), ahead of torch's `quantize_dynamic` (2.4x, 1.7x
+and 1.1x, and 2x *slower* than fp32 at 3x64; `torch.ao.quantization` is also deprecated), so that
+is not a backend. For small MLPs int8 loses to fp32 on ONNX Runtime, which is itself 5-7x faster
+than eager torch there (per-call overhead dominates): `auto` measures and falls back, saying so.
+fp16 and bf16 give no CPU speed at batch 1 (0.5x-1.1x); they exist to execute half-precision
+policies for real and halve the bytes. 4-bit weights (ONNX Runtime MatMulNBits) reach 4.8x at
+3x2048 but use block-wise scales that do not match quarl's 4-bit schemes and are slower than fp32
+below ~1000 units: not a backend.
+
+A Runner maps a batch of raw observations (numpy) to actions (numpy), exactly like the acting
+network it was compiled from, up to the backend's arithmetic.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from abc import ABC, abstractmethod
+from typing import Any, Optional
+
+import numpy as np
+import torch
+import torch.nn as nn
+from stable_baselines3.common.base_class import BaseAlgorithm
+
+from quarl.deploy import onnx_io
+from quarl.deploy.acting import ActingNetwork, ActivationFakeQuant, ObsTransform, acting_network
+from quarl.deploy.latency import quick_median_ms
+from quarl.errors import QuarlError
+
+log = logging.getLogger(__name__)
+
+BACKENDS: dict[str, str] = {  # backend -> precision
+    "torch": "fp32",
+    "onnx": "fp32",
+    "onnx_int8": "int8",
+    "torch_fp16": "fp16",
+    "torch_bf16": "bf16",
+}
+CHOICES: tuple[str, ...] = ("auto", *BACKENDS)
+INT8_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
+CONV_LAYERS = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
+HALF = {"torch_fp16": torch.float16, "torch_bf16": torch.bfloat16}
+# auto runs int8 only when it takes at most this fraction of the fastest fp32 backend's time: closer
+# than that is within run-to-run noise, and fp32 is the exact policy.
+AUTO_MARGIN = 0.9
+
+
+class Runner(ABC):
+    """A compiled policy: `runner(obs)` -> actions for a batch of raw observations.
+
+    Attributes:
+        backend: the backend that runs it (a key of BACKENDS).
+        precision: "fp32", "int8", "fp16" or "bf16".
+        nbytes: bytes of the stored tensors it computes with (weights as stored by the backend:
+            int8 weights 1 byte each plus their scales and zero points; biases and normalisation
+            constants included).
+        threads: intra-op threads (ONNX Runtime runners; torch runners use torch's setting).
+        net: the float32 acting network it was compiled from (shapes, dtypes, action kind).
+        reason: why this backend runs it (set by backend="auto").
+        timings_ms: median ms per batch-1 call of each backend "auto" measured ({} otherwise).
+    """
+
+    backend: str
+    precision: str
+    nbytes: int
+    threads: int
+    net: ActingNetwork
+    reason: str = ""
+    timings_ms: dict[str, float]
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """Actions (int64 for discrete, float32 for continuous) for a batch of observations
+        (or one observation, given a batch axis)."""
+        return self._run(self.net.batch(obs))
+
+    @abstractmethod
+    def _run(self, obs: np.ndarray) -> np.ndarray: ...
+
+    def predict(self, observation: np.ndarray, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True) -> tuple[np.ndarray, None]:
+        """SB3's `predict` signature, so a runner can stand in for the model in
+        `quarl.evaluate.evaluate` (pass obs_transform=None there: the runner normalises itself)."""
+        if not deterministic:
+            raise QuarlError("A compiled policy acts greedily: evaluate it with eval.deterministic=true.")
+        single = np.shape(observation) == self.net.obs_shape
+        actions = self(observation)
+        return (actions[0] if single else actions), None
+
+    @property
+    def onnx_model(self) -> Optional[bytes]:
+        """The serialized ONNX model this runner executes (None for torch runners)."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(backend={self.backend}, precision={self.precision}, nbytes={self.nbytes})"
+
+
+class TorchRunner(Runner):
+    """Eager PyTorch: fp32, or the weight layers cast to float16 / bfloat16."""
+
+    def __init__(self, net: ActingNetwork, backend: str) -> None:
+        self.net, self.backend, self.precision = net, backend, BACKENDS[backend]
+        self.threads, self.timings_ms = torch.get_num_threads(), {}
+        self.module: nn.Module = net
+        if backend in HALF:
+            self.module = copy.deepcopy(net)
+            self.module.body = _Cast(self.module.body, HALF[backend])
+        self.module.eval()
+        self.nbytes = sum(t.numel() * t.element_size() for t in (*self.module.parameters(), *self.module.buffers()))
+
+    def _run(self, obs: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return self.module(torch.from_numpy(obs)).numpy()
+
+
+class OnnxRunner(Runner):
+    """ONNX Runtime on the CPU, fp32 or int8."""
+
+    def __init__(self, net: ActingNetwork, backend: str, model: bytes, threads: int) -> None:
+        self.net, self.backend, self.precision = net, backend, BACKENDS[backend]
+        self.threads, self.timings_ms = threads, {}
+        self._model = model
+        self.session = onnx_io.session(model, threads)
+        self.nbytes = onnx_io.weight_bytes(model)
+
+    @property
+    def onnx_model(self) -> bytes:
+        return self._model
+
+    def _run(self, obs: np.ndarray) -> np.ndarray:
+        return self.session.run([onnx_io.OUTPUT], {onnx_io.INPUT: obs})[0]
+
+
+class _Cast(nn.Module):
+    """Runs `body` in `dtype`: inputs cast in, outputs cast back to float32."""
+
+    def __init__(self, body: nn.Module, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.body, self.dtype = body.to(dtype), dtype
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x.to(self.dtype)).float()
+
+
+def check_int8(net: ActingNetwork, backend: str = "onnx_int8") -> None:
+    """Raise a QuarlError naming the first layer with weights an int8 backend cannot quantize."""
+    for name, module in net.body.named_modules():
+        own_params = any(True for _ in module.parameters(recurse=False))
+        if own_params and not isinstance(module, INT8_LAYERS):
+            raise QuarlError(
+                f"backend={backend} cannot quantize layer body.{name} ({type(module).__name__}): int8 backends "
+                "quantize Linear and Conv layers; run this policy with backend=onnx or torch (fp32), torch_fp16 or torch_bf16."
+            )
+
+
+def _without_fake_quant(net: ActingNetwork) -> ActingNetwork:
+    """A copy of `net` without QAT activation fake quants: int8 backends quantize activations themselves."""
+    if not any(isinstance(m, ActivationFakeQuant) for m in net.modules()):
+        return net
+    net = copy.deepcopy(net)
+    for name, module in list(net.named_modules()):
+        if isinstance(module, ActivationFakeQuant):
+            parent_name, _, child = name.rpartition(".")
+            setattr(net.get_submodule(parent_name) if parent_name else net, child, nn.Identity())
+    return net
+
+
+def has_conv(net: ActingNetwork) -> bool:
+    """Whether the network has convolutions (int8: static quantization with calibration)."""
+    return any(isinstance(m, CONV_LAYERS) for m in net.body.modules())
+
+
+def _example(net: ActingNetwork, example_obs: Optional[np.ndarray]) -> np.ndarray:
+    if example_obs is None:
+        return np.zeros((1, *net.obs_shape), dtype=net.obs_dtype)
+    return net.batch(example_obs)
+
+
+def _build(net: ActingNetwork, backend: str, example: np.ndarray, calibrated: bool, threads: int) -> Runner:
+    if backend in ("torch", *HALF):
+        return TorchRunner(net, backend)
+    if backend == "onnx":
+        return OnnxRunner(net, backend, onnx_io.to_onnx(net, example), threads)
+    # onnx_int8
+    for package in ("onnx", "onnxscript", "onnxruntime"):
+        onnx_io.require(package, f"backend={backend}")
+    check_int8(net, backend)
+    static = has_conv(net)
+    if static and not calibrated:
+        raise QuarlError(
+            f"backend={backend} quantizes convolutional policies statically and needs calibration observations: "
+            "pass example_obs, a batch of a few hundred real observations from the environment."
+        )
+    fp32 = onnx_io.to_onnx(_without_fake_quant(net), example)
+    return OnnxRunner(net, backend, onnx_io.quantize_int8(fp32, example if static else None, static), threads)
+
+
+def compile_network(net: ActingNetwork, backend: str = "auto", example_obs: Optional[np.ndarray] = None,
+                    threads: int = 1) -> Runner:
+    """Compile an acting network for a backend.
+
+    Args:
+        net: from `acting_network(model, obs_transform)`.
+        backend: one of CHOICES. "auto" measures `onnx_int8`, `onnx` and `torch` at batch 1 on one
+            thread and runs int8 when it takes at most AUTO_MARGIN of the fastest fp32 backend's
+            time; otherwise it runs that fp32 backend and logs a warning saying why.
+        example_obs: a batch of real observations. Its first row traces the network; for int8 on
+            convolutional policies all of it (up to 1024) calibrates the activation ranges, so pass a
+            few hundred from the environment. None: zeros (not enough for int8 CNNs).
+        threads: ONNX Runtime intra-op threads (1 is the latency setting).
+
+    Raises:
+        QuarlError: unknown backend; its Python package missing (naming the pip command); a layer
+            the int8 backend cannot quantize; a CNN without calibration observations; a network the
+            ONNX exporter cannot export.
+    """
+    if not isinstance(net, ActingNetwork):
+        raise TypeError(f"compile_network takes an ActingNetwork (from acting_network(model)), not {type(net).__name__}")
+    if backend not in CHOICES:
+        raise QuarlError(f"backend={backend} is not known: choose one of {', '.join(CHOICES)}.")
+    example = _example(net, example_obs)
+    if backend == "auto":
+        return _auto(net, example, example_obs is not None, threads)
+    return _build(net, backend, example, example_obs is not None, threads)
+
+
+def compile_policy(model: BaseAlgorithm, backend: str = "auto", example_obs: Optional[np.ndarray] = None,
+                   obs_transform: ObsTransform = None, threads: int = 1) -> Runner:
+    """`compile_network(acting_network(model, obs_transform), backend, example_obs, threads)`."""
+    return compile_network(acting_network(model, obs_transform), backend, example_obs, threads)
+
+
+def _auto(net: ActingNetwork, example: np.ndarray, calibrated: bool, threads: int) -> Runner:
+    if not onnx_io.available():
+        runner = TorchRunner(net, "torch")
+        runner.reason = ("backend=auto: int8 needs ONNX Runtime, which is not installed "
+                         "(pip install onnx onnxscript onnxruntime); running fp32 on torch.")
+        log.warning(runner.reason)
+        return runner
+    candidates: dict[str, Runner] = {"torch": TorchRunner(net, "torch"), "onnx": _build(net, "onnx", example, calibrated, threads)}
+    int8_problem = None
+    try:
+        candidates["onnx_int8"] = _build(net, "onnx_int8", example, calibrated, threads)
+    except QuarlError as exc:  # a layer int8 cannot quantize, or a CNN without calibration data
+        int8_problem = str(exc)
+    timings = quick_median_ms(candidates, example[:1])
+    fp32 = min(("torch", "onnx"), key=timings.__getitem__)
+    shown = ", ".join(f"{b} {t:.4f} ms" for b, t in timings.items())
+    if int8_problem is None and timings["onnx_int8"] <= AUTO_MARGIN * timings[fp32]:
+        chosen = candidates["onnx_int8"]
+        chosen.reason = f"backend=auto: running int8 on onnx_int8, {timings[fp32] / timings['onnx_int8']:.2f}x faster than fp32 {fp32} ({shown}, batch 1)."
+        log.info(chosen.reason)
+    else:
+        chosen = candidates[fp32]
+        if int8_problem is not None:
+            why = f"int8 is not possible ({int8_problem})"
+        else:
+            why = (f"int8 (onnx_int8, {timings['onnx_int8']:.4f} ms) is not faster than fp32 ({fp32}, {timings[fp32]:.4f} ms) "
+                   f"for this network at batch 1 (needs <= {AUTO_MARGIN:.0%} of the fp32 time)")
+        chosen.reason = f"backend=auto: {why}; falling back to fp32 on {fp32} ({shown})."
+        log.warning(chosen.reason)
+    chosen.timings_ms = timings
+    return chosen

@@ -1,0 +1,128 @@
+"""Export a quarl policy (fp32, PTQ or QAT) to one standalone ONNX file.
+
+The file holds the whole deterministic policy: observation normalisation, the weight layers (fp32,
+or int8 for precision="int8") and the action head, with input "obs" (a batch of raw observations)
+and output "action". It needs only `onnxruntime` and `numpy` to act:
+
+    import numpy as np, onnxruntime as ort
+    session = ort.InferenceSession("policy.onnx", providers=["CPUExecutionProvider"])
+    action = session.run(["action"], {"obs": obs[None].astype(np.float32)})[0][0]
+
+examples/act_onnx.py runs an exported policy in its Gymnasium environment that way.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Optional, Union
+
+import numpy as np
+from stable_baselines3.common.base_class import BaseAlgorithm
+
+from quarl.deploy import onnx_io
+from quarl.deploy.acting import ObsTransform, acting_network
+from quarl.deploy.backends import compile_network
+from quarl.errors import QuarlError
+
+log = logging.getLogger(__name__)
+
+PRECISIONS = {"fp32": "onnx", "int8": "onnx_int8"}  # precision -> backend that builds the file
+
+
+def _env_id(model: BaseAlgorithm) -> Optional[str]:
+    env = model.get_env()
+    if env is None:
+        return None
+    try:
+        spec = env.get_attr("spec", indices=[0])[0]
+        return None if spec is None else str(spec.id)
+    except Exception:  # an env without a spec: the id is optional metadata
+        return None
+
+
+def _check_target(path: Path) -> None:
+    if path.suffix != ".onnx":
+        raise QuarlError(f"Export path {path} must end in .onnx.")
+    if path.exists() or path.is_symlink():
+        raise QuarlError(f"Export path {path} already exists: choose another path or delete it.")
+
+
+def export(
+    model: BaseAlgorithm,
+    path: Union[str, Path],
+    precision: str = "fp32",
+    obs_transform: ObsTransform = None,
+    calibration_obs: Optional[np.ndarray] = None,
+    env_id: Optional[str] = None,
+) -> Path:
+    """Write `model`'s deterministic policy to the ONNX file `path` and return the path.
+
+    Args:
+        model: an SB3 model (fp32, PTQ-quantized in place, or QAT with its QuantLayers on).
+        path: a new file ending in .onnx; its folder is created if needed. An existing path is
+            refused. The file is written under a temporary name in the same folder and linked
+            into place only when complete, so a failed export leaves nothing behind.
+        precision: "fp32" or "int8" (ONNX Runtime dynamic int8 for MLPs, static for CNNs).
+        obs_transform: the policy's VecNormalize (or its normalize_obs), folded into the file.
+        calibration_obs: real observations calibrating int8 activation ranges (needed for int8
+            convolutional policies; a few hundred from the environment).
+        env_id: Gymnasium id stored in the file's metadata (default: the model's env, if it has one).
+
+    Raises:
+        QuarlError: bad precision or path, path exists, a package missing, a layer int8 cannot quantize.
+    """
+    if precision not in PRECISIONS:
+        raise QuarlError(f"precision={precision} is not supported for export: choose one of {', '.join(PRECISIONS)}.")
+    path = Path(path)
+    _check_target(path)
+    onnx = onnx_io.require("onnx", "Exporting to ONNX")
+    net = acting_network(model, obs_transform)
+    runner = compile_network(net, PRECISIONS[precision], calibration_obs)
+    proto = onnx.load_model_from_string(runner.onnx_model)
+    meta = {
+        "quarl.algo": net.algo,
+        "quarl.precision": precision,
+        "quarl.obs_shape": json.dumps(list(net.obs_shape)),
+        "quarl.obs_dtype": net.obs_dtype.name,
+        "quarl.action_kind": net.action_kind,
+        "quarl.action_shape": json.dumps(list(net.action_shape)),
+        "quarl.env_id": env_id or _env_id(model) or "",
+    }
+    onnx.helper.set_model_props(proto, {**{p.key: p.value for p in proto.metadata_props}, **meta})
+    proto.doc_string = (
+        f"quarl {net.algo} policy ({precision}): input 'obs' = a batch of raw observations {list(net.obs_shape)} "
+        f"({net.obs_dtype.name}); output 'action' = greedy actions ({net.action_kind})."
+    )
+    data = proto.SerializeToString()
+    _write_new(path, data)
+    log.info("Exported %s policy (%s, %d bytes) to %s", net.algo, precision, len(data), path)
+    return path
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Write `data` to a new file `path`: complete or not at all, never over an existing file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(tmp_name)
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make the artefact private
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)  # atomic, and fails if the path appeared meanwhile
+        except FileExistsError:
+            raise QuarlError(f"Export path {path} already exists: choose another path or delete it.") from None
+        except OSError:  # a file system without hard links
+            if path.exists():
+                raise QuarlError(f"Export path {path} already exists: choose another path or delete it.") from None
+            os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
