@@ -182,3 +182,33 @@ def test_a_failing_cell_is_recorded_and_the_sweep_goes_on_then_reruns(scratch):
 def test_single_run_failure_leaves_no_marker(scratch):
     run_quarl(scratch, *FAST, "quant.bits=1", check=False)
     assert results.load(scratch / "outputs/results.sqlite").empty
+
+
+def test_real_int8_execution_lands_reward_latency_and_bytes(scratch):
+    done = run_quarl(scratch, *FAST, "quant.backend=onnx_int8")
+    cell = results.load(scratch / "outputs/results.sqlite", quant="ptq").iloc[0]
+    assert cell["backend"] == "onnx_int8" and cell["backend_precision"] == "int8"
+    assert cell["backend_reward"] == pytest.approx(cell["reward_mean"], rel=0.2)  # same episodes, int8 kernels
+    assert 0 < cell["latency_ms"] < 100 and 0 < cell["fp32_latency_ms"] < 100
+    assert cell["backend_bytes"] < cell["fp32_bytes"] / 3
+    assert "Executed on onnx_int8 (int8)" in log_of(done)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["quant=fp16", "quant.backend=onnx_int8"], "quant.backend=onnx_int8 executes integer policies of at most 8 bits"),
+        (["quant.bits=12", "quant.backend=onnx_int8"], "not quant=ptq with quant.bits=12"),
+        (["quant.backend=tensorrt"], "quant.backend=tensorrt is not allowed: choose one of fake, auto, torch, onnx"),
+    ],
+)
+def test_impossible_backends_are_refused(scratch, args, message):
+    done = run_quarl(scratch, *FAST, *args, check=False)
+    assert done.returncode == 1 and message in log_of(done) and "Traceback" not in log_of(done)
+
+
+def test_schema_backends_are_the_deploy_backends():
+    from quarl.deploy import CHOICES
+    from quarl.schema import EXEC_BACKENDS
+
+    assert EXEC_BACKENDS == ("fake", *CHOICES)

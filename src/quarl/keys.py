@@ -37,6 +37,8 @@ def result_keys(method: str) -> tuple[str, ...]:
 def quant_spec(cfg: Any) -> dict[str, Any]:
     """The quant settings that change the result."""
     spec = {"method": cfg.quant.method, **{k: cfg.quant[k] for k in result_keys(cfg.quant.method)}}
+    if cfg.quant.backend != "fake":  # real execution adds its own columns to the record
+        spec["backend"] = cfg.quant.backend
     if cfg.quant.method == "qat":
         spec["delay"] = qat_delay(cfg)
     return spec

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from filelock import FileLock
 from omegaconf import OmegaConf, open_dict
 
 from quarl import provenance, schema
 from quarl.algos import check_action_kind
-from quarl.envs import action_kind
+from quarl.envs import action_kind, make_env
 from quarl.errors import IncompatibleCell
 from quarl.evaluate import Evaluation, evaluate
 from quarl.keys import cell_key, policy_key, qat_delay, train_steps
@@ -104,22 +105,41 @@ def _store(store: Store, record: dict[str, Any], json_copy: Path) -> None:
     write_json(record, json_copy)
 
 
-def _evaluate(ctx: Context, cfg: Any, policy: CachedPolicy, desc: str) -> tuple[Evaluation, int]:
+def _episodes(ctx: Context, cfg: Any, actor: Any, obs_transform: Any, desc: str) -> Evaluation:
+    return evaluate(actor, cfg.env, episodes=cfg.eval.episodes, seed=cfg.seed, n_envs=cfg.eval.n_envs,
+                    deterministic=cfg.eval.deterministic, obs_transform=obs_transform,
+                    progress=cfg.eval.progress and ctx.interactive, desc=desc)
+
+
+def _evaluate(ctx: Context, cfg: Any, policy: CachedPolicy, desc: str) -> tuple[Evaluation, int, Any]:
+    """Evaluate the (fake-)quantized policy; returns the evaluation, its bytes and the model."""
     model = policy.load()  # a QAT policy comes quantized: its own fake-quant graph, ranges frozen
     if cfg.quant.method != "qat":
         quantize_policy(model, cfg.quant)
-    ev = evaluate(
-        model,
-        cfg.env,
-        episodes=cfg.eval.episodes,
-        seed=cfg.seed,
-        n_envs=cfg.eval.n_envs,
-        deterministic=cfg.eval.deterministic,
-        obs_transform=policy.obs_transform(),
-        progress=cfg.eval.progress and ctx.interactive,
-        desc=desc,
-    )
-    return ev, policy_bytes(model, cfg.quant)
+    ev = _episodes(ctx, cfg, model, policy.obs_transform(), desc)
+    return ev, policy_bytes(model, cfg.quant), model
+
+
+EXEC_FOR_METHOD = {"fp16": "torch_fp16", "bf16": "torch_bf16"}
+
+
+def _execute(ctx: Context, cfg: Any, model: Any, fp32_policy: CachedPolicy, obs_transform: Any) -> dict[str, Any]:
+    """Run the quantized policy on a real backend: its reward on the same episodes, its batch-1
+    one-thread latency next to fp32 eager torch's, and its bytes."""
+    from quarl.deploy import compile_policy, measure
+
+    backend = EXEC_FOR_METHOD.get(cfg.quant.method, "auto") if cfg.quant.backend == "auto" else cfg.quant.backend
+    env = make_env(cfg.env)
+    example = np.asarray(env.reset(seed=cfg.seed)[0])[None]
+    env.close()
+    runner = compile_policy(model, backend, example, obs_transform=obs_transform)
+    reference = compile_policy(fp32_policy.load(), "torch", example, obs_transform=obs_transform)
+    ev = _episodes(ctx, cfg, runner, None, f"{runner.backend} eval")
+    log.info("Executed on %s (%s): reward %.2f%s", runner.backend, runner.precision, ev.mean,
+             f"; {runner.reason}" if runner.reason else "")
+    return {"backend": runner.backend, "backend_precision": runner.precision, "backend_reward": ev.mean,
+            "backend_bytes": runner.nbytes, "latency_ms": measure(runner, example)["median_ms"],
+            "fp32_latency_ms": measure(reference, example)["median_ms"]}
 
 
 def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) -> tuple[float, int]:
@@ -131,7 +151,7 @@ def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) ->
         reward = store.reward(key)
         if reward is not None:
             return reward, model_bytes
-        ev, _ = _evaluate(ctx, cfg, policy, "fp32 eval")
+        ev, _, _ = _evaluate(ctx, cfg, policy, "fp32 eval")
         record = _record(
             cfg, "done", started, ctx.run_dir, evaluation=ev, fp32_reward=ev.mean, rel_error=0.0,
             train_time_s=policy.meta["train_time_s"], policy_bytes=model_bytes, fp32_bytes=model_bytes,
@@ -206,12 +226,13 @@ def _run(ctx: Context, store: Store, started: str) -> None:
         log.info("%s: fp32 reward %.2f", label, fp32_reward)
         return
     policy = obtain(cfg, policies, progress=progress) if cfg.quant.method == "qat" else fp32_policy
-    ev, size = _evaluate(ctx, cfg, policy, f"{cfg.quant.method} eval")
+    ev, size, model = _evaluate(ctx, cfg, policy, f"{cfg.quant.method} eval")
+    executed = {} if cfg.quant.backend == "fake" else _execute(ctx, cfg, model, fp32_policy, policy.obs_transform())
     error = relative_error(fp32_reward, ev.mean)
     record = _record(
         cfg, "done", started, ctx.run_dir, evaluation=ev, fp32_reward=fp32_reward, rel_error=error,
         train_time_s=policy.meta["train_time_s"], policy_bytes=size, fp32_bytes=fp32_bytes,
-        trained=policy.trained, curve=policy.curve if policy is not fp32_policy else [],
+        trained=policy.trained, curve=policy.curve if policy is not fp32_policy else [], **executed,
     )
     _store(store, record, ctx.run_dir / "record.json")
     shown = "n/a (fp32 reward is 0)" if error is None or math.isnan(error) else f"{100 * error:.2f}%"

@@ -18,6 +18,8 @@ QUANT_METHODS = ("fp32", "fp16", "bf16", "ptq", "qat")
 SCHEMES = ("affine", "symmetric", "paper")
 GRANULARITIES = ("per_tensor", "per_channel")
 NOISE_TYPES = (None, "normal", "ornstein_uhlenbeck")
+# "fake": quantize-dequantize only; the rest execute the policy for real (quarl.deploy.CHOICES).
+EXEC_BACKENDS = ("fake", "auto", "torch", "onnx", "onnx_int8", "torch_fp16", "torch_bf16")
 DEVICES = ("cpu", "cuda", "auto")
 
 
@@ -57,6 +59,7 @@ class QuantConfig:
     act_bits: int = 8  # QAT: bits of each layer's input activation (32: not quantized)
     delay: Optional[int] = None  # QAT: env steps before fake quant is on (None: half the budget)
     freeze_after: Optional[int] = None  # QAT: env step at which ranges stop moving (None: end of training)
+    backend: str = "fake"  # also execute the quantized policy for real: auto or one of quarl.deploy.CHOICES
 
 
 @dataclass
@@ -136,6 +139,12 @@ def check(cfg: Any) -> None:
         )
     if q.method == "qat":
         _check_qat(cfg)
+    _one_of("quant.backend", q.backend, EXEC_BACKENDS)
+    if q.backend == "onnx_int8" and not (q.method in ("ptq", "qat") and q.bits <= 8):
+        raise QuarlError(
+            f"quant.backend=onnx_int8 executes integer policies of at most 8 bits, not quant={q.method} "
+            f"with quant.bits={q.bits}: use quant.backend=auto, or quant=ptq with quant.bits<=8."
+        )
     if q.method in ("ptq", "qat"):
         _one_of("quant.scheme", q.scheme, SCHEMES)
         _one_of("quant.granularity", q.granularity, GRANULARITIES)
