@@ -212,3 +212,17 @@ def test_schema_backends_are_the_deploy_backends():
     from quarl.schema import EXEC_BACKENDS
 
     assert EXEC_BACKENDS == ("fake", *CHOICES)
+
+
+def test_quarl_export_writes_a_standalone_int8_policy_from_the_store(scratch):
+    run_quarl(scratch, *FAST)
+    cli = [sys.executable, "-m", "quarl.cli", "export", "quant=ptq", "--out", "policy.onnx"]
+    done = subprocess.run(cli, cwd=scratch, capture_output=True, text=True, env=ENV)
+    assert done.returncode == 0 and (scratch / "policy.onnx").stat().st_size > 0
+    again = subprocess.run(cli, cwd=scratch, capture_output=True, text=True, env=ENV)
+    assert again.returncode == 1 and "already exists" in again.stderr
+    act = subprocess.run([sys.executable, str(ROOT / "examples/act_onnx.py"), "policy.onnx", "--episodes", "2"],
+                         cwd=scratch, capture_output=True, text=True, env=ENV)
+    assert act.returncode == 0, act.stderr
+    ambiguous = subprocess.run([*cli[:4], "--out", "x.onnx"], cwd=scratch, capture_output=True, text=True, env=ENV)
+    assert ambiguous.returncode == 1 and "2 finished records match" in ambiguous.stderr

@@ -62,6 +62,31 @@ def cmd_collate(args: argparse.Namespace) -> None:
         print(path)
 
 
+def cmd_export(args: argparse.Namespace) -> None:
+    import json
+
+    from omegaconf import OmegaConf
+
+    from quarl.deploy import export
+    from quarl.pipeline import _fp32_config
+    from quarl.policies import cached
+    from quarl.quantize import quantize_policy
+
+    df = load(args.store, _filters(args.filters))
+    df = df[df["status"] == "done"]
+    if len(df) != 1:
+        raise QuarlError(
+            f"{len(df)} finished records match {' '.join(args.filters) or '(no filter)'}: give filters that pick "
+            "exactly one, e.g. algo=ppo env=cartpole seed=0 quant=ptq quant.bits=8 (see quarl results)."
+        )
+    cfg = OmegaConf.create(json.loads(df.iloc[0]["config"]))
+    policy = cached(cfg if cfg.quant.method == "qat" else _fp32_config(cfg), Path(cfg.store.policies))
+    model = policy.load()
+    if cfg.quant.method != "qat":
+        quantize_policy(model, cfg.quant)
+    print(export(model, args.out, precision=args.precision, obs_transform=policy.obs_transform(), env_id=cfg.env.id))
+
+
 def cmd_plan(args: argparse.Namespace) -> None:
     from quarl.app import CONF_DIR
     from quarl.sweeps import plan
@@ -106,6 +131,12 @@ def parser() -> argparse.ArgumentParser:
     co.add_argument("--out", type=Path, default=Path("outputs/collate"), help="folder to write into")
     co.add_argument("--bits", type=int, default=8, help="bit width of the grid in the weight report (2..16)")
     co.set_defaults(func=cmd_collate)
+    ex = sub.add_parser("export", help="write one stored policy as a standalone ONNX file (fp32 or int8)")
+    ex.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="pick one record, e.g. algo=ppo quant.bits=8")
+    ex.add_argument("--out", type=Path, required=True, help="the .onnx file to write (must not exist)")
+    ex.add_argument("--precision", choices=("fp32", "int8"), default="int8")
+    ex.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    ex.set_defaults(func=cmd_export)
     pl = sub.add_parser("plan", help="list the cells a run.py sweep would run, and which are done, without running")
     pl.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="run.py overrides, e.g. +sweep=smoke")
     pl.add_argument("--store", type=Path, default=None, help="store to check (default: the config's store.path)")
