@@ -39,6 +39,7 @@ from hydra import compose, initialize_config_dir
 from stable_baselines3 import PPO
 
 from quarl import schema
+from quarl.envs import random_observations
 from quarl.app import CONF_DIR
 from quarl.deploy import ActingNetwork, acting_network, compile_network, measure
 from quarl.deploy.backends import TorchRunner
@@ -87,16 +88,7 @@ def train(name: str, policies: Path) -> tuple[str, float, bool]:
 
 def cartpole_obs(n: int = 512, seed: int = 1) -> np.ndarray:
     """CartPole states from random-action episodes (calibration / example observations)."""
-    env = gym.make("CartPole-v1")
-    env.action_space.seed(seed)
-    obs, _ = env.reset(seed=seed)
-    out = []
-    while len(out) < n:
-        out.append(obs)
-        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        if terminated or truncated:
-            obs, _ = env.reset()
-    return np.asarray(out, dtype=np.float32)
+    return random_observations("CartPole-v1", n, seed)
 
 
 def episodes_reward(act, episodes: int, seed: int) -> float:

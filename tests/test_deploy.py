@@ -19,6 +19,7 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 
 from quarl import qat
+from quarl.envs import random_observations
 from quarl.deploy import backends, compile_network, compile_policy, export, measure
 from quarl.deploy.acting import acting_network
 from quarl.errors import QuarlError
@@ -30,17 +31,7 @@ PTQ8 = OmegaConf.create(dict(method="ptq", bits=8, scheme="affine", granularity=
 
 def rollout_obs(env_id: str, n: int = 256, seed: int = 0) -> np.ndarray:
     """Observations the policy meets: states of random-action episodes."""
-    env = gym.make(env_id)
-    env.action_space.seed(seed)
-    obs, _ = env.reset(seed=seed)
-    out = []
-    while len(out) < n:
-        out.append(obs)
-        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        if terminated or truncated:
-            obs, _ = env.reset()
-    env.close()
-    return np.asarray(out, dtype=np.float32)
+    return random_observations(env_id, n, seed)
 
 
 def reload(model, tmp_path: Path, name: str):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import gymnasium as gym
+import numpy as np
 
 from quarl.errors import QuarlError
 
@@ -35,3 +36,18 @@ def action_kind(env_cfg: Any) -> ActionKind:
     if isinstance(space, gym.spaces.Box):
         return "continuous"
     raise QuarlError(f"env.id={env_cfg.id} has an action space quarl does not support: {space}.")
+
+
+def random_observations(env_id: str, n: int, seed: int = 0) -> np.ndarray:
+    """`n` observations from random-action episodes of `env_id` (calibration and example inputs)."""
+    env = gym.make(env_id)
+    env.action_space.seed(seed)
+    obs, _ = env.reset(seed=seed)
+    out = []
+    while len(out) < n:
+        out.append(obs)
+        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            obs, _ = env.reset()
+    env.close()
+    return np.asarray(out, dtype=np.float32)
