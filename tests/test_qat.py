@@ -146,3 +146,40 @@ def test_cached_qat_policy_is_evaluated_in_its_quantized_form(tmp_path):
 def test_bad_qat_settings_are_refused_before_training(overrides, message):
     with pytest.raises(QuarlError, match=message.replace(".", r"\.")):
         check(compose_cfg("quant=qat", *overrides))
+
+
+class Frames(__import__("gymnasium").Env):
+    """A tiny image env (random 48x48x3 frames) for CNN policies."""
+
+    def __init__(self):
+        import gymnasium as gym
+        import numpy as np
+
+        self.observation_space = gym.spaces.Box(0, 255, (48, 48, 3), np.uint8)
+        self.action_space = gym.spaces.Discrete(3)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 1.0, False, False, {}
+
+
+def test_qat_wraps_conv_layers_of_cnn_policies_and_trains():
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    model = PPO("CnnPolicy", DummyVecEnv([Frames]), n_steps=16, batch_size=16, n_epochs=1, device="cpu", seed=0)
+    layers = qat.attach(model, quant(bits=4, granularity="per_channel"))
+    convs = {n: l for n, l in layers.items() if isinstance(l.layer, torch.nn.Conv2d)}
+    assert len(convs) == 3 and convs["features_extractor.cnn.0"].weight_fq.lo.numel() == 32  # per channel
+    qat.set_switches(layers, enabled=True)
+    x = torch.rand(2, 3, 48, 48)
+    conv = convs["features_extractor.cnn.0"]
+    expected = torch.nn.functional.conv2d(conv.input_fq(x), fake_quantize(conv.layer.weight, 4, "affine", "per_channel"),
+                                          conv.layer.bias, stride=4)
+    assert torch.allclose(conv(x), expected)
+    before = conv.layer.weight.clone()
+    model.learn(32)
+    assert not torch.equal(before, conv.layer.weight)  # gradients reach the conv weights through fake quant

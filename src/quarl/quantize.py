@@ -69,7 +69,7 @@ def fake_quantize(w: torch.Tensor, bits: int, scheme: str = "affine", granularit
         return w.clone()
     if scheme == "paper":
         return paper_quantize(w, bits)
-    return quantize_with(w, *qparams(*ranges(w, granularity), bits, scheme))
+    return quantize_with(w, *qparams(*ranges(w.detach(), granularity), bits, scheme))
 
 
 def inference_layers(model: BaseAlgorithm) -> dict[str, nn.Module]:
