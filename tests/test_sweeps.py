@@ -16,7 +16,10 @@ def quarl_cli(cwd, *args: str) -> subprocess.CompletedProcess:
                           env=ENV, timeout=300)
 
 
-@pytest.mark.parametrize("sweep, cells, not_applicable", [("smoke", 24, 6), ("ptq_classic", 72, 0)])
+@pytest.mark.parametrize(
+    "sweep, cells, not_applicable",
+    [("smoke", 24, 6), ("ptq_classic", 72, 0), ("ptq_table_classic", 48, 12), ("qat_classic", 126, 0)],
+)
 def test_plan_counts_the_cells_of_each_named_sweep(tmp_path, sweep, cells, not_applicable):
     planned = plan(CONF_DIR, [f"+sweep={sweep}"], tmp_path / "empty.sqlite")
     assert len(planned) == cells and planned["cell_key"].is_unique
