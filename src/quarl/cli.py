@@ -68,7 +68,7 @@ def cmd_export(args: argparse.Namespace) -> None:
     from omegaconf import OmegaConf
 
     from quarl.deploy import export
-    from quarl.pipeline import _fp32_config
+    from quarl.pipeline import fp32_config
     from quarl.policies import cached
     from quarl.quantize import quantize_policy
 
@@ -80,7 +80,7 @@ def cmd_export(args: argparse.Namespace) -> None:
             "exactly one, e.g. algo=ppo env=cartpole seed=0 quant=ptq quant.bits=8 (see quarl results)."
         )
     cfg = OmegaConf.create(json.loads(df.iloc[0]["config"]))
-    policy = cached(cfg if cfg.quant.method == "qat" else _fp32_config(cfg), Path(cfg.store.policies))
+    policy = cached(cfg if cfg.quant.method == "qat" else fp32_config(cfg), Path(cfg.store.policies))
     model = policy.load()
     if cfg.quant.method != "qat":
         quantize_policy(model, cfg.quant)

@@ -54,7 +54,8 @@ def _label(cfg: Any) -> str:
     return f"{cfg.algo.name}/{cfg.env.name} seed={cfg.seed} {method}"
 
 
-def _fp32_config(cfg: Any) -> Any:
+def fp32_config(cfg: Any) -> Any:
+    """The same cell with quant=fp32: its baseline, and the config of the fp32 policy it quantizes."""
     fp32 = copy.deepcopy(cfg)
     with open_dict(fp32):
         fp32.quant = OmegaConf.merge(OmegaConf.structured(schema.QuantConfig), FP32)
@@ -144,7 +145,7 @@ def _execute(ctx: Context, cfg: Any, model: Any, fp32_policy: CachedPolicy, obs_
 
 def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) -> tuple[float, int]:
     """The fp32 reward of this cell's policy: from the store, or evaluated and recorded once."""
-    cfg = _fp32_config(ctx.cfg)
+    cfg = fp32_config(ctx.cfg)
     key = cell_key(cfg)
     with FileLock(str(ctx.path(ctx.cfg.store.policies) / f"{key}.eval.lock")):
         model_bytes = policy_bytes(policy.load(), cfg.quant)
@@ -220,7 +221,7 @@ def _run(ctx: Context, store: Store, started: str) -> None:
                     "during training.", qat_delay(cfg), train_steps(cfg))
     progress = cfg.train.progress and ctx.interactive
     policies = ctx.path(cfg.store.policies)
-    fp32_policy = obtain(_fp32_config(cfg), policies, progress=progress)
+    fp32_policy = obtain(fp32_config(cfg), policies, progress=progress)
     fp32_reward, fp32_bytes = _baseline(ctx, store, fp32_policy, started)
     if cfg.quant.method == "fp32":
         log.info("%s: fp32 reward %.2f", label, fp32_reward)
