@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch.nn as nn
 from omegaconf import DictConfig, OmegaConf
-from stable_baselines3 import A2C, DDPG, DQN, PPO
+from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
 from stable_baselines3.common.vec_env import VecEnv
@@ -21,7 +21,7 @@ from quarl.errors import IncompatibleCell, QuarlError
 class AlgoSpec:
     """An algorithm class, the action kinds it handles, and the sub-networks it acts through."""
 
-    cls: type[BaseAlgorithm]
+    cls: Optional[type[BaseAlgorithm]]  # None: not an SB3 algorithm (trained by ActorQ only)
     action_kinds: tuple[str, ...]
     inference_roots: tuple[str, ...]
 
@@ -31,7 +31,13 @@ ALGOS: dict[str, AlgoSpec] = {
     "a2c": AlgoSpec(A2C, ("discrete", "continuous"), ("pi_features_extractor", "mlp_extractor.policy_net", "action_net")),
     "ppo": AlgoSpec(PPO, ("discrete", "continuous"), ("pi_features_extractor", "mlp_extractor.policy_net", "action_net")),
     "ddpg": AlgoSpec(DDPG, ("continuous",), ("actor",)),
+    "td3": AlgoSpec(TD3, ("continuous",), ("actor",)),
+    "sac": AlgoSpec(SAC, ("continuous",), ("actor",)),
+    "d4pg": AlgoSpec(None, ("continuous",), ()),
 }
+
+# Algorithms ActorQ trains with its own learner (quarl.actorq), and the only ones it trains.
+ACTORQ_ALGOS = ("dqn", "d4pg")
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "relu": nn.ReLU,

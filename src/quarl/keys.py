@@ -31,6 +31,8 @@ def result_keys(method: str) -> tuple[str, ...]:
         return ("bits", "scheme", "granularity", "quantize_bias")
     if method == "qat":
         return ("bits", "scheme", "granularity", "quantize_bias", "act_bits", "delay", "freeze_after")
+    if method == "actorq":
+        return ("actor_bits",)
     return ()
 
 
@@ -41,6 +43,8 @@ def quant_spec(cfg: Any) -> dict[str, Any]:
         spec["backend"] = cfg.quant.backend
     if cfg.quant.method == "qat":
         spec["delay"] = qat_delay(cfg)
+    if cfg.quant.method == "actorq":  # the distributed run shapes the policy and its curve
+        spec["actorq"] = OmegaConf.to_container(cfg.actorq, resolve=True)
     return spec
 
 
@@ -53,8 +57,10 @@ def training_spec(cfg: Any) -> dict[str, Any]:
         "seed": int(cfg.seed),
         "steps": train_steps(cfg),
     }
-    if cfg.quant.method == "qat":
-        spec["qat"] = quant_spec(cfg)
+    if cfg.quant.method in ("qat", "actorq"):
+        spec[cfg.quant.method] = quant_spec(cfg)
+    if cfg.policy.source != "train":  # a pretrained policy is identified by where it comes from
+        spec = {"env": spec["env"], "algo": cfg.algo.name, "source": OmegaConf.to_container(cfg.policy, resolve=True)}
     return spec
 
 

@@ -62,7 +62,7 @@ def fp32_config(cfg: Any) -> Any:
     return fp32
 
 
-def _record(cfg: Any, status: str, started: str, run_dir: Path, **fields: Any) -> dict[str, Any]:
+def make_record(cfg: Any, status: str, started: str, run_dir: Path, **fields: Any) -> dict[str, Any]:
     commit, dirty = provenance.git_state()
     ev: Evaluation | None = fields.pop("evaluation", None)
     curve: list[dict[str, float]] = fields.pop("curve", [])
@@ -100,7 +100,7 @@ def _record(cfg: Any, status: str, started: str, run_dir: Path, **fields: Any) -
     return {"run": run, "config": config, "episodes": episodes, "curve": curve}
 
 
-def _store(store: Store, record: dict[str, Any], json_copy: Path) -> None:
+def store_record(store: Store, record: dict[str, Any], json_copy: Path) -> None:
     """Write a record to the store and its JSON copy to the run dir."""
     store.write(record)
     write_json(record, json_copy)
@@ -153,13 +153,13 @@ def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) ->
         if reward is not None:
             return reward, model_bytes
         ev, _, _ = _evaluate(ctx, cfg, policy, "fp32 eval")
-        record = _record(
+        record = make_record(
             cfg, "done", started, ctx.run_dir, evaluation=ev, fp32_reward=ev.mean, rel_error=0.0,
             train_time_s=policy.meta["train_time_s"], policy_bytes=model_bytes, fp32_bytes=model_bytes,
             trained=policy.trained, curve=policy.curve,
         )
         name = "record.json" if ctx.cfg.quant.method == "fp32" else "baseline.record.json"
-        _store(store, record, ctx.run_dir / name)
+        store_record(store, record, ctx.run_dir / name)
         log.info("Recorded fp32 baseline of %s: %.2f ± %.2f", _label(cfg), ev.mean, ev.std)
         return ev.mean, model_bytes
 
@@ -182,7 +182,7 @@ def run_cell(ctx: Context) -> None:
         return
     started = provenance.now()
     if status is None:  # a marker for `quarl status`, replaced by the final record
-        store.write(_record(cfg, "running", started, ctx.run_dir))
+        store.write(make_record(cfg, "running", started, ctx.run_dir))
     try:
         _run(ctx, store, started)
     except Exception as exc:
@@ -197,15 +197,15 @@ def _record_failure(ctx: Context, store: Store, started: str, exc: Exception) ->
     """In a sweep: record a cell that raised as skipped (n/a) or failed, and go on."""
     cfg, label = ctx.cfg, _label(ctx.cfg)
     if isinstance(exc, IncompatibleCell):
-        _store(store, _record(cfg, "skipped", started, ctx.run_dir, message=str(exc)), ctx.run_dir / "record.json")
+        store_record(store, make_record(cfg, "skipped", started, ctx.run_dir, message=str(exc)), ctx.run_dir / "record.json")
         log.warning("Skipping %s: %s", label, exc)
     else:
         error_file = ctx.run_dir / "error.txt"
         error_file.parent.mkdir(parents=True, exist_ok=True)
         error_file.write_text("".join(traceback.format_exception(exc)))
         first_line = (str(exc).splitlines() or [""])[0]
-        record = _record(cfg, "failed", started, ctx.run_dir, message=f"{type(exc).__name__}: {first_line}")
-        _store(store, record, ctx.run_dir / "record.json")
+        record = make_record(cfg, "failed", started, ctx.run_dir, message=f"{type(exc).__name__}: {first_line}")
+        store_record(store, record, ctx.run_dir / "record.json")
         log.error("%s failed: %s (traceback in %s)", label, first_line, error_file)
 
 
@@ -216,6 +216,11 @@ def _run(ctx: Context, store: Store, started: str) -> None:
         cfg.quant.delay = qat_delay(cfg)  # recorded as the step it really switched on
     label = _label(cfg)
     check_action_kind(cfg.algo.name, cfg.env.id, action_kind(cfg.env))
+    if cfg.quant.method == "actorq":
+        from quarl.actorq.cell import run_actorq_cell  # torch.multiprocessing and Ray only when used
+
+        run_actorq_cell(ctx, store, started)
+        return
     if cfg.quant.method == "qat" and qat_delay(cfg) >= train_steps(cfg):
         log.warning("quant.delay=%d is not below the training budget (%d steps): QAT never switches on "
                     "during training.", qat_delay(cfg), train_steps(cfg))
@@ -230,12 +235,12 @@ def _run(ctx: Context, store: Store, started: str) -> None:
     ev, size, model = _evaluate(ctx, cfg, policy, f"{cfg.quant.method} eval")
     executed = {} if cfg.quant.backend == "fake" else _execute(ctx, cfg, model, fp32_policy, policy.obs_transform())
     error = relative_error(fp32_reward, ev.mean)
-    record = _record(
+    record = make_record(
         cfg, "done", started, ctx.run_dir, evaluation=ev, fp32_reward=fp32_reward, rel_error=error,
         train_time_s=policy.meta["train_time_s"], policy_bytes=size, fp32_bytes=fp32_bytes,
         trained=policy.trained, curve=policy.curve if policy is not fp32_policy else [], **executed,
     )
-    _store(store, record, ctx.run_dir / "record.json")
+    store_record(store, record, ctx.run_dir / "record.json")
     shown = "n/a (fp32 reward is 0)" if error is None or math.isnan(error) else f"{100 * error:.2f}%"
     log.info("%s: fp32 %.2f | quantized %.2f ± %.2f | E = %s | %d -> %d bytes",
              label, fp32_reward, ev.mean, ev.std, shown, fp32_bytes, size)

@@ -14,13 +14,15 @@ from omegaconf import MISSING
 
 from quarl.errors import QuarlError
 
-QUANT_METHODS = ("fp32", "fp16", "bf16", "ptq", "qat")
+QUANT_METHODS = ("fp32", "fp16", "bf16", "ptq", "qat", "actorq")
 SCHEMES = ("affine", "symmetric", "paper")
 GRANULARITIES = ("per_tensor", "per_channel")
 NOISE_TYPES = (None, "normal", "ornstein_uhlenbeck")
 # "fake": quantize-dequantize only; the rest execute the policy for real (quarl.deploy.CHOICES).
 EXEC_BACKENDS = ("fake", "auto", "torch", "onnx", "onnx_int8", "torch_fp16", "torch_bf16")
 DEVICES = ("cpu", "cuda", "auto")
+POLICY_SOURCES = ("train", "path", "hub")
+ACTORQ_BACKENDS = ("local", "ray")
 
 
 @dataclass
@@ -44,6 +46,8 @@ class EnvConfig:
 
     name: str = MISSING
     id: str = MISSING
+    suite: str = "classic"  # classic, box2d, atari, bullet, mujoco or dmc (quarl.envs.SUITES)
+    frame_stack: int = 1  # observations stacked along the first axis (Atari: 4)
     kwargs: dict[str, Any] = field(default_factory=dict)
 
 
@@ -60,6 +64,26 @@ class QuantConfig:
     delay: Optional[int] = None  # QAT: env steps before fake quant is on (None: half the budget)
     freeze_after: Optional[int] = None  # QAT: env step at which ranges stop moving (None: end of training)
     backend: str = "fake"  # also execute the quantized policy for real: auto or one of quarl.deploy.CHOICES
+    actor_bits: int = 8  # ActorQ: precision the actors execute the policy in (8: int8, 16: fp16, 32: fp32)
+
+
+@dataclass
+class PolicyConfig:
+    """Where the fp32 policy comes from: trained by quarl, or a pretrained SB3 / rl-zoo3 model."""
+
+    source: str = "train"  # train, path (an rl-zoo3 folder or a model zip) or hub (a model-hub repo id)
+    path: Optional[str] = None  # policy.source=path
+    repo: Optional[str] = None  # policy.source=hub, e.g. sb3/ppo-CartPole-v1
+
+
+@dataclass
+class ActorQConfig:
+    """ActorQ: an fp32 learner and `actors` processes acting with a quantized copy of its policy."""
+
+    actors: int = 4
+    backend: str = "local"  # local (torch.multiprocessing, no server) or ray
+    update_period: int = 100  # actor env steps between weight pulls
+    comm_bits: int = 32  # precision of the weights on the wire: 8, 16 or 32
 
 
 @dataclass
@@ -91,6 +115,8 @@ class RunConfig:
     algo: AlgoConfig = MISSING
     env: EnvConfig = MISSING
     quant: QuantConfig = MISSING
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    actorq: ActorQConfig = field(default_factory=ActorQConfig)
     seed: int = 0
     force: bool = False
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -128,6 +154,37 @@ def _check_qat(cfg: Any) -> None:
         )
 
 
+def _check_actorq(cfg: Any) -> None:
+    a = cfg.actorq
+    if cfg.algo.name not in ("dqn", "d4pg"):
+        raise QuarlError(f"quant=actorq trains algo=dqn (discrete actions) or algo=d4pg (continuous), not algo={cfg.algo.name}.")
+    if a.actors < 1:
+        raise QuarlError(f"actorq.actors={a.actors} must be at least 1 actor process.")
+    _one_of("actorq.backend", a.backend, ACTORQ_BACKENDS)
+    if cfg.quant.actor_bits not in (8, 16, 32):
+        raise QuarlError(
+            f"quant.actor_bits={cfg.quant.actor_bits} cannot be executed by an actor: use 8 (int8), 16 (fp16) or 32 (fp32)."
+        )
+    if a.comm_bits not in (8, 16, 32):
+        raise QuarlError(f"actorq.comm_bits={a.comm_bits} is not allowed: weights travel at 8, 16 or 32 bits.")
+    if a.update_period < 1:
+        raise QuarlError(f"actorq.update_period={a.update_period} must be at least 1 env step between pulls.")
+
+
+def _check_policy(cfg: Any) -> None:
+    p = cfg.policy
+    _one_of("policy.source", p.source, POLICY_SOURCES)
+    if p.source == "path" and not p.path:
+        raise QuarlError("policy.source=path needs policy.path: an rl-zoo3 log folder or an SB3 model zip.")
+    if p.source == "hub" and not p.repo:
+        raise QuarlError("policy.source=hub needs policy.repo: a model-hub repo id such as sb3/ppo-CartPole-v1.")
+    if p.source != "train" and cfg.quant.method in ("qat", "actorq"):
+        raise QuarlError(
+            f"quant={cfg.quant.method} trains its own policy: use policy.source=train, or quant=ptq/fp16/bf16 "
+            f"to quantize the pretrained policy from policy.source={p.source}."
+        )
+
+
 def check(cfg: Any) -> None:
     """Reject values that are well-typed but meaningless, naming the field and what is allowed."""
     q = cfg.quant
@@ -139,6 +196,11 @@ def check(cfg: Any) -> None:
         )
     if q.method == "qat":
         _check_qat(cfg)
+    if q.method == "actorq":
+        _check_actorq(cfg)
+    elif cfg.algo.name == "d4pg":
+        raise QuarlError(f"algo=d4pg is trained by ActorQ only: use quant=actorq (not quant={q.method}).")
+    _check_policy(cfg)
     _one_of("quant.backend", q.backend, EXEC_BACKENDS)
     if q.backend == "onnx_int8" and not (q.method in ("ptq", "qat") and q.bits <= 8):
         raise QuarlError(
