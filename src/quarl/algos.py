@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import numpy as np
+import torch
 import torch.nn as nn
 from omegaconf import DictConfig, OmegaConf
 from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
 from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
 from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
 from stable_baselines3.common.vec_env import VecEnv
 
@@ -46,6 +48,12 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {
     "leaky_relu": nn.LeakyReLU,
     "gelu": nn.GELU,
     "silu": nn.SiLU,
+}
+
+OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
+    "adam": torch.optim.Adam,
+    "rmsprop": torch.optim.RMSprop,
+    "rmsprop_tf_like": RMSpropTFLike,  # rl-zoo3's A2C on Atari
 }
 
 # Hyperparameters that count env steps: when train.steps shrinks the budget they shrink with it.
@@ -91,14 +99,14 @@ def _value(key: str, value: Any) -> Any:
 
 def _policy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     out = dict(kwargs)
-    if "activation_fn" in out:
-        name = out["activation_fn"]
-        if name not in ACTIVATIONS:
-            raise QuarlError(
-                f"algo.hyperparams.policy_kwargs.activation_fn={name} is not known: "
-                f"choose one of {', '.join(ACTIVATIONS)}."
-            )
-        out["activation_fn"] = ACTIVATIONS[name]
+    for key, classes in (("activation_fn", ACTIVATIONS), ("optimizer_class", OPTIMIZERS)):
+        if key in out:
+            name = out[key]
+            if name not in classes:
+                raise QuarlError(
+                    f"algo.hyperparams.policy_kwargs.{key}={name} is not known: choose one of {', '.join(classes)}."
+                )
+            out[key] = classes[name]
     return out
 
 

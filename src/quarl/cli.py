@@ -112,6 +112,16 @@ def cmd_status(args: argparse.Namespace) -> None:
             print(failed.to_string(index=False))
 
 
+def cmd_matrix(args: argparse.Namespace) -> None:
+    from quarl.app import CONF_DIR
+    from quarl.compat import LEGEND, matrix
+
+    table = matrix(CONF_DIR, args.suite)
+    with pd.option_context("display.max_rows", None, "display.width", 250):
+        print(table.to_string(index=False))
+    print("\n" + "\n".join(f"{k:>10}: {v}" for k, v in LEGEND.items()))
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="quarl", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -145,6 +155,9 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="e.g. algo=dqn")
     st.add_argument("--store", type=Path, default=DEFAULT_STORE)
     st.set_defaults(func=cmd_status)
+    mx = sub.add_parser("matrix", help="which algorithm runs on which env (tuned, default, n/a)")
+    mx.add_argument("--suite", default=None, help="only this suite: classic, box2d, atari, bullet, mujoco, dmc")
+    mx.set_defaults(func=cmd_matrix)
     return p
 
 

@@ -1,19 +1,75 @@
-"""Gymnasium environments from env configs, with errors that say what to install or type."""
+"""Gymnasium environments from env configs: each suite's package, registration and preprocessing,
+with errors that say what to install or type.
+
+Suites: ``classic`` (Gymnasium classic control), ``box2d``, ``atari`` (ALE), ``bullet``
+(PyBullet), ``mujoco`` (Gymnasium's MuJoCo tasks) and ``dmc`` (DeepMind Control through Shimmy).
+Atari gets the usual preprocessing (no-op reset, frame skip 4, 84x84 grey, frame stack) with
+episodic life and reward clipping for training only, so evaluation returns the raw game score.
+DMC observations are flattened to one float vector and actions rescaled to [-1, 1].
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import importlib
+import json
+import logging
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Callable, Literal
 
 import gymnasium as gym
 import numpy as np
+from gymnasium import wrappers
+from omegaconf import OmegaConf
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.vec_env import DummyVecEnv
 
 from quarl.errors import QuarlError
 
 ActionKind = Literal["discrete", "continuous"]
 
 
-def make_env(env_cfg: Any) -> gym.Env:
-    """Create the environment named by `env_cfg.id` with `env_cfg.kwargs`."""
+@dataclass(frozen=True)
+class Suite:
+    """The modules a suite needs (imported to register its ids) and the quarl extra that installs them."""
+
+    modules: tuple[str, ...]
+    extra: str | None
+
+
+SUITES: dict[str, Suite] = {
+    "classic": Suite((), None),
+    "box2d": Suite(("Box2D",), "box2d"),
+    "atari": Suite(("ale_py", "cv2"), "atari"),
+    "bullet": Suite(("pybullet_envs_gymnasium",), "bullet"),
+    "mujoco": Suite(("mujoco",), "mujoco"),
+    "dmc": Suite(("shimmy", "dm_control"), "dmc"),
+}
+
+
+def require_suite(env_cfg: Any) -> None:
+    """Import the suite's packages (registering its env ids), or say which extra installs them."""
+    if env_cfg.suite not in SUITES:
+        raise QuarlError(f"env.suite={env_cfg.suite} is not known: choose one of {', '.join(SUITES)}.")
+    suite = SUITES[env_cfg.suite]
+    if env_cfg.suite == "dmc":
+        os.environ.setdefault("MUJOCO_GL", "disable")  # quarl never renders: no OpenGL probing
+        logging.getLogger("absl").setLevel(logging.ERROR)  # dm_control's model-compiler notices
+    for module in suite.modules:
+        try:
+            imported = importlib.import_module(module)
+        except ImportError:
+            raise QuarlError(
+                f"env={env_cfg.name} needs the '{module}' package, which is not installed: "
+                f"pip install -c constraints.txt -e '.[{suite.extra}]'"
+            ) from None
+        if module == "ale_py":
+            gym.register_envs(imported)
+
+
+def _gym_make(env_cfg: Any) -> gym.Env:
+    require_suite(env_cfg)
     try:
         return gym.make(env_cfg.id, **dict(env_cfg.kwargs))
     except gym.error.DependencyNotInstalled as exc:
@@ -24,9 +80,74 @@ def make_env(env_cfg: Any) -> gym.Env:
         raise QuarlError(f"env.kwargs for {env_cfg.id} are not accepted: {exc}") from None
 
 
+def _atari(env: gym.Env, training: bool) -> gym.Env:
+    from stable_baselines3.common.atari_wrappers import AtariWrapper
+
+    return AtariWrapper(env, terminal_on_life_loss=training, clip_reward=training)
+
+
+def _dmc(env: gym.Env) -> gym.Env:
+    env = wrappers.FlattenObservation(env)
+    space = env.observation_space
+    env = wrappers.TransformObservation(
+        env, lambda obs: obs.astype(np.float32), gym.spaces.Box(space.low, space.high, space.shape, np.float32)
+    )
+    return wrappers.RescaleAction(env, -1.0, 1.0)
+
+
+def _stack(env: gym.Env, n: int) -> gym.Env:
+    """The last `n` observations along a new first axis (a trailing channel of 1 is folded away)."""
+    env = wrappers.FrameStackObservation(env, n)
+    shape = env.observation_space.shape
+    if len(shape) == 4 and shape[-1] == 1:  # n x H x W x 1 grey frames -> n x H x W (channels first)
+        env = wrappers.ReshapeObservation(env, shape[:-1])
+    return env
+
+
+def make_env(env_cfg: Any, training: bool = False) -> gym.Env:
+    """The environment `env_cfg` names, preprocessed as its suite requires.
+
+    With `training`, the episode statistics SB3 logs are recorded beneath the preprocessing (the
+    raw game score on Atari), and training-only wrappers (episodic life, reward clipping) are on.
+    """
+    env = _gym_make(env_cfg)
+    if training:
+        env = Monitor(env)
+    if env_cfg.suite == "atari":
+        env = _atari(env, training)
+    elif env_cfg.suite == "dmc":
+        env = _dmc(env)
+    if env_cfg.frame_stack > 1:
+        env = _stack(env, env_cfg.frame_stack)
+    return env
+
+
+def training_envs(env_cfg: Any, n_envs: int, seed: int) -> DummyVecEnv:
+    """`n_envs` training copies of the environment, seeded as SB3's `make_vec_env` seeds them."""
+
+    def factory(rank: int) -> Callable[[], gym.Env]:
+        def make() -> gym.Env:
+            env = make_env(env_cfg, training=True)
+            env.action_space.seed(seed + rank)
+            return env
+
+        return make
+
+    venv = DummyVecEnv([factory(rank) for rank in range(n_envs)])
+    venv.seed(seed)
+    return venv
+
+
 def action_kind(env_cfg: Any) -> ActionKind:
     """Whether the environment's actions are discrete or continuous."""
-    env = make_env(env_cfg)
+    container = OmegaConf.to_container(env_cfg, resolve=True) if OmegaConf.is_config(env_cfg) else dict(env_cfg)
+    return _action_kind(json.dumps(container, sort_keys=True))
+
+
+@lru_cache(maxsize=None)
+def _action_kind(env_json: str) -> ActionKind:
+    env_cfg = OmegaConf.create(json.loads(env_json))
+    env = _gym_make(env_cfg)
     try:
         space = env.action_space
     finally:
@@ -38,9 +159,10 @@ def action_kind(env_cfg: Any) -> ActionKind:
     raise QuarlError(f"env.id={env_cfg.id} has an action space quarl does not support: {space}.")
 
 
-def random_observations(env_id: str, n: int, seed: int = 0) -> np.ndarray:
-    """`n` observations from random-action episodes of `env_id` (calibration and example inputs)."""
-    env = gym.make(env_id)
+def random_observations(env: Any, n: int, seed: int = 0) -> np.ndarray:
+    """`n` observations from random-action episodes of an env config (preprocessed) or a Gymnasium
+    id (calibration and example inputs)."""
+    env = gym.make(env) if isinstance(env, str) else make_env(env)
     env.action_space.seed(seed)
     obs, _ = env.reset(seed=seed)
     out = []

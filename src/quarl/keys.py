@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -13,6 +14,11 @@ def digest(obj: Any) -> str:
     """A short, stable hash of a JSON-able object."""
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a label ('atari/breakout' -> 'atari-breakout')."""
+    return re.sub(r"[^0-9A-Za-z_.]+", "-", str(text)).strip("-") or "x"
 
 
 def train_steps(cfg: Any) -> int:

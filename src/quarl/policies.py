@@ -23,10 +23,10 @@ from filelock import FileLock
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-from quarl import algos, qat
+from quarl import algos, pretrained, qat
 from quarl.envs import make_env
 from quarl.errors import QuarlError
-from quarl.keys import policy_key, train_steps
+from quarl.keys import policy_key, slug, train_steps
 from quarl.training import CURVE_FILE, META_FILE, MODEL_FILE, NORMALIZE_FILE, QAT_FILE, train
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,10 @@ class CachedPolicy:
 def folder_of(cfg: Any, root: Path) -> Path:
     """The cache folder of this config's trained policy (it may not exist yet)."""
     kind = f"-qat{cfg.quant.bits}" if cfg.quant.method == "qat" else ""
-    return root / f"{cfg.algo.name}-{cfg.env.name}-seed{cfg.seed}{kind}-{policy_key(cfg)}"
+    if cfg.policy.source != "train":
+        return root / f"{cfg.algo.name}-{slug(cfg.env.name)}-{cfg.policy.source}-{policy_key(cfg)}"
+    return root / f"{cfg.algo.name}-{slug(cfg.env.name)}-seed{cfg.seed}{kind}-{policy_key(cfg)}"
+
 
 
 def cached(cfg: Any, root: Path) -> CachedPolicy:
@@ -102,7 +105,8 @@ def cached(cfg: Any, root: Path) -> CachedPolicy:
 
 def obtain(cfg: Any, root: Path, progress: bool = False) -> CachedPolicy:
     """The policy for this config's (algo, env, hyperparameters, seed, steps, and QAT settings for
-    quant=qat): cached, or trained now."""
+    quant=qat): cached, or trained now; with policy.source=path|hub, the pretrained model, checked
+    against the env and copied into the cache (no training)."""
     key = policy_key(cfg)
     folder = folder_of(cfg, root)
     root.mkdir(parents=True, exist_ok=True)
@@ -113,15 +117,19 @@ def obtain(cfg: Any, root: Path, progress: bool = False) -> CachedPolicy:
             return cached
         if folder.exists():
             raise cached._corrupt(FileNotFoundError(f"no {META_FILE}"))
-        how = f"QAT {cfg.quant.bits}-bit" if cfg.quant.method == "qat" else "fp32"
-        log.info("Training %s %s on %s for %d steps (seed %d)", how, cfg.algo.name, cfg.env.id, train_steps(cfg), cfg.seed)
         for stale in root.glob(f"{folder.name}.tmp-*"):  # left by a killed job; we hold the lock
             shutil.rmtree(stale, ignore_errors=True)
         tmp = folder.with_name(f"{folder.name}.tmp-{os.getpid()}")
         tmp.mkdir()
         checkpoints = folder.with_name(f"{folder.name}.ckpt")
         try:
-            train(cfg, tmp, progress, checkpoints)
+            if cfg.policy.source == "train":
+                how = f"QAT {cfg.quant.bits}-bit" if cfg.quant.method == "qat" else "fp32"
+                log.info("Training %s %s on %s for %d steps (seed %d)", how, cfg.algo.name, cfg.env.id,
+                         train_steps(cfg), cfg.seed)
+                train(cfg, tmp, progress, checkpoints)
+            else:
+                pretrained.install(cfg, folder, tmp, downloads=root / "hub")
             tmp.replace(folder)
             shutil.rmtree(checkpoints, ignore_errors=True)
         finally:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,6 @@ from hydra import compose, initialize_config_dir
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
-from omegaconf import OmegaConf
 
 from quarl import schema
 from quarl.algos import spec
@@ -22,11 +20,6 @@ from quarl.results import select
 from quarl.store import Store
 
 SHOWN = ("algo", "env", "quant", "quant.bits", "seed")
-
-
-@lru_cache(maxsize=None)
-def _action_kind(env_id: str) -> str:
-    return action_kind(OmegaConf.create({"id": env_id, "kwargs": {}}))
 
 
 def expand(conf_dir: Path, args: list[str]) -> list[list[str]]:
@@ -48,7 +41,7 @@ def _state(cfg: Any, store: Store) -> tuple[str, str]:
         schema.check(cfg)
     except QuarlError as exc:
         return "invalid", str(exc)
-    if _action_kind(cfg.env.id) not in spec(cfg.algo.name).action_kinds:
+    if action_kind(cfg.env) not in spec(cfg.algo.name).action_kinds:
         return "n/a", f"{cfg.algo.name} cannot act in {cfg.env.id}"
     return store.status(cell_key(cfg)) or "to run", ""
 

@@ -12,11 +12,10 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 
 from quarl import algos, checkpoint, provenance, qat
-from quarl.envs import make_env
+from quarl.envs import training_envs
 from quarl.keys import policy_key, qat_delay, train_steps, training_spec
 
 log = logging.getLogger(__name__)
@@ -54,7 +53,7 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
     """
     steps = train_steps(cfg)
     algo_cfg = cfg.algo
-    venv = make_vec_env(lambda: make_env(cfg.env), n_envs=algo_cfg.n_envs, seed=cfg.seed)
+    venv = training_envs(cfg.env, algo_cfg.n_envs, cfg.seed)
     if algo_cfg.normalize:
         kwargs = OmegaConf.to_container(algo_cfg.normalize_kwargs, resolve=True)
         venv = VecNormalize(venv, gamma=algo_cfg.hyperparams.get("gamma", 0.99), **kwargs)

@@ -1,0 +1,62 @@
+"""Which algorithm runs on which environment: the compatibility matrix `quarl matrix` prints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from omegaconf import OmegaConf
+
+from quarl import schema
+from quarl.algos import ACTORQ_ALGOS, ALGOS
+from quarl.envs import SUITES, action_kind
+from quarl.errors import QuarlError
+
+LEGEND = {
+    "tuned": "rl-zoo3's tuned hyperparameters (conf/tuned/<algo>/<env>.yaml)",
+    "default": "runs with the algorithm's default hyperparameters",
+    "actorq": "trained by quant=actorq only",
+    "n/a": "the algorithm cannot act in this action space",
+    "needs [x]": "the suite's packages are missing: pip install -e '.[x]'",
+}
+
+
+def env_choices(conf_dir: Path) -> list[str]:
+    """Every `env=` choice, e.g. 'cartpole', 'atari/breakout'."""
+    root = conf_dir / "env"
+    return sorted(str(p.relative_to(root).with_suffix("")) for p in root.rglob("*.yaml"))
+
+
+def env_config(conf_dir: Path, choice: str):
+    """The env config `env=<choice>` selects (its YAML over the schema's defaults)."""
+    raw = OmegaConf.load(conf_dir / "env" / f"{choice}.yaml")
+    raw.pop("defaults", None)
+    return OmegaConf.merge(OmegaConf.structured(schema.EnvConfig), raw)
+
+
+def _cell(conf_dir: Path, algo: str, choice: str, kind: str) -> str:
+    if kind not in ALGOS[algo].action_kinds:
+        return "n/a"
+    if ALGOS[algo].cls is None:
+        return "actorq"
+    return "tuned" if (conf_dir / "tuned" / algo / f"{choice}.yaml").exists() else "default"
+
+
+def matrix(conf_dir: Path, suite: str | None = None) -> pd.DataFrame:
+    """One row per env choice (with its suite and action kind), one column per algorithm."""
+    if suite is not None and suite not in SUITES:
+        raise QuarlError(f"--suite={suite} is not known: choose one of {', '.join(SUITES)}.")
+    rows = []
+    for choice in env_choices(conf_dir):
+        env = env_config(conf_dir, choice)
+        if suite is not None and env.suite != suite:
+            continue
+        try:
+            kind = action_kind(env)
+            cells = {algo: _cell(conf_dir, algo, choice, kind) for algo in ALGOS}
+        except QuarlError:  # the suite's packages are not installed
+            kind, cells = "?", {algo: f"needs [{SUITES[env.suite].extra}]" for algo in ALGOS}
+        if "dqn" in cells and kind == "discrete":
+            cells["dqn"] += "+actorq" if "dqn" in ACTORQ_ALGOS else ""
+        rows.append({"env": choice, "suite": env.suite, "actions": kind, **cells})
+    return pd.DataFrame(rows)

@@ -1,0 +1,146 @@
+"""Pretrained policies: an SB3 / rl-zoo3 model from a folder (`policy.source=path`) or from the
+model hub (`policy.source=hub`), checked against the env and copied into the policy cache.
+
+Layouts read:
+
+- rl-zoo3's log folder ``logs/<algo>/<EnvId>_<n>/``: ``<EnvId>.zip`` (or ``best_model.zip``) and
+  ``<EnvId>/`` with ``config.yml`` (hyperparameters) and ``vecnormalize.pkl`` (normalisation);
+- a model zip given directly, with ``vecnormalize.pkl`` / ``config.yml`` beside it when present;
+- a model-hub repo as rl-zoo3 pushes it: ``<algo>-<EnvId>.zip``, ``config.yml``, ``vec_normalize.pkl``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+from stable_baselines3.common.base_class import BaseAlgorithm
+
+from quarl import algos, provenance
+from quarl.envs import make_env
+from quarl.errors import QuarlError
+
+log = logging.getLogger(__name__)
+
+NORMALIZE_NAMES = ("vecnormalize.pkl", "vec_normalize.pkl")
+NOT_MODELS = ("train_eval_metrics.zip",)
+
+
+@dataclass(frozen=True)
+class Found:
+    """The files of one pretrained model."""
+
+    model: Path
+    normalize: Optional[Path]
+    config: Optional[Path]
+
+
+def _first(folder: Path, names: tuple[str, ...]) -> Optional[Path]:
+    return next((folder / n for n in names if (folder / n).is_file()), None)
+
+
+def _in_folder(folder: Path, env_id: str) -> Found:
+    stats = folder / env_id  # rl-zoo3 keeps config.yml and vecnormalize.pkl in <log>/<EnvId>/
+    zips = [z for z in sorted(folder.glob("*.zip")) if z.name not in NOT_MODELS]
+    model = _first(folder, (f"{env_id}.zip", "best_model.zip")) or (zips[0] if len(zips) == 1 else None)
+    if model is None:
+        shown = ", ".join(z.name for z in zips) or "none"
+        raise QuarlError(
+            f"policy.path={folder} holds no single model zip for {env_id} (zips found: {shown}): point "
+            f"policy.path at the model zip, or at an rl-zoo3 log folder with {env_id}.zip."
+        )
+    extras = stats if stats.is_dir() else folder
+    return Found(model, _first(extras, NORMALIZE_NAMES), _first(extras, ("config.yml",)))
+
+
+def locate(path: str | Path, env_id: str) -> Found:
+    """The model zip, normalisation statistics and hyperparameters at `path` (a zip or a folder)."""
+    p = Path(path).expanduser()
+    if p.is_file():
+        return Found(p, _first(p.parent, NORMALIZE_NAMES), _first(p.parent, ("config.yml",)))
+    if p.is_dir():
+        return _in_folder(p, env_id)
+    raise QuarlError(f"policy.path={path} does not exist: give an rl-zoo3 log folder or an SB3 model zip.")
+
+
+def download(repo: str, cache: Path) -> Path:
+    """Fetch a model-hub repo into `cache`; returns the local folder."""
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise QuarlError("policy.source=hub needs huggingface_hub: pip install -c constraints.txt -e '.[hub]'") from None
+    try:
+        return Path(snapshot_download(repo_id=repo, cache_dir=str(cache)))
+    except Exception as exc:  # offline, unknown repo, no permission: all end the same way for the user
+        raise QuarlError(
+            f"policy.repo={repo} could not be fetched from the model hub ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else 'no detail'}). Without the hub, download the "
+            "repo's files elsewhere and use policy.source=path policy.path=<that folder>."
+        ) from None
+
+
+def hyperparams(config: Optional[Path]) -> dict[str, Any]:
+    """rl-zoo3's saved hyperparameters (an OrderedDict dump) as plain text values."""
+    if config is None:
+        return {}
+    try:
+        data = yaml.load(config.read_text(), Loader=yaml.UnsafeLoader)  # rl-zoo3's own format and loader
+    except yaml.YAMLError as exc:
+        raise QuarlError(f"{config} is not a readable rl-zoo3 config.yml ({exc}).") from None
+    return {str(k): str(v) for k, v in dict(data or {}).items()}
+
+
+def load_checked(model_zip: Path, cfg: Any) -> BaseAlgorithm:
+    """Load `model_zip` as `cfg.algo` and check it acts in `cfg.env`'s spaces."""
+    cls = algos.spec(cfg.algo.name).cls
+    try:
+        model = cls.load(model_zip, device="cpu")
+    except Exception as exc:  # not a zip, not SB3's format, another algorithm: all fail in SB3's loader
+        raise QuarlError(
+            f"{model_zip} cannot be loaded as an SB3 {cls.__name__} model ({type(exc).__name__}: {exc}); "
+            f"give a model zip saved by SB3 or rl-zoo3 for algo={cfg.algo.name}."
+        ) from None
+    env = make_env(cfg.env)
+    try:
+        spaces = (("observation", env.observation_space, model.observation_space),
+                  ("action", env.action_space, model.action_space))
+    finally:
+        env.close()
+    for what, expected, got in spaces:
+        if expected.shape != got.shape or type(expected) is not type(got):
+            raise QuarlError(
+                f"{model_zip} was trained on another environment: its {what}s are {type(got).__name__}"
+                f"{tuple(got.shape)}, but env={cfg.env.name} ({cfg.env.id}) has {type(expected).__name__}"
+                f"{tuple(expected.shape)}. Pick the env the model was trained on."
+            )
+    return model
+
+
+def install(cfg: Any, folder: Path, tmp: Path, downloads: Path) -> None:
+    """Check the pretrained model `cfg.policy` names and write it into `tmp` in the cache's layout."""
+    from quarl.training import META_FILE, MODEL_FILE, NORMALIZE_FILE  # the cache's file names
+
+    source = cfg.policy.path if cfg.policy.source == "path" else download(cfg.policy.repo, downloads)
+    found = locate(source, cfg.env.id)
+    model = load_checked(found.model, cfg)
+    shutil.copyfile(found.model, tmp / MODEL_FILE)
+    if found.normalize is not None:
+        shutil.copyfile(found.normalize, tmp / NORMALIZE_FILE)
+    meta = {
+        "key": folder.name,
+        "source": {"kind": cfg.policy.source, "from": str(source), "model": str(found.model),
+                   "normalize": str(found.normalize) if found.normalize else None},
+        "hyperparams": hyperparams(found.config),
+        "train_time_s": None,
+        "timesteps": int(model.num_timesteps),
+        "versions": provenance.versions(),
+        "created_at": provenance.now(),
+    }
+    (tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
+    log.info("Pretrained %s policy from %s (%d training steps%s)", cfg.algo.name, found.model, model.num_timesteps,
+             ", with its VecNormalize statistics" if found.normalize else "")
