@@ -133,3 +133,28 @@ def test_quantize_policy_changes_only_inference_layers_and_counts_bytes(models):
     assert policy_bytes(model, _quant(method="fp16")) == 2 * (n_weights + n_bias)
     # 8-bit affine per tensor: one byte a weight, scale + zero point per layer, fp32 biases
     assert policy_bytes(model, _quant(bits=8)) == n_weights + 3 * 8 + 4 * n_bias
+
+
+def test_cnn_policy_ptq_per_channel_quantizes_every_conv_layer_by_output_channel():
+    """Atari's Nature CNN: each conv filter gets its own grid of 2^bits levels spanning its own range."""
+    from quarl.envs import training_envs
+    from stable_baselines3 import PPO
+
+    from tests.conftest import compose_cfg
+
+    cfg = compose_cfg("algo=ppo", "env=atari/breakout", "quant.bits=4", "quant.granularity=per_channel")
+    model = PPO("CnnPolicy", training_envs(cfg.env, 1, 0), n_steps=8, batch_size=8, seed=0, device="cpu")
+    layers = inference_layers(model)
+    convs = {n: l for n, l in layers.items() if isinstance(l, torch.nn.Conv2d)}
+    assert len(convs) == 3  # the Nature CNN's three conv layers are on the policy path
+    before = {n: l.weight.detach().clone() for n, l in convs.items()}
+    quantize_policy(model, cfg.quant)
+    for name, layer in convs.items():
+        w, w0 = layer.weight.detach(), before[name]
+        for c in range(w.shape[0]):
+            lo, hi = min(w0[c].min().item(), 0.0), max(w0[c].max().item(), 0.0)
+            scale = (hi - lo) / 15
+            zero_point = round(-lo / scale)
+            expected = (torch.clamp(torch.round(w0[c] / scale) + zero_point, 0, 15) - zero_point) * scale
+            assert len(torch.unique(w[c])) <= 16
+            assert torch.allclose(w[c], expected, atol=1e-6)

@@ -134,4 +134,4 @@ def obtain(cfg: Any, root: Path, progress: bool = False) -> CachedPolicy:
             shutil.rmtree(checkpoints, ignore_errors=True)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    return CachedPolicy(key, folder, cfg, trained=True)
+    return CachedPolicy(key, folder, cfg, trained=cfg.policy.source == "train")
