@@ -7,7 +7,7 @@ import pytest
 
 from quarl import results
 from quarl.app import CONF_DIR
-from quarl.sweeps import plan, status
+from quarl.sweeps import expand, plan, status
 from tests.conftest import ENV, FAST, run_quarl
 
 
@@ -18,7 +18,8 @@ def quarl_cli(cwd, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize(
     "sweep, cells, not_applicable",
-    [("smoke", 24, 6), ("ptq_classic", 72, 0), ("ptq_table_classic", 48, 12), ("qat_classic", 126, 0)],
+    [("smoke", 24, 6), ("ptq_classic", 72, 0), ("ptq_table_classic", 48, 12), ("qat_classic", 126, 0),
+     ("ptq_table_atari", 126, 0), ("ptq_table_ddpg", 24, 0), ("ptq_atari", 504, 0), ("ptq_continuous", 72, 0)],
 )
 def test_plan_counts_the_cells_of_each_named_sweep(tmp_path, sweep, cells, not_applicable):
     planned = plan(CONF_DIR, [f"+sweep={sweep}"], tmp_path / "empty.sqlite")
@@ -31,7 +32,7 @@ def test_every_named_sweep_has_a_plan_and_a_cost_comment():
     for path in (CONF_DIR.parent / "sweeps").glob("*.yaml"):
         text = path.read_text()
         assert "# Run: python run.py -m +sweep=" in text and ("hour" in text or "minutes" in text), path.name
-        assert len(plan(CONF_DIR, [f"+sweep={path.stem}"])) > 0
+        assert len(expand(CONF_DIR, [f"+sweep={path.stem}"])) > 0
 
 
 def test_smoke_sweep_runs_every_method_then_plan_and_status_see_it(scratch):
@@ -72,3 +73,19 @@ def test_submitit_local_launcher_runs_cells_as_processes_and_records_them_all(sc
     assert (df["quant"] == "ptq").sum() == 4 and (df["quant"] == "fp32").sum() == 2
     assert set(df["status"]) == {"done"}
     assert list((scratch / "outputs/multirun").rglob(".submitit"))
+
+
+def test_plan_composes_each_job_exactly_as_hydra_does():
+    """`quarl plan` composes once per set of group choices and applies value overrides itself."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from quarl import schema
+    from quarl.sweeps import Composer
+
+    schema.register()
+    jobs = expand(CONF_DIR, ["+sweep=qat_classic", "train.steps=777", "++algo.hyperparams.gamma=0.9"])[::9]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        composer = Composer(CONF_DIR)
+        for job in jobs:
+            assert OmegaConf.to_yaml(composer(job)) == OmegaConf.to_yaml(compose("config", overrides=job)), job

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from hydra import compose, initialize_config_dir
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
+from omegaconf import DictConfig
 
 from quarl import schema
 from quarl.algos import spec
@@ -46,17 +50,44 @@ def _state(cfg: Any, store: Store) -> tuple[str, str]:
     return store.status(cell_key(cfg)) or "to run", ""
 
 
+class Composer:
+    """Configs of many jobs: the defaults list is composed once per set of group choices, and each
+    job's value overrides are applied to a copy, as Hydra applies them after composition."""
+
+    def __init__(self, conf_dir: Path) -> None:
+        self.groups = {p.name for p in conf_dir.iterdir() if p.is_dir()}
+        self.parser = OverridesParser.create()
+        self.composed: dict[tuple[str, ...], DictConfig] = {}
+
+    def _is_group(self, override: Override) -> bool:
+        key = override.key_or_group
+        return "/" in key or key in self.groups
+
+    def __call__(self, job: list[str]) -> DictConfig:
+        try:
+            overrides = self.parser.parse_overrides(job)
+            choices = tuple(o.input_line for o in overrides if self._is_group(o))
+            if choices not in self.composed:
+                self.composed[choices] = compose("config", overrides=list(choices))
+            cfg = copy.deepcopy(self.composed[choices])
+            ConfigLoaderImpl._apply_overrides_to_config([o for o in overrides if not self._is_group(o)], cfg)
+        except HydraException as exc:
+            raise QuarlError(f"Cell {' '.join(job)} does not compose: {exc}") from None
+        return cfg
+
+
 def plan(conf_dir: Path, args: list[str], store_path: Path | None = None) -> pd.DataFrame:
     """One row per job of the sweep: its cell, and whether it is done, to run, n/a or invalid."""
     schema.register()
     rows = []
-    for job in expand(conf_dir, args):
-        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-            try:
-                cfg = compose("config", overrides=job)
-            except HydraException as exc:
-                raise QuarlError(f"Cell {' '.join(job)} does not compose: {exc}") from None
-        store = Store(store_path or Path(cfg.store.path))
+    stores: dict[Path, Store] = {}
+    jobs = expand(conf_dir, args)
+    with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+        composer = Composer(conf_dir)
+        configs = [composer(job) for job in jobs]
+    for job, cfg in zip(jobs, configs):
+        path = store_path or Path(cfg.store.path)
+        store = stores.setdefault(path, Store(path))
         state, why = _state(cfg, store)
         rows.append({"algo": cfg.algo.name, "env": cfg.env.name, "quant": cfg.quant.method,
                      "quant.bits": cfg.quant.bits, "seed": cfg.seed, "state": state, "cell_key": cell_key(cfg),
