@@ -44,7 +44,7 @@ SUITES: dict[str, Suite] = {
     "atari": Suite(("ale_py", "cv2"), "atari"),
     "bullet": Suite(("pybullet_envs_gymnasium",), "bullet"),
     "mujoco": Suite(("mujoco",), "mujoco"),
-    "dmc": Suite(("shimmy", "dm_control"), "dmc"),
+    "dmc": Suite(("mujoco", "shimmy", "dm_control"), "dmc"),
 }
 
 
@@ -66,6 +66,8 @@ def require_suite(env_cfg: Any) -> None:
             ) from None
         if module == "ale_py":
             gym.register_envs(imported)
+        if module == "mujoco":  # its warnings (deprecated model attributes) go to logging, not MUJOCO_LOG.TXT
+            imported.set_mju_user_warning(logging.getLogger("mujoco").debug)
 
 
 def _gym_make(env_cfg: Any) -> gym.Env:
@@ -90,7 +92,8 @@ def _dmc(env: gym.Env) -> gym.Env:
     env = wrappers.FlattenObservation(env)
     space = env.observation_space
     env = wrappers.TransformObservation(
-        env, lambda obs: obs.astype(np.float32), gym.spaces.Box(space.low, space.high, space.shape, np.float32)
+        env, lambda obs: obs.astype(np.float32),
+        gym.spaces.Box(space.low.astype(np.float32), space.high.astype(np.float32), space.shape, np.float32),
     )
     return wrappers.RescaleAction(env, -1.0, 1.0)
 
