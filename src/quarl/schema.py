@@ -78,12 +78,24 @@ class PolicyConfig:
 
 @dataclass
 class ActorQConfig:
-    """ActorQ: an fp32 learner and `actors` processes acting with a quantized copy of its policy."""
+    """ActorQ: an fp32 learner and `actors` processes acting with a quantized copy of its policy.
+
+    `null` values are derived from the algorithm (quarl.actorq.settings)."""
 
     actors: int = 4
     backend: str = "local"  # local (torch.multiprocessing, no server) or ray
     update_period: int = 100  # actor env steps between weight pulls
-    comm_bits: int = 32  # precision of the weights on the wire: 8, 16 or 32
+    comm_bits: Optional[int] = None  # precision of the weights on the wire: 8, 16 or 32 (null: quant.actor_bits)
+    publish_period: int = 10  # learner updates between publishes of the weights
+    chunk_size: int = 64  # transitions per chunk an actor sends
+    samples_per_insert: Optional[float] = None  # null: DQN batch*gradient_steps/train_freq; D4PG its hyperparam
+    min_replay: Optional[int] = None  # transitions before learning starts (null: algo learning_starts)
+    replay_size: Optional[int] = None  # replay capacity (null: algo buffer_size)
+    n_step: Optional[int] = None  # n-step returns (null: D4PG its hyperparam, DQN 1)
+    max_restarts: int = 3  # restarts per actor id before the run goes on without it
+    ray_address: Optional[str] = None  # backend=ray: a cluster's address (null: start Ray locally)
+    log_interval_s: float = 10.0  # seconds between progress lines
+    stall_timeout_s: float = 120.0  # no experience for this long ends the run with an error
 
 
 @dataclass
@@ -165,10 +177,19 @@ def _check_actorq(cfg: Any) -> None:
         raise QuarlError(
             f"quant.actor_bits={cfg.quant.actor_bits} cannot be executed by an actor: use 8 (int8), 16 (fp16) or 32 (fp32)."
         )
-    if a.comm_bits not in (8, 16, 32):
-        raise QuarlError(f"actorq.comm_bits={a.comm_bits} is not allowed: weights travel at 8, 16 or 32 bits.")
-    if a.update_period < 1:
-        raise QuarlError(f"actorq.update_period={a.update_period} must be at least 1 env step between pulls.")
+    if a.comm_bits not in (None, 8, 16, 32):
+        raise QuarlError(f"actorq.comm_bits={a.comm_bits} is not allowed: weights travel at 8, 16 or 32 bits "
+                         "(or null: at quant.actor_bits).")
+    positive = {"update_period": a.update_period, "publish_period": a.publish_period, "chunk_size": a.chunk_size,
+                "n_step": a.n_step, "replay_size": a.replay_size, "samples_per_insert": a.samples_per_insert,
+                "log_interval_s": a.log_interval_s, "stall_timeout_s": a.stall_timeout_s}
+    for name, value in positive.items():
+        if value is not None and value <= 0:
+            raise QuarlError(f"actorq.{name}={value} must be positive" + (" (or null)." if name in (
+                "n_step", "replay_size", "samples_per_insert") else "."))
+    for name in ("min_replay", "max_restarts"):
+        if a[name] is not None and a[name] < 0:
+            raise QuarlError(f"actorq.{name}={a[name]} must be >= 0.")
 
 
 def _check_policy(cfg: Any) -> None:

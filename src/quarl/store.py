@@ -58,10 +58,19 @@ CREATE TABLE IF NOT EXISTS episodes (
     PRIMARY KEY (cell_key, episode)
 );
 CREATE TABLE IF NOT EXISTS curves (
-    cell_key TEXT NOT NULL, step INTEGER NOT NULL, reward REAL, length INTEGER
+    cell_key TEXT NOT NULL, step INTEGER NOT NULL, reward REAL, length INTEGER, wall_s REAL, actor INTEGER
 );
 CREATE INDEX IF NOT EXISTS curves_cell ON curves (cell_key);
+CREATE TABLE IF NOT EXISTS actors (
+    cell_key TEXT NOT NULL, actor INTEGER NOT NULL, steps INTEGER, steps_per_s REAL, wall_s REAL,
+    inference_s REAL, env_s REAL, pull_s REAL, deserialize_s REAL, load_s REAL, pulls INTEGER, restarts INTEGER,
+    PRIMARY KEY (cell_key, actor)
+);
 """
+# Columns added to a table after a store was first written: added to older files when opened.
+MIGRATIONS = {"curves": ("wall_s REAL", "actor INTEGER")}
+ACTOR_COLUMNS = ("actor", "steps", "steps_per_s", "wall_s", "inference_s", "env_s", "pull_s", "deserialize_s",
+                 "load_s", "pulls", "restarts")
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -91,6 +100,7 @@ class Store:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with closing(self._connect()) as con:
                 con.executescript(SCHEMA)
+                _migrate(con)
         except (OSError, sqlite3.Error) as exc:
             raise QuarlError(f"store.path={self.path} cannot be opened as a results store ({exc}).") from None
 
@@ -137,8 +147,14 @@ class Store:
                 )
                 con.execute("DELETE FROM curves WHERE cell_key = ?", (run["cell_key"],))
                 con.executemany(
-                    "INSERT INTO curves (cell_key, step, reward, length) VALUES (?, ?, ?, ?)",
-                    [(run["cell_key"], c["step"], c["reward"], c["length"]) for c in record.get("curve", [])],
+                    "INSERT INTO curves (cell_key, step, reward, length, wall_s, actor) VALUES (?, ?, ?, ?, ?, ?)",
+                    [(run["cell_key"], c["step"], c["reward"], c["length"], c.get("wall_s"), c.get("actor"))
+                     for c in record.get("curve", [])],
+                )
+                con.execute("DELETE FROM actors WHERE cell_key = ?", (run["cell_key"],))
+                con.executemany(
+                    f"INSERT INTO actors (cell_key, {', '.join(ACTOR_COLUMNS)}) VALUES (?{', ?' * len(ACTOR_COLUMNS)})",
+                    [(run["cell_key"], *(a.get(c) for c in ACTOR_COLUMNS)) for a in record.get("actors", [])],
                 )
                 con.execute("COMMIT")
             except BaseException:
@@ -149,7 +165,7 @@ class Store:
         """Remove a cell's record (and its episodes and curve)."""
         with closing(self._connect()) as con:
             con.execute("BEGIN IMMEDIATE")
-            for table in ("runs", "episodes", "curves"):
+            for table in ("runs", "episodes", "curves", "actors"):
                 con.execute(f"DELETE FROM {table} WHERE cell_key = ?", (cell_key,))
             con.execute("COMMIT")
 
@@ -164,9 +180,24 @@ class Store:
             return pd.read_sql_query("SELECT * FROM episodes ORDER BY cell_key, episode", con)
 
     def curves(self) -> pd.DataFrame:
-        """Training curves: the return of every training episode and the env step it ended at."""
+        """Training curves: the return of every training episode and the env step it ended at
+        (ActorQ: also the wall time since training started and the actor that played it)."""
         with closing(self._connect()) as con:
             return pd.read_sql_query("SELECT * FROM curves ORDER BY cell_key, step", con)
+
+    def actors(self) -> pd.DataFrame:
+        """ActorQ's per-actor time breakdown: one row per (cell, actor)."""
+        with closing(self._connect()) as con:
+            return pd.read_sql_query("SELECT * FROM actors ORDER BY cell_key, actor", con)
+
+
+def _migrate(con: sqlite3.Connection) -> None:
+    """Add the columns of MIGRATIONS that a store written by an older quarl lacks."""
+    for table, columns in MIGRATIONS.items():
+        known = {row[1] for row in con.execute(f"PRAGMA table_info({table})")}
+        for column in columns:
+            if column.split()[0] not in known:
+                con.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
 
 
 def write_json(record: Mapping[str, Any], path: Path) -> None:

@@ -1,0 +1,138 @@
+"""`quant=actorq` in the pipeline: train with quantized actors, evaluate, record."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+
+from quarl.actorq import execution, params
+from quarl.actorq.actor import scale_action
+from quarl.actorq.d4pg import D4PGLearner
+from quarl.actorq.dqn import DQNLearner
+from quarl.actorq.learner import TrainResult, train
+from quarl.actorq.settings import Settings, resolve
+from quarl.actorq.transport import LocalTransport, Transport
+from quarl.evaluate import Evaluation, evaluate
+
+log = logging.getLogger(__name__)
+
+
+class GreedyPolicy:
+    """A policy function as SB3's `predict` (for `quarl.evaluate.evaluate`): greedy Q-values, or
+    D4PG actions scaled from [-1, 1] to the env's bounds."""
+
+    def __init__(self, forward: Any, settings: Settings) -> None:
+        self.forward, self.settings = forward, settings
+
+    def predict(self, obs: np.ndarray, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True) -> tuple[np.ndarray, None]:
+        out = self.forward(np.asarray(obs, dtype=np.float32))
+        if self.settings.actor.squash:
+            s = self.settings
+            return scale_action(out, np.asarray(s.action_low, np.float32), np.asarray(s.action_high, np.float32)), None
+        return np.argmax(out, axis=-1), None
+
+
+def _device(name: str) -> torch.device:
+    if name in ("cuda", "auto") and torch.cuda.is_available():
+        return torch.device("cuda")
+    if name == "cuda":
+        log.warning("train.device=cuda but no GPU is visible: the learner runs on the CPU.")
+    return torch.device("cpu")
+
+
+def make_transport(settings: Settings) -> Transport:
+    """The transport `actorq.backend` names (Ray is imported only when chosen)."""
+    capacity = params.packed_size(settings.actor.layer_shapes, settings.actor.comm_bits)
+    if settings.backend == "ray":
+        from quarl.actorq.ray_transport import RayTransport
+
+        return RayTransport(settings.actor, settings.ray_address, settings.actors)
+    return LocalTransport(settings.actor, capacity)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (scancel, kill) ends the run like Ctrl-C: through the `finally` that stops every actor."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _actor_policy(learner: Any, settings: Settings) -> GreedyPolicy:
+    """The learner's final policy as the actors execute it (published at comm_bits, run at actor_bits)."""
+    spec = settings.actor
+    packed = params.ParameterQuantizer(spec.layer_shapes, spec.comm_bits).pack(learner.policy)
+    layers = execution.convert(params.unpack(packed, spec.layer_shapes, spec.comm_bits), spec.actor_bits)
+    return GreedyPolicy(execution.build(layers, spec.actor_bits, spec.squash), settings)
+
+
+def _fields(result: TrainResult, actor_ev: Evaluation) -> dict[str, Any]:
+    """The run-level numbers of a record: totals over actors, learner counts, bytes, wall time."""
+    actors = result.actors
+    steps = sum(a["steps"] for a in actors)
+    return {
+        "actor_reward": actor_ev.mean,
+        "train_time_s": result.wall_s,
+        "env_steps": result.env_steps,
+        "learner_steps": result.learner_steps,
+        "publishes": result.publishes,
+        "bytes_per_publish": result.bytes_per_publish,
+        "publish_ms": 1e3 * result.publish_s / max(1, result.publishes),
+        "actor_steps_per_s": sum(a["steps_per_s"] for a in actors),
+        "actor_inference_ms": 1e3 * sum(a["inference_s"] for a in actors) / max(1, steps),
+        "actor_restarts": sum(a["restarts"] for a in actors),
+        "policy_bytes": result.bytes_per_publish,
+    }
+
+
+def run_actorq_cell(ctx: Any, store: Any, started: str) -> None:
+    """Train `ctx.cfg` with ActorQ, evaluate the learner's fp32 policy and the actors' quantized
+    copy of it greedily, and record reward, curve and per-actor breakdown."""
+    from quarl.pipeline import make_record, store_record
+
+    cfg = ctx.cfg
+    settings = resolve(cfg)
+    if settings.backend == "ray":
+        from quarl.actorq.ray_transport import _ray
+
+        _ray()  # fail before any work when Ray is missing
+    torch.manual_seed(cfg.seed)
+    device = _device(cfg.train.device)
+    learner = (DQNLearner if settings.actor.algo == "dqn" else D4PGLearner)(settings, device)
+    spec = settings.actor
+    log.info("ActorQ %s on %s: %d %s actors (%s backend), weights sent at %d bits, learner on %s, %d env steps.",
+             cfg.algo.name, cfg.env.name, settings.actors, execution.PRECISIONS[spec.actor_bits], settings.backend,
+             spec.comm_bits, device, spec.total_steps)
+    with sigterm_as_interrupt():
+        result = train(settings, learner, make_transport(settings), progress=cfg.train.progress and ctx.interactive)
+    run_eval = dict(episodes=cfg.eval.episodes, seed=cfg.seed, n_envs=cfg.eval.n_envs,
+                    deterministic=True, progress=cfg.eval.progress and ctx.interactive)
+    learner.policy.eval()
+    ev = evaluate(GreedyPolicy(lambda x: learner.policy(torch.as_tensor(x, device=device)).detach().cpu().numpy(),
+                               settings), cfg.env, desc="fp32 learner eval", **run_eval)
+    actor_ev = evaluate(_actor_policy(learner, settings), cfg.env, desc="actor-precision eval", **run_eval)
+    fields = _fields(result, actor_ev)
+    record = make_record(cfg, "done", started, ctx.run_dir, evaluation=ev, curve=result.curve, **fields)
+    record["actors"] = result.actors
+    store_record(store, record, ctx.run_dir / "record.json")
+    for a in result.actors:
+        log.info("actor %d: %d steps, %.0f steps/s; inference %.1f s, env %.1f s, pull %.2f s, deserialize %.2f s, "
+                 "load %.2f s (%d pulls, %d restarts)", a["actor"], a["steps"], a["steps_per_s"], a["inference_s"],
+                 a["env_s"], a["pull_s"], a["deserialize_s"], a["load_s"], a["pulls"], a["restarts"])
+    log.info("%s/%s ActorQ %s actors: reward %.2f ± %.2f (fp32 learner), %.2f (%s actor policy) | %d env steps in "
+             "%.1f s, %.0f actor steps/s, %d learner steps, %d bytes per publish",
+             cfg.algo.name, cfg.env.name, execution.PRECISIONS[spec.actor_bits], ev.mean, ev.std, actor_ev.mean,
+             execution.PRECISIONS[spec.actor_bits], result.env_steps, result.wall_s, fields["actor_steps_per_s"],
+             result.learner_steps, result.bytes_per_publish)

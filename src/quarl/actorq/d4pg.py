@@ -1,0 +1,94 @@
+"""D4PG learner (Barth-Maron et al., 2018), written for quarl in CleanRL's style.
+
+- Policy: a deterministic MLP, observation -> action in [-1, 1] (tanh); scaled to the env's bounds
+  by the actors.
+- Critic: a layer-normed MLP giving a categorical distribution over `atoms` fixed returns spaced
+  evenly on [v_min, v_max].
+- Targets: n-step returns from the actors' adders, `R + discount * z` for every atom z of the target
+  critic's distribution at (s', pi_target(s')), projected back onto the atoms (`project`).
+- Losses: the critic minimises the cross-entropy to the projected target; the policy maximises the
+  critic's expected return at its action. Both use Adam; gradients clipped by global norm.
+- Target networks: copied from the online ones every `target_update_period` updates.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+
+from quarl.actorq.networks import DistributionalCritic, policy_network
+from quarl.actorq.settings import Settings
+
+
+def project(next_probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor,
+            atoms: torch.Tensor) -> torch.Tensor:
+    """Categorical projection (C51): the distribution of `rewards + discounts * Z`, where Z has
+    probabilities `next_probs` [batch, atoms] on `atoms`, moved onto the same atoms.
+
+    Each shifted atom `tz = clamp(r + d * z, v_min, v_max)` splits its probability between its two
+    neighbouring atoms in proportion to its distance to each (all of it to one atom when it lands
+    on it exactly).
+    """
+    v_min, v_max, n = atoms[0], atoms[-1], atoms.numel()
+    dz = (v_max - v_min) / (n - 1)
+    tz = (rewards[:, None] + discounts[:, None] * atoms[None, :]).clamp(v_min, v_max)
+    b = (tz - v_min) / dz  # fractional index of every shifted atom
+    lower, upper = b.floor().long(), b.ceil().long()
+    lower_weight = (upper.float() - b) + (lower == upper).float()  # exact hits go wholly to `lower`
+    upper_weight = b - lower.float()
+    out = torch.zeros_like(next_probs)
+    out.scatter_add_(1, lower, next_probs * lower_weight)
+    out.scatter_add_(1, upper, next_probs * upper_weight)
+    return out
+
+
+class D4PGLearner:
+    """The fp32 policy and critic, their targets and optimisers, on `device`."""
+
+    def __init__(self, settings: Settings, device: torch.device) -> None:
+        spec, h = settings.actor, settings.hyper
+        self.device = device
+        self.policy = policy_network(spec.obs_dim, spec.hidden, spec.n_out).to(device)
+        self.critic = DistributionalCritic(spec.obs_dim, spec.n_out, h["critic_layers"], int(h["atoms"])).to(device)
+        self.target_policy = copy.deepcopy(self.policy).requires_grad_(False)
+        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        self.policy_opt = torch.optim.Adam(self.policy.parameters(), lr=float(h["learning_rate"]))
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=float(h["learning_rate"]))
+        self.atoms = torch.linspace(float(h["v_min"]), float(h["v_max"]), int(h["atoms"]), device=device)
+        self.target_period, self.max_grad_norm = int(h["target_update_period"]), float(h["max_grad_norm"])
+        self.updates = 0
+
+    def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+        """One critic and one policy step on a sampled batch; returns both losses."""
+        b = {k: torch.as_tensor(v, device=self.device) for k, v in batch.items()}
+        with torch.no_grad():
+            next_logits = self.target_critic(b["next_obs"], self.target_policy(b["next_obs"]))
+            target = project(next_logits.softmax(-1), b["reward"], b["discount"], self.atoms)
+        logits = self.critic(b["obs"], b["action"])
+        critic_loss = -(target * logits.log_softmax(-1)).sum(-1).mean()
+        self.critic_opt.zero_grad()
+        critic_loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.critic.parameters(), self.max_grad_norm)
+        self.critic_opt.step()
+
+        q = (self.critic(b["obs"], self.policy(b["obs"])).softmax(-1) * self.atoms).sum(-1)
+        policy_loss = -q.mean()
+        self.policy_opt.zero_grad()
+        policy_loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+        self.policy_opt.step()
+
+        self.updates += 1
+        if self.updates % self.target_period == 0:
+            self.target_policy.load_state_dict(self.policy.state_dict())
+            self.target_critic.load_state_dict(self.critic.state_dict())
+        return {"critic_loss": critic_loss.item(), "policy_loss": policy_loss.item()}
+
+    @torch.no_grad()
+    def predict(self, obs: np.ndarray, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True) -> tuple[np.ndarray, None]:
+        """Actions in [-1, 1] of the fp32 policy (SB3's signature; see `cell.ScaledPolicy`)."""
+        return self.policy(torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)).cpu().numpy(), None

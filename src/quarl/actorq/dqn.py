@@ -1,0 +1,61 @@
+"""DQN learner for ActorQ: n-step DQN with SB3's Huber loss, a target network synced every few updates.
+
+Hyperparameters keep SB3's names and meaning (rl-zoo3's tuned values apply as they are):
+`target_update_interval` counts env steps in SB3, and SB3 trains in bursts of `gradient_steps`
+every `train_freq` env steps, so its target moves at most once per burst: the target here is
+synced every `max(target_update_interval, train_freq) * samples_per_insert / batch_size` learner
+updates (the updates the samples-per-insert limit allows in that many env steps). Syncing every
+`target_update_interval` updates instead makes rl-zoo3's CartPole settings diverge. n-step targets: `R + discount * max_a Q_target(s', a)`
+with the adder's discount (gamma^m, 0 at a terminal state).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from quarl.actorq.networks import q_network
+from quarl.actorq.settings import Settings
+
+
+class DQNLearner:
+    """The fp32 Q-network, its target and its optimiser, on `device`."""
+
+    def __init__(self, settings: Settings, device: torch.device) -> None:
+        spec, h = settings.actor, settings.hyper
+        self.device = device
+        self.policy = q_network(spec.obs_dim, spec.hidden, spec.n_out).to(device)
+        self.target = copy.deepcopy(self.policy).requires_grad_(False)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=float(h["learning_rate"]))
+        self.max_grad_norm = float(h["max_grad_norm"])
+        updates_per_step = settings.samples_per_insert / h["batch_size"]
+        self.target_period = max(1, round(max(h["target_update_interval"], h["train_freq"]) * updates_per_step))
+        self.updates = 0
+
+    def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+        """One gradient step on a sampled batch; returns the loss."""
+        b = {k: torch.as_tensor(v, device=self.device) for k, v in batch.items()}
+        with torch.no_grad():
+            next_q = self.target(b["next_obs"]).max(dim=1).values
+            target = b["reward"] + b["discount"] * next_q
+        q = self.policy(b["obs"]).gather(1, b["action"].long().unsqueeze(1)).squeeze(1)
+        loss = F.smooth_l1_loss(q, target)
+        self.optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+        self.optimizer.step()
+        self.updates += 1
+        if self.updates % self.target_period == 0:
+            self.target.load_state_dict(self.policy.state_dict())
+        return {"loss": loss.item()}
+
+    @torch.no_grad()
+    def predict(self, obs: np.ndarray, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True) -> tuple[np.ndarray, None]:
+        """Greedy actions of the fp32 Q-network (SB3's signature, for `quarl.evaluate.evaluate`)."""
+        q = self.policy(torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device))
+        return q.argmax(dim=-1).cpu().numpy(), None

@@ -1,0 +1,140 @@
+"""The actors' policy, executed for real at `quant.actor_bits`.
+
+Chosen by measurement (benchmarks/bench_actorq.py; batch 1, one thread): an int8 actor runs ONNX
+Runtime's integer kernels (`DynamicQuantizeLinear` + `MatMulInteger`, the graph ONNX Runtime's
+dynamic quantizer writes, built here directly from the published uint8 weights, so an actor never
+exports or quantizes anything); an fp32 actor runs ONNX Runtime in float32 for small networks (4x
+faster than eager torch there: per-call overhead dominates, and fp32 actors must not be handicapped
+by it) and eager torch for large ones (where rebuilding a float32 session per pull costs more than
+it saves; see FP32_ONNX_MAX_WEIGHTS); an fp16 actor runs torch with float16 weights (ONNX Runtime
+has no float16 matrix kernels on x86 CPUs).
+
+Loading a new version of the weights (`build`) creates a new session: that is the actor's
+"load_state_dict" time. Converting the published weights to the execution precision, when
+`actorq.comm_bits` differs from `quant.actor_bits`, is its "deserialize" time (`convert`).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from quarl.actorq.params import Layer, dequantize, quantize_uint8
+from quarl.deploy import onnx_io
+
+PRECISIONS = {8: "int8", 16: "fp16", 32: "fp32"}
+# fp32 actors run ONNX Runtime up to this many weights and eager torch above: building a float32
+# session costs ~230 ms at 8.4M weights (3x2048), more than it saves per step over torch (1.24 vs
+# 1.54 ms), while at 256 units it costs ~3 ms and runs 4x faster than torch (0.011 vs 0.044 ms).
+FP32_ONNX_MAX_WEIGHTS = 1_000_000
+
+
+class Executor(Protocol):
+    """A policy network at some precision: a batch of float32 observations -> float32 outputs."""
+
+    precision: str
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray: ...
+
+
+def convert(layers: list[Layer], bits: int) -> list[Layer]:
+    """The layers in the form an executor at `bits` takes: uint8 + scale for 8, float16 for 16,
+    float32 for 32. Layers already in that form are returned as they are (no copy)."""
+    out = []
+    for layer in layers:
+        if bits == 8:
+            if layer.scale is None:
+                q, scale, zero_point = quantize_uint8(torch.from_numpy(dequantize(layer)))
+                layer = Layer(q.numpy(), layer.b, scale, zero_point)
+        else:
+            dtype = np.float16 if bits == 16 else np.float32
+            if layer.wt.dtype != dtype:
+                layer = Layer(dequantize(layer).astype(dtype), layer.b)
+        out.append(layer)
+    return out
+
+
+def _onnx_model(layers: list[Layer], squash: bool) -> bytes:
+    """An ONNX graph computing the MLP `layers` (ReLU between, Tanh at the end if `squash`):
+    float32 Gemm layers, or ONNX Runtime's dynamic int8 pattern for uint8 layers."""
+    onnx = onnx_io.require("onnx", "int8 and fp32 ActorQ actors")
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes, inits = [], []
+    x = onnx_io.INPUT
+    for i, layer in enumerate(layers):
+        inits.append(numpy_helper.from_array(np.ascontiguousarray(layer.wt), f"w{i}"))
+        inits.append(numpy_helper.from_array(layer.b.astype(np.float32), f"b{i}"))
+        y = f"y{i}"
+        if layer.scale is None:
+            nodes.append(helper.make_node("Gemm", [x, f"w{i}", f"b{i}"], [y]))
+        else:
+            inits.append(numpy_helper.from_array(np.array(layer.scale, np.float32), f"ws{i}"))
+            inits.append(numpy_helper.from_array(np.array(layer.zero_point, np.uint8), f"wz{i}"))
+            nodes += [
+                helper.make_node("DynamicQuantizeLinear", [x], [f"xq{i}", f"xs{i}", f"xz{i}"]),
+                helper.make_node("MatMulInteger", [f"xq{i}", f"w{i}", f"xz{i}", f"wz{i}"], [f"acc{i}"]),
+                helper.make_node("Cast", [f"acc{i}"], [f"accf{i}"], to=TensorProto.FLOAT),
+                helper.make_node("Mul", [f"xs{i}", f"ws{i}"], [f"s{i}"]),
+                helper.make_node("Mul", [f"accf{i}", f"s{i}"], [f"mm{i}"]),
+                helper.make_node("Add", [f"mm{i}", f"b{i}"], [y]),
+            ]
+        if i < len(layers) - 1:
+            nodes.append(helper.make_node("Relu", [y], [f"h{i}"]))
+            y = f"h{i}"
+        x = y
+    if squash:
+        nodes.append(helper.make_node("Tanh", [x], [onnx_io.OUTPUT]))
+    else:
+        nodes.append(helper.make_node("Identity", [x], [onnx_io.OUTPUT]))
+    n_in, n_out = layers[0].wt.shape[0], layers[-1].wt.shape[1]
+    graph = helper.make_graph(
+        nodes, "actor", [helper.make_tensor_value_info(onnx_io.INPUT, TensorProto.FLOAT, ["batch", n_in])],
+        [helper.make_tensor_value_info(onnx_io.OUTPUT, TensorProto.FLOAT, ["batch", n_out])], inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+class OnnxExecutor:
+    """ONNX Runtime, one thread: float32 Gemm layers or int8 (uint8 weights, activations quantized per call)."""
+
+    def __init__(self, layers: list[Layer], squash: bool) -> None:
+        self.precision = "int8" if layers[0].scale is not None else "fp32"
+        self.session = onnx_io.session(_onnx_model(layers, squash), threads=1)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        return self.session.run(None, {onnx_io.INPUT: obs.astype(np.float32, copy=False)})[0]
+
+
+class TorchExecutor:
+    """Eager torch, one layer at a time (`addmm` on the published `[in, out]` weights, no copy)."""
+
+    def __init__(self, layers: list[Layer], squash: bool) -> None:
+        self.dtype = torch.from_numpy(layers[0].wt[:0]).dtype
+        self.precision = "fp16" if self.dtype == torch.float16 else "fp32"
+        self.layers = [(torch.from_numpy(lay.wt), torch.from_numpy(lay.b).to(self.dtype)) for lay in layers]
+        self.squash = squash
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            x = torch.from_numpy(obs).to(self.dtype)
+            for i, (wt, b) in enumerate(self.layers):
+                x = torch.addmm(b, x, wt)
+                if i < len(self.layers) - 1:
+                    x = torch.relu(x)
+            if self.squash:
+                x = torch.tanh(x)
+            return x.float().numpy()
+
+
+def build(layers: list[Layer], bits: int, squash: bool) -> Executor:
+    """An executor at `bits` for layers already in its form (see `convert`)."""
+    if bits == 8:
+        return OnnxExecutor(layers, squash)
+    if bits == 32 and sum(lay.wt.size for lay in layers) <= FP32_ONNX_MAX_WEIGHTS:
+        return OnnxExecutor(layers, squash)
+    return TorchExecutor(layers, squash)
