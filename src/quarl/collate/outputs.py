@@ -8,7 +8,7 @@ from typing import Any, Callable, Mapping
 
 from matplotlib.figure import Figure
 
-from quarl.collate import plots, stats, tables, weights
+from quarl.collate import actorq, plots, stats, tables, weights
 from quarl.collate.frame import FLOAT_BITS, Study
 
 log = logging.getLogger(__name__)
@@ -166,6 +166,8 @@ def write_all(study: Study, out: Path, filters: Mapping[str, Any], bits: int, co
     written += _guard(study, "the error tables", lambda: write_tables(study, out))
     written += _guard(study, "the aggregate plots", lambda: write_aggregate(study, out))
     written += _guard(study, "the weight report", lambda: write_weights(study, out, bits))
+    if study.store is not None and (study.done["quant"] == "actorq").any():
+        written += _guard(study, "the ActorQ outputs", lambda: actorq.write_actorq(study, out))
     written = write_readme(study, out, filters, bits, command, written)
     log.info("Collated %d records into %s: %d files (index: %s).", len(study.done), out, len(written), out / "README.md")
     return written
