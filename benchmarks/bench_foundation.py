@@ -29,9 +29,10 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.monitor import Monitor
 
 from quarl.evaluate import evaluate
+from quarl.schema import EnvConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-CARTPOLE = OmegaConf.create({"name": "cartpole", "id": "CartPole-v1", "kwargs": {}})
+CARTPOLE = OmegaConf.structured(EnvConfig(name="cartpole", id="CartPole-v1"))
 
 BY_HAND = textwrap.dedent(
     """

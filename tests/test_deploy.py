@@ -20,6 +20,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 from quarl import qat
 from quarl.envs import random_observations
+from quarl.schema import EnvConfig
 from quarl.deploy import backends, compile_network, compile_policy, export, measure
 from quarl.deploy.acting import acting_network
 from quarl.errors import QuarlError
@@ -333,7 +334,7 @@ def test_measure_is_one_thread_and_restores_the_thread_count(trained):
 def test_a_runner_stands_in_for_the_model_in_quarl_evaluate(trained):
     from quarl.evaluate import evaluate
 
-    env_cfg = OmegaConf.create({"name": "cartpole", "id": "CartPole-v1", "kwargs": {}})
+    env_cfg = OmegaConf.structured(EnvConfig(name="cartpole", id="CartPole-v1"))
     model = trained["ppo_cartpole"]
     reference = evaluate(model, env_cfg, episodes=3, seed=0, n_envs=3)
     runner = compile_policy(model, "torch")

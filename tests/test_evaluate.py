@@ -8,8 +8,9 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.monitor import Monitor
 
 from quarl.evaluate import episode_seeds, evaluate
+from quarl.schema import EnvConfig
 
-CARTPOLE = OmegaConf.create({"name": "cartpole", "id": "CartPole-v1", "kwargs": {}})
+CARTPOLE = OmegaConf.structured(EnvConfig(name="cartpole", id="CartPole-v1"))
 
 
 def test_episode_seeds_are_derived_from_the_run_seed():
