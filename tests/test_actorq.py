@@ -219,6 +219,7 @@ def test_collation_writes_convergence_time_to_reward_and_breakdown(tmp_path):
     names = {p.relative_to(tmp_path / "out").as_posix() for p in written}
     assert {"actorq/convergence_dqn_cartpole.png", "actorq/time_to_reward.csv", "actorq/breakdown.csv",
             "actorq/breakdown_dqn_cartpole.png"} <= names
+    assert {n.split("/")[0] for n in names} == {"actorq", "README.md"}  # no PTQ sweet spots or E tables
     import pandas as pd
 
     ttr = pd.read_csv(tmp_path / "out/actorq/time_to_reward.csv")

@@ -2,7 +2,6 @@
 
 import multiprocessing as mp
 import sqlite3
-from pathlib import Path
 
 import pytest
 

@@ -19,7 +19,8 @@ def quarl_cli(cwd, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     "sweep, cells, not_applicable",
     [("smoke", 24, 6), ("ptq_classic", 72, 0), ("ptq_table_classic", 48, 12), ("qat_classic", 126, 0),
-     ("ptq_table_atari", 126, 0), ("ptq_table_ddpg", 24, 0), ("ptq_atari", 504, 0), ("ptq_continuous", 72, 0)],
+     ("ptq_table_atari", 126, 0), ("ptq_table_ddpg", 24, 0), ("ptq_atari", 504, 0), ("ptq_continuous", 72, 0),
+     ("actorq_time_to_reward", 132, 66)],
 )
 def test_plan_counts_the_cells_of_each_named_sweep(tmp_path, sweep, cells, not_applicable):
     planned = plan(CONF_DIR, [f"+sweep={sweep}"], tmp_path / "empty.sqlite")

@@ -59,7 +59,7 @@ def convert(layers: list[Layer], bits: int) -> list[Layer]:
 def _onnx_model(layers: list[Layer], squash: bool) -> bytes:
     """An ONNX graph computing the MLP `layers` (ReLU between, Tanh at the end if `squash`):
     float32 Gemm layers, or ONNX Runtime's dynamic int8 pattern for uint8 layers."""
-    onnx = onnx_io.require("onnx", "int8 and fp32 ActorQ actors")
+    onnx_io.require("onnx", "int8 and fp32 ActorQ actors")
     from onnx import TensorProto, helper, numpy_helper
 
     nodes, inits = [], []

@@ -210,13 +210,14 @@ def prepare(runs: pd.DataFrame, store: str | Path | None = None) -> Study:
             done = done[~no_bits]
         done["e"] = pd.to_numeric(done["rel_error"], errors="coerce")
         done.loc[done["quant"] == "fp32", "e"] = 0.0
-        _mixed_settings(done, notes)
-        baselines = _baselines(done, notes)
-        undefined = done[(done["quant"] != "fp32") & done["e"].isna()]
+        quantized = done[done["quant"] != "actorq"]  # ActorQ trains its own policies: collated apart
+        _mixed_settings(quantized, notes)
+        baselines = _baselines(quantized, notes)
+        undefined = quantized[(quantized["quant"] != "fp32") & quantized["e"].isna()]
         for (algo, env), rows in undefined.groupby(["algo", "env"]):
             notes.add(f"{algo}/{env}: E is undefined for {len(rows)} records (fp32 reward 0 or missing): left blank.")
         seeds = (
-            done.groupby(CELL + ["seed"], dropna=False)
+            quantized.groupby(CELL + ["seed"], dropna=False)
             .agg(reward=("reward_mean", "mean"), e=("e", "mean"), records=("cell_key", "size"))
             .reset_index()
         )

@@ -162,10 +162,11 @@ def write_readme(study: Study, out: Path, filters: Mapping[str, Any], bits: int,
 def write_all(study: Study, out: Path, filters: Mapping[str, Any], bits: int, command: str | None) -> list[Path]:
     """Every output; returns the paths written (README last)."""
     written: list[Path] = []
-    written += _guard(study, "the sweet-spot plots", lambda: write_sweet_spots(study, out))
-    written += _guard(study, "the error tables", lambda: write_tables(study, out))
-    written += _guard(study, "the aggregate plots", lambda: write_aggregate(study, out))
-    written += _guard(study, "the weight report", lambda: write_weights(study, out, bits))
+    if not study.seeds.empty:  # PTQ, QAT and float records (ActorQ's alone have none of these outputs)
+        written += _guard(study, "the sweet-spot plots", lambda: write_sweet_spots(study, out))
+        written += _guard(study, "the error tables", lambda: write_tables(study, out))
+        written += _guard(study, "the aggregate plots", lambda: write_aggregate(study, out))
+        written += _guard(study, "the weight report", lambda: write_weights(study, out, bits))
     if study.store is not None and (study.done["quant"] == "actorq").any():
         written += _guard(study, "the ActorQ outputs", lambda: actorq.write_actorq(study, out))
     written = write_readme(study, out, filters, bits, command, written)
