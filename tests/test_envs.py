@@ -59,6 +59,20 @@ def test_atari_training_only_wrappers() -> None:
     evaluation.close()
 
 
+def test_atari_evaluation_plays_the_whole_game_without_the_policy_pressing_fire() -> None:
+    """A policy trained with episodic life never presses FIRE (every life starts fired): evaluated
+    on the whole game, each lost life is followed by FIRE, so a never-firing policy loses all five
+    Breakout lives and the episode ends, far before the 108k-frame cap."""
+    env = make_env(compose_cfg("env=atari/breakout").env)
+    env.reset(seed=0)
+    for steps in range(1, 5001):
+        _, _, terminated, truncated, info = env.step(0)  # NOOP only
+        if terminated or truncated:
+            break
+    env.close()
+    assert terminated and info["lives"] == 0 and steps < 5000
+
+
 def test_missing_suite_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pybullet_envs_gymnasium", None)  # import now fails as if not installed
     with pytest.raises(QuarlError, match=r"pip install .*\.\[bullet\]"):

@@ -82,10 +82,35 @@ def _gym_make(env_cfg: Any) -> gym.Env:
         raise QuarlError(f"env.kwargs for {env_cfg.id} are not accepted: {exc}") from None
 
 
+class FireOnLifeLoss(gym.Wrapper):
+    """Evaluation on games that wait for FIRE: after a lost life (the game goes on), step FIRE
+    and then action 2, as training's episodic-life reset does through SB3's `FireResetEnv`. A
+    policy trained so never learns to press FIRE itself and would stall until the frame cap."""
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
+        obs, info = self.env.reset(**kwargs)
+        self.lives = info.get("lives", self.env.unwrapped.ale.lives())
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if info.get("lives", self.lives) < self.lives and not (terminated or truncated):
+            for follow in (1, 2):
+                obs, more, terminated, truncated, info = self.env.step(follow)
+                reward += more
+                if terminated or truncated:
+                    break
+        self.lives = info.get("lives", self.lives)
+        return obs, reward, terminated, truncated, info
+
+
 def _atari(env: gym.Env, training: bool) -> gym.Env:
     from stable_baselines3.common.atari_wrappers import AtariWrapper
 
-    return AtariWrapper(env, terminal_on_life_loss=training, clip_reward=training)
+    wrapped = AtariWrapper(env, terminal_on_life_loss=training, clip_reward=training)
+    if not training and "FIRE" in env.unwrapped.get_action_meanings():
+        wrapped = FireOnLifeLoss(wrapped)
+    return wrapped
 
 
 def _dmc(env: gym.Env) -> gym.Env:
