@@ -91,7 +91,7 @@ class ActorQConfig:
     samples_per_insert: Optional[float] = None  # null: DQN batch*gradient_steps/train_freq; D4PG its hyperparam
     min_replay: Optional[int] = None  # transitions before learning starts (null: algo learning_starts)
     replay_size: Optional[int] = None  # replay capacity (null: algo buffer_size)
-    n_step: Optional[int] = None  # n-step returns (null: D4PG its hyperparam, DQN 1)
+    n_step: Optional[int] = None  # n-step returns (null: D4PG its hyperparam, DQN 3)
     max_restarts: int = 3  # restarts per actor id before the run goes on without it
     ray_address: Optional[str] = None  # backend=ray: a cluster's address (null: start Ray locally)
     log_interval_s: float = 10.0  # seconds between progress lines

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 from typing import Any, Iterator
 
@@ -44,6 +45,20 @@ def _device(name: str) -> torch.device:
     if name == "cuda":
         log.warning("train.device=cuda but no GPU is visible: the learner runs on the CPU.")
     return torch.device("cpu")
+
+
+@contextlib.contextmanager
+def learner_threads(settings: Settings, device: torch.device) -> Iterator[int]:
+    """A CPU learner runs on the cores its local actors leave (one each), at least one: torch's
+    default of every core makes each update wait on busy cores (measured 4x slower on 2 cores)."""
+    previous = torch.get_num_threads()
+    local_actors = settings.actors if settings.backend == "local" or not settings.ray_address else 0
+    threads = previous if device.type != "cpu" else max(1, (os.cpu_count() or 1) - local_actors)
+    torch.set_num_threads(threads)
+    try:
+        yield threads
+    finally:
+        torch.set_num_threads(previous)
 
 
 def make_transport(settings: Settings) -> Transport:
@@ -115,7 +130,8 @@ def run_actorq_cell(ctx: Any, store: Any, started: str) -> None:
     log.info("ActorQ %s on %s: %d %s actors (%s backend), weights sent at %d bits, learner on %s, %d env steps.",
              cfg.algo.name, cfg.env.name, settings.actors, execution.PRECISIONS[spec.actor_bits], settings.backend,
              spec.comm_bits, device, spec.total_steps)
-    with sigterm_as_interrupt():
+    with sigterm_as_interrupt(), learner_threads(settings, device) as threads:
+        log.debug("Learner on %d CPU threads.", threads)
         result = train(settings, learner, make_transport(settings), progress=cfg.train.progress and ctx.interactive)
     run_eval = dict(episodes=cfg.eval.episodes, seed=cfg.seed, n_envs=cfg.eval.n_envs,
                     deterministic=True, progress=cfg.eval.progress and ctx.interactive)

@@ -169,17 +169,23 @@ def quantize_int8(model: bytes, calibration: Optional[np.ndarray], static: bool)
         return out.read_bytes()
 
 
-def session(model: bytes, threads: int = 1):
+def session(model: bytes, threads: int = 1, initializers: Optional[dict[str, np.ndarray]] = None):
     """An ONNX Runtime CPU session running `model` with `threads` intra-op threads (1: the latency
-    setting), all graph optimisations on and only errors logged."""
+    setting), all graph optimisations on and only errors logged. `initializers`: the values of the
+    model's external initializers, by name."""
     ort = require("onnxruntime", "The ONNX backends")
     options = ort.SessionOptions()
+    values = [ort.OrtValue.ortvalue_from_numpy(v) for v in (initializers or {}).values()]
+    if values:
+        options.add_external_initializers(list(initializers), values)
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3
-    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    created = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    created.initializer_values = values  # ONNX Runtime reads their memory for as long as the session lives
+    return created
 
 
 def weight_bytes(model: bytes) -> int:
