@@ -4,12 +4,13 @@ and time to reward with fp32 vs int8 actors on one task.
 1. Actor throughput: quarl's actor loop (`quarl.actorq.actor.run_actor`, one thread) acting in
    DeepMind Control cartpole/balance with the 3x2048 D4PG policy, pulling new weights every
    `--update-periods` steps (communication-heavy 100, computation-heavy 1000) from an in-process link that publishes a fresh version before every pull
-   (so each pull pays copy, deserialize and load). Reported: env steps/s and the per-step breakdown.
+   (so each pull pays copy, deserialize and load). The precisions alternate over `--rounds` rounds
+   and the median of each column is reported: env steps/s and the per-step breakdown.
 2. Time to reward: `python run.py algo=dqn env=cartpole quant=actorq` with fp32 and with int8 actors
    (2 actors, `--steps` env steps, the tuned 256x256 Q-network), the wall time until the mean return
    of the last 10 training episodes first reaches `--target`, and the ratio.
 
-Usage: python benchmarks/bench_actorq.py [--steps-per-actor 3000] [--update-periods 100 1000] [--steps 40000] [--target 150]
+Usage: python benchmarks/bench_actorq.py [--steps-per-actor 3000] [--rounds 3] [--update-periods 100 1000] [--steps 40000] [--target 150]
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ def time_to_reward(bits: int, steps: int, target: float, seed: int) -> dict[str,
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps-per-actor", type=int, default=3000)
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds (median reported)")
     ap.add_argument("--update-periods", type=int, nargs="+", default=[100, 1000])
     ap.add_argument("--steps", type=int, default=40000)
     ap.add_argument("--target", type=float, default=150.0)
@@ -103,7 +105,9 @@ def main() -> None:
     for period in a.update_periods:
         print(f"## ActorQ actors: 3x2048 D4PG policy on dmc/cartpole_balance, one thread, pull every "
               f"{period} steps ({cpu}, {os.cpu_count()} cores, torch {torch.__version__})\n")
-        rows = pd.DataFrame([actor_throughput(bits, a.steps_per_actor, period) for bits in (32, 16, 8)])
+        rounds = [[actor_throughput(bits, a.steps_per_actor // a.rounds, period) for bits in (32, 16, 8)]
+                  for _ in range(a.rounds)]  # precisions alternate, so drift of the machine hits all alike
+        rows = pd.DataFrame([r for one in rounds for r in one]).groupby("actor", sort=False).median().reset_index()
         rows["speedup"] = rows["steps/s"] / rows.loc[rows["actor"] == "fp32", "steps/s"].iloc[0]
         print(rows.to_markdown(index=False, floatfmt=".3g") + "\n")
     print(f"\n## Time to reward: DQN CartPole, 2 actors, {a.steps} env steps, target return {a.target:g} "

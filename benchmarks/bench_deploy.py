@@ -2,17 +2,21 @@
 of the QuaRL policy sizes, batch 1, one thread.
 
 Networks: the three published policy sizes (MLP 3x64, 3x256, 4096-512-1024), the 3x2048 MLP of
-ActorQ, and the Nature CNN (4x84x84 frames, SB3's NatureCNN + a linear head). The MLPs are PPO
-policies trained on CartPole-v1 with that actor size (critic 64-64) through quarl's policy cache
-(trained once, reused by later runs); the CNN is an untrained PPO CnnPolicy on synthetic frames
-(latency and bytes only: no Atari environment here).
+ActorQ, and the Nature CNN (4x84x84 frames, SB3's NatureCNN + a linear head). All are PPO policies
+trained through quarl's policy cache (trained once, reused by later runs): the MLPs on CartPole-v1
+with that actor size (critic 64-64), the CNN on Atari Breakout with rl-zoo3's Atari PPO settings
+and a short budget (`CNN_STEPS`, about 11 minutes on one thread of a 2-core x86).
 
 For every backend of `quarl.deploy` (and torch's own `quantize_dynamic` int8 as a reference, not
 a quarl backend): median and p90 latency per action (batch 1, one thread, after warm-up), speedup
-over fp32 eager torch, bytes of the stored tensors, and for the trained MLPs the reward of the same
-10 seeded CartPole episodes executed with that backend. `auto` is what quarl runs by default.
+over fp32 eager torch, bytes of the stored tensors, and the reward of the trained policy executed
+with that backend: the same 10 seeded CartPole episodes for the MLPs, and `--cnn-episodes` seeded
+Breakout episodes (quarl's evaluation: whole games, raw score, capped at `--cnn-frames` emulator
+frames) for the CNN, whose int8 runner is calibrated on real Breakout frames. `auto` is what quarl
+runs by default.
 
-Usage: python benchmarks/bench_deploy.py [--policies DIR] [--episodes 10] [--jobs 2] [--no-reward]
+Usage: python benchmarks/bench_deploy.py [--policies DIR] [--episodes 10] [--cnn-episodes 10]
+       [--cnn-frames 10000] [--jobs 2] [--no-reward]
 """
 
 from __future__ import annotations
@@ -26,24 +30,25 @@ import statistics
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import gymnasium as gym
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn as nn
-from gymnasium import spaces
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 from stable_baselines3 import PPO
 
 from quarl import schema
-from quarl.envs import random_observations
+from quarl.envs import make_env, random_observations
 from quarl.app import CONF_DIR
-from quarl.deploy import ActingNetwork, acting_network, compile_network, measure
+from quarl.deploy import ActingNetwork, Runner, acting_network, compile_network, measure
 from quarl.deploy.backends import TorchRunner
-from quarl.evaluate import episode_seeds
+from quarl.evaluate import episode_seeds, evaluate
 from quarl.policies import obtain
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,26 +68,48 @@ MLPS: dict[str, tuple[list[int], list[str]]] = {
     "MLP 4096-512-1024": ([4096, 512, 1024], LARGE),
     "MLP 3x2048": ([2048, 2048, 2048], LARGE),
 }
+# The Nature CNN: PPO on Breakout with rl-zoo3's Atari settings (conf/tuned/_atari/ppo.yaml: 8 envs,
+# n_steps 128, 4 epochs, linear schedules over the budget), 128k env steps (~11 min on one thread
+# here). Breakout, not Pong: Pong is still at the random policy's -21 after so few steps.
+CNN = "Nature CNN (4x84x84)"
+CNN_ENV = "atari/breakout"
+CNN_STEPS = 128_000
+
+
+def compose_config(overrides: list[str], policies: Path) -> Any:
+    """The quarl config of a PPO policy (fp32, seed 0) with `overrides`, cached under `policies`."""
+    schema.register()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=[
+            "algo=ppo", "quant=fp32", "seed=0", "train.progress=false", f"store.policies={policies}", *overrides,
+        ])
 
 
 def config(arch: list[int], overrides: list[str], policies: Path) -> Any:
     """The quarl config of a PPO CartPole-v1 policy with actor `arch` (critic 64-64)."""
-    schema.register()
     net_arch = f"{{net_arch:{{pi:[{','.join(map(str, arch))}],vf:[64,64]}}}}"
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose("config", overrides=[
-            "algo=ppo", "env=cartpole", "quant=fp32", "seed=0", "train.progress=false",
-            f"+algo.hyperparams.policy_kwargs={net_arch}", f"store.policies={policies}", *overrides,
-        ])
+    return compose_config(["env=cartpole", f"+algo.hyperparams.policy_kwargs={net_arch}", *overrides], policies)
+
+
+def cnn_config(policies: Path) -> Any:
+    """The quarl config of the Nature-CNN PPO policy on Breakout."""
+    return compose_config([f"env={CNN_ENV}", f"train.steps={CNN_STEPS}"], policies)
+
+
+def network_config(name: str, policies: Path) -> Any:
+    """The quarl config of the network `name` (a key of MLPS, or CNN)."""
+    if name == CNN:
+        return cnn_config(policies)
+    arch, overrides = MLPS[name]
+    return config(arch, overrides, policies)
 
 
 def train(name: str, policies: Path) -> tuple[str, float, bool]:
     """Train (or find in the cache) the policy `name`, on one thread; returns (name, seconds, trained)."""
     torch.set_num_threads(1)
     logging.basicConfig(level=logging.WARNING)
-    arch, overrides = MLPS[name]
     start = time.perf_counter()
-    policy = obtain(config(arch, overrides, policies), policies)
+    policy = obtain(network_config(name, policies), policies)
     return name, time.perf_counter() - start, policy.trained
 
 
@@ -109,26 +136,29 @@ def episodes_reward(act, episodes: int, seed: int) -> float:
     return float(np.mean(totals))
 
 
-class Frames(gym.Env):
-    """Atari-shaped observations: 4 stacked 84x84 grey frames, 6 actions."""
-
-    observation_space = spaces.Box(0, 255, (4, 84, 84), np.uint8)
-    action_space = spaces.Discrete(6)
-
-    def reset(self, seed: Optional[int] = None, options: Optional[dict] = None):
-        super().reset(seed=seed)
-        return self.observation_space.sample(), {}
-
-    def step(self, action):
-        return self.observation_space.sample(), 0.0, False, False, {}
+def capped(env_cfg: Any, frames: int) -> Any:
+    """A copy of an Atari env config whose episodes end after `frames` emulator frames."""
+    env_cfg = OmegaConf.create(OmegaConf.to_container(env_cfg, resolve=True))
+    env_cfg.kwargs.max_episode_steps = frames
+    return env_cfg
 
 
-def nature_cnn() -> tuple[ActingNetwork, np.ndarray]:
-    model = PPO("CnnPolicy", Frames(), n_steps=8, batch_size=8, seed=0, device="cpu")
-    rng = np.random.default_rng(0)
-    # smooth synthetic frames (blurred noise), closer to game screens than white noise
-    frames = rng.integers(0, 256, (256, 4, 21, 21)).repeat(4, axis=2).repeat(4, axis=3).astype(np.uint8)
-    return acting_network(model), frames
+class RandomActions:
+    """Uniformly random actions behind SB3's `predict` signature: the random-policy baseline."""
+
+    def __init__(self, env_cfg: Any, seed: int = 0) -> None:
+        env = make_env(env_cfg)
+        self.space = env.action_space
+        env.close()
+        self.space.seed(seed)
+
+    def predict(self, obs: np.ndarray, deterministic: bool = True) -> tuple[np.ndarray, None]:
+        return np.array([self.space.sample() for _ in range(len(obs))]), None
+
+
+def atari_reward(env_cfg: Any, episodes: int) -> Callable[[Any], float]:
+    """Mean raw game score over quarl's `episodes` seeded evaluation episodes of `env_cfg` (seed 0)."""
+    return lambda actor: evaluate(actor, env_cfg, episodes, seed=0).mean
 
 
 class TorchDynamicInt8(TorchRunner):
@@ -163,8 +193,10 @@ def latency(runners: dict[str, Any], obs: np.ndarray, rounds: int, budget_s: flo
     return {name: {k: statistics.median(m[k] for m in ms) for k in ("median_ms", "p90_ms")} for name, ms in results.items()}
 
 
-def bench_network(label: str, net: ActingNetwork, example: np.ndarray, reward: Optional[tuple[int, int]],
+def bench_network(label: str, net: ActingNetwork, example: np.ndarray, reward: Optional[Callable[[Runner], float]],
                   rounds: int, budget_s: float) -> list[dict[str, Any]]:
+    """One table row per backend of `net`: latency (on `example`), bytes and, given `reward`, the
+    reward of the policy executed with that backend (`example` also calibrates static int8)."""
     logging.getLogger("quarl.deploy.backends").setLevel(logging.ERROR)  # auto's choice is a table column
     runners: dict[str, Any] = {b: compile_network(net, b, example) for b in BACKENDS}
     runners[REFERENCE] = TorchDynamicInt8(net)
@@ -184,7 +216,7 @@ def bench_network(label: str, net: ActingNetwork, example: np.ndarray, reward: O
             "x smaller": fp32_bytes / r.nbytes,
         }
         if reward is not None:
-            row["reward"] = episodes_reward(r, *reward)
+            row["reward"] = reward(r)
         rows.append(row)
     return rows
 
@@ -208,10 +240,28 @@ def published_vs_ours(table: pd.DataFrame) -> Optional[pd.DataFrame]:
     return pd.DataFrame(rows)
 
 
+def untrained(name: str, policies: Path) -> Any:
+    """An untrained PPO policy shaped like the network `name` (latency and bytes only)."""
+    if name == CNN:
+        return PPO("CnnPolicy", make_env(cnn_config(policies).env), seed=0, device="cpu")
+    arch, _ = MLPS[name]
+    return PPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(net_arch=dict(pi=arch, vf=[64, 64])), seed=0, device="cpu")
+
+
+def trained_models(names: list[str], policies: Path, jobs: int) -> dict[str, Any]:
+    """The policies `names` from quarl's cache, trained first (in `jobs` processes) where missing."""
+    with ProcessPoolExecutor(max_workers=jobs) as pool:  # the longest first
+        for name, seconds, trained in pool.map(train, names[::-1], [policies] * len(names)):
+            print(f"{name}: {'trained in' if trained else 'loaded from the cache in'} {seconds:.0f} s")
+    return {name: obtain(network_config(name, policies), policies).load() for name in names}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--policies", type=Path, default=ROOT / "outputs" / "policies", help="quarl policy cache")
     parser.add_argument("--episodes", type=int, default=10, help="seeded CartPole episodes per backend")
+    parser.add_argument("--cnn-episodes", type=int, default=10, help="seeded Breakout episodes per backend")
+    parser.add_argument("--cnn-frames", type=int, default=10_000, help="emulator frames per Breakout episode at most")
     parser.add_argument("--jobs", type=int, default=2, help="policies trained in parallel (one thread each)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved latency rounds")
     parser.add_argument("--budget", type=float, default=1.5, help="seconds of timed calls per backend and network")
@@ -220,33 +270,32 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     start = time.perf_counter()
 
-    models: dict[str, Any] = {}
-    if not args.no_reward:
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            for name, seconds, trained in pool.map(train, list(MLPS)[::-1], [args.policies] * len(MLPS)):
-                print(f"{name}: {'trained in' if trained else 'loaded from the cache in'} {seconds:.0f} s")
-        for name, (arch, overrides) in MLPS.items():
-            models[name] = obtain(config(arch, overrides, args.policies), args.policies).load()
+    names = [*MLPS, CNN]
+    if args.no_reward:
+        models = {name: untrained(name, args.policies) for name in names}
     else:
-        for name, (arch, _) in MLPS.items():
-            models[name] = PPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(net_arch=dict(pi=arch, vf=[64, 64])),
-                               seed=0, device="cpu")
+        models = trained_models(names, args.policies, args.jobs)
 
     torch.set_num_threads(1)
-    example = cartpole_obs()
+    cnn_env = cnn_config(args.policies).env
+    eval_env = capped(cnn_env, args.cnn_frames)
+    cartpole_reward = partial(episodes_reward, episodes=args.episodes, seed=0)
     rows = []
     for name, model in models.items():
-        rows += bench_network(name, acting_network(model), example, None if args.no_reward else (args.episodes, 0),
+        example = random_observations(cnn_env, 256) if name == CNN else cartpole_obs()
+        reward = atari_reward(eval_env, args.cnn_episodes) if name == CNN else cartpole_reward
+        rows += bench_network(name, acting_network(model), example, None if args.no_reward else reward,
                               args.rounds, args.budget)
-    cnn, frames = nature_cnn()
-    rows += bench_network("Nature CNN (4x84x84)", cnn, frames, None, args.rounds, args.budget)
     table = pd.DataFrame(rows)
-    if "reward" in table:  # the CNN has no reward: shown as n/a, not nan
-        table["reward"] = table["reward"].astype(object).where(table["reward"].notna(), None)
 
     print(f"\n## Deployment: batch 1, one thread ({platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, torch {torch.__version__})\n")
-    print(table.to_markdown(index=False, floatfmt=".4g", missingval="n/a"))
+    if not args.no_reward:
+        print(f"Reward: MLPs, mean return of {args.episodes} seeded CartPole-v1 episodes; Nature CNN, PPO trained "
+              f"{CNN_STEPS} steps on {cnn_env.id}, mean game score of {args.cnn_episodes} seeded episodes, each "
+              f"capped at {args.cnn_frames} emulator frames (env.kwargs.max_episode_steps), int8 calibrated "
+              "on 256 real frames.\n")
+    print(table.to_markdown(index=False, floatfmt=".4g"))
     published = published_vs_ours(table)
     if published is not None:
         print("\n## Published (Raspberry Pi 3b, ARM A53) vs here (x86, onnx_int8 vs fp32 eager torch)\n")
@@ -259,6 +308,11 @@ def main() -> None:
     for _, row in table[table.backend.str.startswith("auto")].iterrows():
         verdict = "ok" if row["speedup"] >= 1 else "SLOWER than fp32 eager"
         print(f"- {row['network']}: default backend {row['backend']} runs at {row['speedup']:.2f}x fp32 eager ({verdict})")
+    if not args.no_reward:
+        cnn = table[table.network == CNN].set_index("backend")["reward"]
+        random_score = atari_reward(eval_env, args.cnn_episodes)(RandomActions(eval_env))
+        print(f"- {CNN} on {cnn_env.id}: reward fp32 {cnn['torch']:.4g}, int8 (onnx_int8) {cnn['onnx_int8']:.4g}, "
+              f"random actions {random_score:.4g} (same episodes)")
     print(f"\n{time.perf_counter() - start:.0f} s in all")
 
 

@@ -29,6 +29,8 @@ from quarl.quantize import quantize_policy
 ROOT = Path(__file__).resolve().parents[1]
 PTQ8 = OmegaConf.create(dict(method="ptq", bits=8, scheme="affine", granularity="per_tensor", quantize_bias=False))
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 
 def rollout_obs(env_id: str, n: int = 256, seed: int = 0) -> np.ndarray:
     """Observations the policy meets: states of random-action episodes."""
@@ -39,15 +41,6 @@ def reload(model, tmp_path: Path, name: str):
     """A fresh copy of `model` (safe to quantize in place)."""
     model.save(tmp_path / name)
     return type(model).load(tmp_path / f"{name}.zip", device="cpu")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Small networks train and act faster on one thread, and far faster on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -20,12 +20,7 @@ pytest.importorskip("ale_py")
 pytest.importorskip("onnxruntime")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +95,9 @@ def test_int8_argmax_agrees_with_fake_quant_on_real_frames(breakout, cnn):
     assert runner.precision == "int8"
     int8 = runner(frames)
     top2 = logits(fake, frames).topk(2, dim=1).values
-    decisive = (top2[:, 0] - top2[:, 1]).numpy() > 0.25  # frames the policy is not nearly indifferent on
-    assert (int8 == expected).mean() >= 0.85
+    # frames whose top two logits differ by more than 0.5: closer calls are decided by int8's rounding
+    # of the activations, which the weight-only fake quant does not do (on all frames: 85% agree)
+    decisive = (top2[:, 0] - top2[:, 1]).numpy() > 0.5
+    assert (int8 == expected).mean() >= 0.8
     assert decisive.mean() >= 0.5 and (int8[decisive] == expected[decisive]).mean() >= 0.98
     assert len(np.unique(expected)) >= 3
