@@ -179,17 +179,18 @@ def test_bad_input_gets_one_clear_line(scratch, overrides, message):
 
 @pytest.mark.slow
 def test_dqn_actorq_solves_cartpole(scratch):
-    """CartPole is solved (mean return of 10 consecutive training episodes >= 475) within 60k env
-    steps, about 1.5 minutes here. Measured with 3-step returns and 2 int8 actors, seeds 0-2: solved
-    after 19k-35k steps. The final greedy policy is not held to it: DQN on CartPole forgets and
-    relearns (measured 48 to 500 at the end of the same runs)."""
+    """CartPole is solved (mean return of 10 consecutive training episodes >= 475) with 2 int8 actors
+    and 3-step returns, and `actorq.stop_at_return` ends the run there. Measured here: solved after
+    19k-35k env steps standalone, beside another test's load once not within 60k; the 150k budget is
+    the margin (about 1-2 minutes when solved at 20-40k steps)."""
     from quarl.collate.actorq import smoothed
 
-    run_quarl(scratch, "algo=dqn", "env=cartpole", "quant=actorq", "actorq.actors=2", "train.steps=60000",
-              "eval.episodes=10", "hydra.callbacks.collate.enabled=false")
+    done = run_quarl(scratch, "algo=dqn", "env=cartpole", "quant=actorq", "actorq.actors=2", "train.steps=150000",
+                     "actorq.stop_at_return=475", "eval.episodes=10", "hydra.callbacks.collate.enabled=false")
     run, curves, _ = stored(scratch)
     assert smoothed(curves, run["cell_key"])["return"].max() >= 475
-    assert run["env_steps"] >= 60000 and run["actor_reward"] >= 0
+    assert run["env_steps"] < 150000 and "(actorq.stop_at_return)" in done.stdout + done.stderr
+    assert run["status"] == "done" and run["n_episodes"] == 10
 
 
 def fake_actorq_record(bits: int, seed: int, period: int, seconds_per_step: float) -> dict:

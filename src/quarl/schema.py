@@ -96,6 +96,7 @@ class ActorQConfig:
     ray_address: Optional[str] = None  # backend=ray: a cluster's address (null: start Ray locally)
     log_interval_s: float = 10.0  # seconds between progress lines
     stall_timeout_s: float = 120.0  # no experience for this long ends the run with an error
+    stop_at_return: Optional[float] = None  # end once the last 10 training episodes average this (null: whole budget)
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """The learner loop: publish weights, take in experience, train within the samples-per-insert limit,
-watch the actors, until the actors have taken the run's env-step budget.
+watch the actors, until the actors have taken the run's env-step budget (or, with
+`actorq.stop_at_return`, until the training return reaches it).
 
 The loop never waits for one actor: it waits for *any* chunk, a bounded time, and checks the
 actors' health between waits. An actor that dies is restarted (at most `actorq.max_restarts`
@@ -20,7 +21,7 @@ from tqdm.auto import tqdm
 
 from quarl.actorq.params import ParameterQuantizer
 from quarl.actorq.replay import Chunk, RateLimiter, Replay
-from quarl.actorq.settings import Settings
+from quarl.actorq.settings import RETURN_WINDOW, Settings
 from quarl.actorq.transport import Transport
 from quarl.errors import QuarlError
 
@@ -105,7 +106,7 @@ def train(settings: Settings, learner: Learner, transport: Transport, progress: 
         for actor_id in range(settings.actors):
             log.info("Actor %d started (%s)", actor_id, transport.start(actor_id))
         last_progress = last_log = time.perf_counter()
-        while env_steps < budget:
+        while env_steps < budget and not _reached(settings, curve, env_steps):
             can_train = limiter.can_sample(replay.inserted)
             chunks = transport.receive(0.0 if can_train else WAIT_S) if limiter.can_insert(replay.inserted) else []
             now = time.perf_counter()
@@ -138,6 +139,18 @@ def train(settings: Settings, learner: Learner, transport: Transport, progress: 
         transport.stop()
     return TrainResult(curve, book.rows(), env_steps, learner.updates, version + 1, quantizer.nbytes, publish_s,
                        time.perf_counter() - start, losses)
+
+
+def _reached(settings: Settings, curve: list[dict[str, float]], env_steps: int) -> bool:
+    """Whether the last RETURN_WINDOW training episodes average `actorq.stop_at_return` (then say so)."""
+    if settings.stop_at_return is None or len(curve) < RETURN_WINDOW:
+        return False
+    recent = float(np.mean([c["reward"] for c in curve[-RETURN_WINDOW:]]))
+    if recent < settings.stop_at_return:
+        return False
+    log.info("Mean return of the last %d training episodes %.1f >= %g (actorq.stop_at_return) after %d env steps: "
+             "stopping.", RETURN_WINDOW, recent, settings.stop_at_return, env_steps)
+    return True
 
 
 def _take(chunk: Chunk, replay: Replay, book: ActorBook, curve: list, env_steps: int, wall_s: float) -> int:

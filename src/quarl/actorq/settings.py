@@ -27,6 +27,7 @@ DQN_DEFAULTS = {"learning_rate": 1e-4, "batch_size": 32, "gamma": 0.99, "target_
 # values, 2 actors, 50k env steps: 1-step returns peaked at 276-367 (10-episode training mean),
 # 3-step returns reached 500 after 23-35k steps.
 DQN_N_STEP = 3
+RETURN_WINDOW = 10  # training episodes (all actors pooled) in a run's moving-average return
 D4PG_KEYS = ("n_step", "gamma", "atoms", "v_min", "v_max", "learning_rate", "batch_size", "target_update_period",
              "sigma", "policy_layers", "critic_layers", "samples_per_insert", "learning_starts", "buffer_size",
              "max_grad_norm")
@@ -82,6 +83,7 @@ class Settings:
     ray_address: Optional[str]
     log_interval_s: float
     stall_timeout_s: float
+    stop_at_return: Optional[float]  # end once the last RETURN_WINDOW training episodes average this
     action_low: Optional[list[float]]  # D4PG: the env's action bounds ([-1, 1] actions are scaled to them)
     action_high: Optional[list[float]]
 
@@ -139,5 +141,6 @@ def resolve(cfg: Any) -> Settings:
         samples_per_insert=float(spi), min_replay=int(max(a.min_replay if a.min_replay is not None else hyper["learning_starts"], hyper["batch_size"])),
         replay_size=int(a.replay_size or hyper["buffer_size"]), max_restarts=int(a.max_restarts),
         ray_address=a.ray_address, log_interval_s=float(a.log_interval_s), stall_timeout_s=float(a.stall_timeout_s),
+        stop_at_return=a.stop_at_return,
         action_low=low, action_high=high,
     )

@@ -3,7 +3,7 @@ over fp32 actors (beside the published one), and the actors' runtime breakdown.
 
 Inputs: the `actorq` records of a `Study` (one per (algo, env, actor bits, seed, settings)), their
 training curves (every actor episode's return, env step and wall time) and the `actors` table.
-A run's return at time t is the mean return of the last `WINDOW` episodes that ended by t (all
+A run's return at time t is the mean return of the last `RETURN_WINDOW` episodes that ended by t (all
 actors pooled): the curve a time-to-reward is read from. Intervals: mean ± 1.96 standard errors
 across seeds (normal approximation: a bootstrap per time point is not worth its cost here).
 """
@@ -18,12 +18,12 @@ import numpy as np
 import pandas as pd
 
 from quarl.actorq.execution import PRECISIONS
+from quarl.actorq.settings import RETURN_WINDOW
 from quarl.collate import plots, tables
 from quarl.collate.frame import Study
 from quarl.collate.published import bare_name
 from quarl.store import Store
 
-WINDOW = 10  # episodes in a run's moving-average return
 GRID = 100  # wall-time points per convergence curve
 ORDER = ["fp32", "fp16", "int8"]  # precisions in plots and tables
 PARTS = ["inference_s", "env_s", "pull_s", "deserialize_s", "load_s"]
@@ -48,10 +48,10 @@ def runs(study: Study) -> pd.DataFrame:
 
 
 def smoothed(curves: pd.DataFrame, cell_key: str) -> pd.DataFrame:
-    """One run's (wall_s, step, return) with the return averaged over the last WINDOW episodes."""
+    """One run's (wall_s, step, return) with the return averaged over the last RETURN_WINDOW episodes."""
     c = curves[curves["cell_key"] == cell_key].sort_values("wall_s")
     return pd.DataFrame({"wall_s": c["wall_s"].to_numpy(), "step": c["step"].to_numpy(),
-                         "return": c["reward"].rolling(WINDOW, min_periods=1).mean().to_numpy()})
+                         "return": c["reward"].rolling(RETURN_WINDOW, min_periods=1).mean().to_numpy()})
 
 
 def target(algo: str, env: str, per_run: dict[str, pd.DataFrame], rows: pd.DataFrame) -> tuple[float, str]:
@@ -126,7 +126,7 @@ def convergence(study: Study, curves: pd.DataFrame, algo: str, env: str):
                 ax.fill_between(grid, mean - 1.96 * se, mean + 1.96 * se, color=line.get_color(), alpha=0.2, linewidth=0)
             counts.append(len(lines))
         ax.set_xlabel("wall time (s)")
-        ax.set_ylabel(f"training return (mean of last {WINDOW} episodes)")
+        ax.set_ylabel(f"training return (mean of last {RETURN_WINDOW} episodes)")
         ax.set_title(f"ActorQ {algo.upper()} on {env}")
         ax.legend(title="shaded: ±1.96 SE across seeds" if max(counts, default=1) > 1 else "one seed: no interval")
     return fig
@@ -179,7 +179,7 @@ def write_actorq(study: Study, out: Path) -> list[Path]:
     ttr = time_to_reward(study, curves)
     if len(ttr):
         written += tables.write(ttr, folder / "time_to_reward", "ActorQ: time to reward",
-                                f"time_s / env_steps: until the mean return of the last {WINDOW} training episodes "
+                                f"time_s / env_steps: until the mean return of the last {RETURN_WINDOW} training episodes "
                                 "reaches the target (mean over the seeds that reached it; reached: seeds). "
                                 "speedup_vs_fp32: fp32 actors' time / this precision's. "
                                 "speedup (paper): QuaRL's int8 speedup (arXiv 1910.01055).")
