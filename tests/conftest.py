@@ -18,6 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # One torch thread per process: the learning tests' numbers were measured so (thread count changes
 # float reductions), and two xdist workers on two cores do not oversubscribe.
 ENV = {**os.environ, "HYDRA_FULL_ERROR": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# The same in the test processes themselves: with two threads each, two xdist workers on two cores
+# spin against each other (an in-process training took 153 s beside a busy worker, 12 s alone).
+torch.set_num_threads(1)
 # Tiny budgets: a few seconds per cell (and no end-of-sweep collation; tests/test_collate.py has it).
 FAST = ["train.steps=1500", "eval.episodes=2", "eval.n_envs=2", "hydra.callbacks.collate.enabled=false"]
 
@@ -42,12 +45,3 @@ def run_quarl(cwd: Path, *args: str, check: bool = True) -> subprocess.Completed
 @pytest.fixture
 def scratch(tmp_path: Path) -> Path:
     return tmp_path
-
-
-@pytest.fixture(scope="module")
-def one_torch_thread():
-    """Small networks train and act faster on one thread, and far faster on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)

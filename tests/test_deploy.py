@@ -29,8 +29,6 @@ from quarl.quantize import quantize_policy
 ROOT = Path(__file__).resolve().parents[1]
 PTQ8 = OmegaConf.create(dict(method="ptq", bits=8, scheme="affine", granularity="per_tensor", quantize_bias=False))
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 
 def rollout_obs(env_id: str, n: int = 256, seed: int = 0) -> np.ndarray:
     """Observations the policy meets: states of random-action episodes."""

@@ -20,9 +20,6 @@ pytest.importorskip("ale_py")
 pytest.importorskip("onnxruntime")
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
 @pytest.fixture(scope="module")
 def breakout():
     """The Breakout config (PTQ 8-bit) and two sets of real frames (calibration, held out)."""

@@ -1,9 +1,11 @@
-"""QAT earns its place: at 4 bits it keeps far more of DQN's CartPole reward than PTQ does.
+"""QAT learns: with 4-bit fake quant in the loop from the first step, PPO still learns CartPole,
+judged on the quantized policy itself.
 
-DQN's 256x256 Q-network is the policy that quantizes worst (as in the paper): 4-bit PTQ of the fp32
-policy collapses to ~20 in every seed, while QAT (fake quant on after 5k of 20k steps) recovers.
-Measured here with one torch thread: fp32 500 / 294 / 492, PTQ 12 / 16 / 30, QAT 500 / 120 / 23
-(seeds 0, 1, 2). About 3-4 minutes on one core.
+Every gradient passes through the fake-quant ops, so a straight-through estimator that were broken
+(zero, or cut at the op) would leave the policy near a random one's ~22. Measured here with one
+torch thread, 50k steps: 500 / 495.5 / 355.2 in seeds 0, 1, 2 (3 bits: 488.9 / 188.2 / 327.6; fp32
+and 2-bit PTQ of the fp32 policy: 500 in all three). About 75 s per seed. Fake quant that were
+bypassed is caught in test_qat.py.
 """
 
 import pytest
@@ -13,11 +15,11 @@ from tests.conftest import run_quarl
 
 
 @pytest.mark.slow
-def test_qat_beats_ptq_at_4_bits_on_cartpole_over_three_seeds(scratch):
-    run_quarl(scratch, "-m", "algo=dqn", "seed=0,1,2", "quant=ptq,qat", "quant.bits=4",
-              "quant.granularity=per_channel", "quant.delay=5000", "train.steps=20000", "eval.episodes=10",
-              "train.progress=false", "hydra.callbacks.collate.enabled=false")
+def test_four_bit_qat_from_the_first_step_learns_cartpole(scratch):
+    run_quarl(scratch, "-m", "algo=ppo", "seed=0,1", "quant=qat", "quant.bits=4", "quant.delay=0",
+              "train.steps=50000", "eval.episodes=10", "train.progress=false", "hydra.callbacks.collate.enabled=false")
     df = results.load(scratch / "outputs/results.sqlite")
-    mean = df.groupby("quant")["reward_mean"].mean()
-    assert (df.groupby("quant").size() == 3).all()  # fp32, ptq and qat for each seed
-    assert mean["qat"] > 3 * mean["ptq"] and mean["qat"] - mean["ptq"] > 100, mean.to_dict()
+    qat = df[df["quant"] == "qat"]
+    assert len(qat) == 2 and (qat["quant.bits"] == 4).all() and (qat["status"] == "done").all()
+    rewards = qat.set_index("seed")["reward_mean"]
+    assert rewards.min() >= 200 and rewards.mean() >= 350, rewards.to_dict()
