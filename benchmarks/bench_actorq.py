@@ -7,8 +7,9 @@ and time to reward with fp32 vs int8 actors on one task.
    (so each pull pays copy, deserialize and load). The precisions alternate over `--rounds` rounds
    and the median of each column is reported: env steps/s and the per-step breakdown.
 2. Time to reward: `python run.py algo=dqn env=cartpole quant=actorq` with fp32 and with int8 actors
-   (2 actors, `--steps` env steps, the tuned 256x256 Q-network), the wall time until the mean return
-   of the last 10 training episodes first reaches `--target`, and the ratio.
+   (2 actors, at most `--steps` env steps, the tuned 256x256 Q-network), the wall time until the mean
+   return of the last 10 training episodes first reaches `--target` (where `actorq.stop_at_return`
+   ends the run), and the ratio.
 
 Usage: python benchmarks/bench_actorq.py [--steps-per-actor 3000] [--rounds 3] [--update-periods 100 1000] [--steps 40000] [--target 150]
 """
@@ -77,7 +78,8 @@ def actor_throughput(bits: int, steps: int, update_period: int) -> dict[str, flo
 def time_to_reward(bits: int, steps: int, target: float, seed: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         args = ["algo=dqn", "env=cartpole", "quant=actorq", f"quant.actor_bits={bits}", "actorq.actors=2",
-                f"train.steps={steps}", f"seed={seed}", "eval.episodes=10", "hydra.callbacks.collate.enabled=false"]
+                f"train.steps={steps}", f"actorq.stop_at_return={target}", f"seed={seed}", "eval.episodes=10",
+                "hydra.callbacks.collate.enabled=false"]
         subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=tmp, check=True, capture_output=True,
                        env={**os.environ, "OMP_NUM_THREADS": "1"})
         store = Store(Path(tmp) / "outputs/results.sqlite")

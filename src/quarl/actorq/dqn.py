@@ -1,12 +1,14 @@
-"""DQN learner for ActorQ: n-step DQN with SB3's Huber loss, a target network synced every few updates.
+"""DQN learner for ActorQ: n-step double DQN with SB3's Huber loss, a target network synced every few
+updates.
 
 Hyperparameters keep SB3's names and meaning (rl-zoo3's tuned values apply as they are):
 `target_update_interval` counts env steps in SB3, and SB3 trains in bursts of `gradient_steps`
 every `train_freq` env steps, so its target moves at most once per burst: the target here is
 synced every `max(target_update_interval, train_freq) * samples_per_insert / batch_size` learner
 updates (the updates the samples-per-insert limit allows in that many env steps). Syncing every
-`target_update_interval` updates instead makes rl-zoo3's CartPole settings diverge. n-step targets: `R + discount * max_a Q_target(s', a)`
-with the adder's discount (gamma^m, 0 at a terminal state).
+`target_update_interval` updates instead makes rl-zoo3's CartPole settings diverge. n-step double-Q targets:
+`R + discount * Q_target(s', argmax_a Q(s', a))` with the adder's discount (gamma^m, 0 at a terminal
+state), as Ape-X DQN learns.
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ class DQNLearner:
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
         """One gradient step on a sampled batch; returns the loss."""
         b = {k: torch.as_tensor(v, device=self.device) for k, v in batch.items()}
-        with torch.no_grad():
-            next_q = self.target(b["next_obs"]).max(dim=1).values
+        with torch.no_grad():  # double Q-learning: the online net picks the next action, the target values it
+            best = self.policy(b["next_obs"]).argmax(dim=1, keepdim=True)
+            next_q = self.target(b["next_obs"]).gather(1, best).squeeze(1)
             target = b["reward"] + b["discount"] * next_q
         q = self.policy(b["obs"]).gather(1, b["action"].long().unsqueeze(1)).squeeze(1)
         loss = F.smooth_l1_loss(q, target)
