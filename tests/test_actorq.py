@@ -55,14 +55,15 @@ def test_tiny_run_completes_and_records_curve_and_breakdown(scratch, algo, backe
     assert "int8 actor policy" in done.stdout + done.stderr
 
 
-def test_killed_actor_is_restarted_and_the_run_finishes(scratch):
-    args = [*DQN, "train.steps=30000", "actorq.log_interval_s=0.5"]
+@pytest.mark.parametrize("backend", ["local", "ray"])
+def test_killed_actor_is_restarted_and_the_run_finishes(scratch, backend):
+    args = [*DQN, "train.steps=30000", "actorq.log_interval_s=0.5", f"actorq.backend={backend}"]
     proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args], cwd=scratch, env=ENV, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     lines, victim = [], None
     for line in proc.stdout:
         lines.append(line)
-        if "Actor 0 started (pid" in line:
+        if "Actor 0 started (" in line:  # local: "(pid N)", ray: "(Ray actor ID on HOST, pid N)"
             victim = int(line.split("pid ")[1].split(")")[0])
         if victim and "env steps" in line:  # training is under way
             os.kill(victim, signal.SIGKILL)
@@ -70,7 +71,8 @@ def test_killed_actor_is_restarted_and_the_run_finishes(scratch):
     lines += proc.stdout.readlines()
     assert proc.wait(timeout=300) == 0, "".join(lines)
     log = "".join(lines)
-    assert "Actor 0 died (killed by signal 9); restarted it" in log
+    died = "Actor 0 died (killed by signal 9); restarted it" if backend == "local" else "Actor 0 died (ActorDiedError"
+    assert died in log and "restarted it" in log
     run, _, actors = stored(scratch)
     assert run["status"] == "done" and run["actor_restarts"] == 1
     assert actors.set_index("actor").loc[0, "restarts"] == 1

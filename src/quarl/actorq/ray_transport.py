@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 from typing import Any, Optional
 
@@ -76,6 +77,10 @@ class _ParameterServer:
 
 
 class _RayActor:
+    def where(self) -> str:
+        """The node and process this actor runs in (for the log)."""
+        return f"{socket.gethostname()}, pid {os.getpid()}"
+
     def run(self, actor_id: int, spec: ActorSpec, server: Any, chunks: Any) -> dict[str, float]:
         return run_actor(actor_id, spec, RayLink(server, chunks)).as_dict()
 
@@ -108,9 +113,10 @@ class RayTransport(Transport):
 
     def start(self, actor_id: int) -> str:
         handle = self.actor_cls.remote()
+        where = self.ray.get(handle.where.remote())  # before `run`, which holds the actor until it stops
         self.actors[actor_id] = handle
         self.runs[actor_id] = handle.run.remote(actor_id, self.spec, self.server, self.chunks)
-        return f"Ray actor {handle._actor_id.hex()[:8]}"
+        return f"Ray actor {handle._actor_id.hex()[:8]} on {where}"
 
     def publish(self, version: int, packed: np.ndarray) -> None:
         self.ref = self.ray.put(packed)
