@@ -164,6 +164,33 @@ def test_killed_training_resumes_from_its_checkpoint_and_finishes_the_budget(scr
     assert list(results.load(scratch / "outputs/results.sqlite")["status"]) == ["done", "done"]
 
 
+def test_killed_sweep_reruns_only_its_missing_cells_and_duplicates_nothing(scratch):
+    import time
+
+    sweep = ["-m", "quant.bits=2,3,4,5,6,7,8", *FAST[:1], "eval.episodes=10", *FAST[2:]]
+    proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *sweep], cwd=scratch,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    store, deadline, done_before = scratch / "outputs/results.sqlite", time.time() + 300, []
+    while not done_before:
+        assert proc.poll() is None, "the sweep ended before it could be killed"
+        assert time.time() < deadline
+        time.sleep(0.05)
+        if store.exists():
+            df = results.load(store)
+            done_before = list(df[(df["quant"] == "ptq") & (df["status"] == "done")]["cell_key"])
+    proc.kill()
+    proc.wait()
+    df = results.load(store)
+    done_before = set(df[(df["quant"] == "ptq") & (df["status"] == "done")]["cell_key"])
+    assert 1 <= len(done_before) < 7
+    again = log_of(run_quarl(scratch, *sweep))
+    assert again.count("already in the store as done") == len(done_before)
+    assert again.count("| quantized ") == 7 - len(done_before)  # exactly the missing cells ran
+    assert "Training" not in again  # the policy was finished before the kill
+    df = results.load(store)
+    assert len(df) == 8 and df["cell_key"].is_unique and (df["status"] == "done").all()
+
+
 def test_a_failing_cell_is_recorded_and_the_sweep_goes_on_then_reruns(scratch):
     """Bits 1 is invalid: that cell fails with its reason; the other runs; a re-run retries only it."""
     sweep = ["-m", "quant.bits=1,4", *FAST]
