@@ -67,13 +67,27 @@ def spec(name: str) -> AlgoSpec:
     return ALGOS[name]
 
 
-def check_action_kind(algo: str, env_id: str, kind: str) -> None:
-    """Raise IncompatibleCell when `algo` cannot act in a `kind` action space."""
+def runnable(kind: str, method: str | None = None) -> list[str]:
+    """The algorithms that act in a `kind` action space and can run with quant method `method`
+    (ActorQ trains ACTORQ_ALGOS only; every other method needs an SB3 algorithm)."""
+    names = [n for n, s in ALGOS.items() if kind in s.action_kinds]
+    if method == "actorq":
+        return [n for n in names if n in ACTORQ_ALGOS]
+    return [n for n in names if ALGOS[n].cls is not None]
+
+
+def check_action_kind(algo: str, env_id: str, kind: str, method: str | None = None) -> None:
+    """Raise IncompatibleCell when `algo` cannot act in a `kind` action space; the message suggests
+    only the algorithms that can run there with quant method `method`."""
     if kind not in spec(algo).action_kinds:
         allowed = " or ".join(spec(algo).action_kinds)
+        choices = runnable(kind, method)
+        others = [n for n, s in ALGOS.items() if kind in s.action_kinds and n not in choices]
+        pick = f"pick an algorithm from {', '.join(choices)}" if choices else "no algorithm runs there with this method"
+        if method != "actorq" and others:
+            pick += f"; {', '.join(others)} with quant=actorq"
         raise IncompatibleCell(
-            f"algo={algo} needs {allowed} actions but env {env_id} has {kind} actions "
-            f"(n/a: pick an algorithm from {', '.join(n for n, s in ALGOS.items() if kind in s.action_kinds)})."
+            f"algo={algo} needs {allowed} actions but env {env_id} has {kind} actions (n/a: {pick})."
         )
 
 

@@ -215,7 +215,7 @@ def _run(ctx: Context, store: Store, started: str) -> None:
     if cfg.quant.method == "qat" and cfg.quant.delay is None:
         cfg.quant.delay = qat_delay(cfg)  # recorded as the step it really switched on
     label = _label(cfg)
-    check_action_kind(cfg.algo.name, cfg.env.id, action_kind(cfg.env))
+    check_action_kind(cfg.algo.name, cfg.env.id, action_kind(cfg.env), cfg.quant.method)
     if cfg.quant.method == "actorq":
         from quarl.actorq.cell import run_actorq_cell  # torch.multiprocessing and Ray only when used
 
