@@ -21,10 +21,18 @@ T = lambda *v: torch.tensor(v, dtype=torch.float32)  # noqa: E731
         (2, "symmetric", T(-0.6, 0.2, 1.0), T(-1.0, 0.0, 1.0)),  # scale 1
         (4, "symmetric", T(-0.45, 0.33, 1.4), T(-0.4, 0.4, 1.4)),  # scale 0.2
         (8, "symmetric", T(-1.27, 0.5, 0.004), T(-1.27, 0.5, 0.0)),  # scale 0.01
-        # paper: delta = (|min| + |max|) / 2^n, w_q = delta * rint(w / delta), no clamp
-        (2, "paper", T(-1.0, 0.3, 2.0), T(-0.75, 0.0, 2.25)),  # delta 0.75
-        (4, "paper", T(-1.0, 0.3, 2.0), T(-0.9375, 0.375, 2.0625)),  # delta 0.1875
-        (8, "paper", T(-1.0, 0.3, 2.0), T(-0.99609375, 0.3046875, 2.00390625)),  # delta 3/256
+        # quarl_code (QuaRL's released code): delta = (|min| + |max|) / 2^n, w_q = delta * rint(w / delta)
+        (2, "quarl_code", T(-1.0, 0.3, 2.0), T(-0.75, 0.0, 2.25)),  # delta 0.75
+        (4, "quarl_code", T(-1.0, 0.3, 2.0), T(-0.9375, 0.375, 2.0625)),  # delta 0.1875
+        (8, "quarl_code", T(-1.0, 0.3, 2.0), T(-0.99609375, 0.3046875, 2.00390625)),  # delta 3/256
+        # published: delta = (|min(w,0)| + |max(w,0)|) / 2^n, Q = floor(w / delta) + z, z = floor(-min(w,0) / delta)
+        (2, "published", T(-1.0, 0.3, 2.0), T(-1.5, 0.0, 1.5)),  # delta 0.75, z 1: Q = -1, 1, 3
+        (2, "published", T(0.5, 1.0, 2.0), T(0.5, 1.0, 2.0)),  # all positive: delta 0.5, z 0: Q = 1, 2, 4
+        (2, "published", T(-2.0, -1.0, -0.3), T(-2.0, -1.0, -0.5)),  # all negative: delta 0.5, z 4: Q = 0, 2, 3
+        (3, "published", T(1.5, 1.5), T(1.5, 1.5)),  # constant: delta 0.1875, Q = 8 (= 2^n)
+        (3, "quarl_code", T(1.5, 1.5), T(1.5, 1.5)),  # constant: delta 0.375, rint(4) = 4
+        (2, "quarl_code", T(0.5, 1.0, 2.0), T(0.625, 1.25, 1.875)),  # all positive: delta 0.625
+        (2, "quarl_code", T(-2.0, -1.0, -0.3), T(-1.725, -1.15, -0.575)),  # all negative: delta 0.575
     ],
 )
 def test_per_tensor_hand_worked(bits, scheme, w, expected):
@@ -49,18 +57,39 @@ def test_per_channel_symmetric_on_conv_weights():
     assert torch.allclose(out[1], torch.tensor([[0.0, 0.03], [-0.03, 0.0]]))  # scale 0.03
 
 
-def paper_numpy(w: np.ndarray, bits: int) -> np.ndarray:
-    """QuaRL's published PTQ formula, written with NumPy as in its new_ptq.py."""
+def quarl_code_numpy(w: np.ndarray, bits: int) -> np.ndarray:
+    """The PTQ formula of QuaRL's released code, written with NumPy as in its new_ptq.py."""
     delta = (np.abs(np.min(w)) + np.abs(np.max(w))) / 2**bits
     return delta * np.rint(w / delta)
 
 
 @pytest.mark.parametrize("bits", [2, 3, 4, 5, 6, 7, 8, 12, 16])
-def test_paper_scheme_matches_published_formula_bit_for_bit(bits):
+def test_quarl_code_scheme_matches_released_code_bit_for_bit(bits):
     w = np.random.default_rng(bits).normal(0, 0.3, size=(64, 33)).astype(np.float32)
-    ours = fake_quantize(torch.from_numpy(w), bits, "paper").numpy()
+    ours = fake_quantize(torch.from_numpy(w), bits, "quarl_code").numpy()
     assert ours.dtype == np.float32
-    assert np.array_equal(ours, paper_numpy(w, bits))
+    assert np.array_equal(ours, quarl_code_numpy(w, bits))
+
+
+@pytest.mark.parametrize(
+    "scheme, w, bits, needed",
+    [
+        ("quarl_code", T(-1.0, 0.3, 2.0), 2, 3),  # codes -1..3: 5 levels at "2 bits"
+        ("quarl_code", T(0.5, 1.0, 2.0), 2, 2),  # codes 1..3
+        ("published", T(-1.0, 0.3, 2.0), 2, 3),  # codes -1..3
+        ("published", T(0.0, 2.0), 2, 3),  # codes 0..4: the maximum lands on 2^n
+        ("published", T(1.5, 1.5), 3, 1),  # a constant needs one level
+        ("affine", T(-1.0, 0.3, 2.0), 2, 2),
+    ],
+)
+def test_bits_are_counted_from_the_levels_a_scheme_uses(scheme, w, bits, needed):
+    """A formula whose codes span more than 2^n levels is stored with the bits they need."""
+    from quarl.quantize import _tensor_bytes
+
+    weights = w.repeat(24)
+    counted = _tensor_bytes(weights, _quant(bits=bits, scheme=scheme), "per_tensor", quantized=True)
+    range_bytes = 4 if scheme == "quarl_code" else 8
+    assert counted == weights.numel() * needed // 8 + range_bytes  # `needed` bits a weight, plus the range
 
 
 @pytest.mark.parametrize("scheme", ["affine", "symmetric"])
@@ -82,7 +111,7 @@ def test_level_count_and_error_bound(scheme, granularity, bits):
 def test_32_bits_leaves_weights_unchanged_and_zero_tensor_is_safe():
     w = torch.randn(5, 5)
     assert torch.equal(fake_quantize(w, 32, "affine"), w)
-    for scheme in ("affine", "symmetric", "paper"):
+    for scheme in ("affine", "symmetric", "quarl_code", "published"):
         assert torch.equal(fake_quantize(torch.zeros(3, 3), 4, scheme), torch.zeros(3, 3))
 
 

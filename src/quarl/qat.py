@@ -20,7 +20,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
 from quarl.errors import QuarlError
-from quarl.quantize import LAYER_TYPES, paper_quantize, qparams, quantize_with, ranges
+from quarl.quantize import FORMULA_SCHEMES, LAYER_TYPES, formula_quantize, qparams, quantize_with, ranges
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +58,8 @@ class FakeQuant(nn.Module):
             self.observe(x)
         if not self.enabled:
             return x
-        if self.scheme == "paper":  # the published formula, straight-through gradient
-            return x + (paper_quantize(x.detach(), self.bits) - x.detach())
+        if self.scheme in FORMULA_SCHEMES:  # QuaRL's formulas, straight-through gradient
+            return x + (formula_quantize(x.detach(), self.bits, self.scheme) - x.detach())
         return quantize_with(x, *qparams(self.lo, self.hi, self.bits, self.scheme))
 
     def extra_repr(self) -> str:

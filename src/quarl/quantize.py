@@ -5,8 +5,13 @@ Schemes, for a tensor (or one output channel) W quantized to n bits:
 - ``affine``: the range [min(W, 0), max(W, 0)] is split into 2^n levels with
   scale = range / (2^n - 1) and an integer zero point; values are clamped to the levels.
 - ``symmetric``: levels -(2^(n-1) - 1) .. 2^(n-1) - 1 with scale = max|W| / (2^(n-1) - 1).
-- ``paper``: QuaRL's published formula, delta = (|min W| + |max W|) / 2^n and
-  W_q = delta * rint(W / delta), per tensor, not clamped.
+- ``quarl_code``: the formula of QuaRL's released code, delta = (|min W| + |max W|) / 2^n and
+  W_q = delta * rint(W / delta), per tensor, not clamped. Its codes span up to 2^n + 1 levels
+  (5 at 2 bits), so it is stored with ceil(log2(levels)) bits, not n.
+- ``published``: the formula printed in the paper, Q = floor(W / delta) + z with
+  delta = (|min(W, 0)| + |max(W, 0)|) / 2^n and z = floor(-min(W, 0) / delta), dequantized as
+  (Q - z) * delta; per tensor, not clamped. Its codes span up to 2^n + 2 levels (floor puts the
+  minimum one below z's level and the maximum at 2^n), also counted truthfully.
 """
 
 from __future__ import annotations
@@ -57,18 +62,43 @@ def quantize_with(w: torch.Tensor, scale: torch.Tensor, zero_point: torch.Tensor
     return torch.fake_quantize_per_channel_affine(w, scale, zero_point, 0, qmin, qmax)
 
 
-def paper_quantize(w: torch.Tensor, bits: int) -> torch.Tensor:
-    """QuaRL's published formula: delta = (|min W| + |max W|) / 2^n, W_q = delta * rint(W / delta)."""
-    delta = (w.min().abs() + w.max().abs()) / 2**bits
-    return w.clone() if delta == 0 else delta * torch.round(w / delta)
+FORMULA_SCHEMES = ("quarl_code", "published")  # QuaRL's own per-tensor formulas (not clamped)
+
+
+def formula_codes(w: torch.Tensor, bits: int, scheme: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Integer codes, step delta and zero point of one of QuaRL's formulas (delta 0: codes are 0)."""
+    if scheme == "quarl_code":
+        delta = (w.min().abs() + w.max().abs()) / 2**bits
+        zero = torch.zeros_like(delta)
+        codes = torch.round(w / delta) if delta > 0 else torch.zeros_like(w)
+    elif scheme == "published":
+        delta = (torch.clamp(w.min(), max=0).abs() + torch.clamp(w.max(), min=0)) / 2**bits
+        zero = torch.floor(-torch.clamp(w.min(), max=0) / delta) if delta > 0 else torch.zeros_like(delta)
+        codes = torch.floor(w / delta) + zero if delta > 0 else torch.zeros_like(w)
+    else:
+        raise ValueError(f"unknown formula scheme {scheme!r}")
+    return codes, delta, zero
+
+
+def formula_quantize(w: torch.Tensor, bits: int, scheme: str) -> torch.Tensor:
+    """Quantize-dequantize with QuaRL's released-code or published formula (see the module doc)."""
+    codes, delta, zero = formula_codes(w, bits, scheme)
+    return w.clone() if delta == 0 else (codes - zero) * delta
+
+
+def formula_bits(w: torch.Tensor, bits: int, scheme: str) -> int:
+    """Bits an integer code of `w` really needs under a QuaRL formula: ceil(log2(levels spanned))."""
+    codes, _, _ = formula_codes(w.detach(), bits, scheme)
+    levels = int(codes.max().item() - codes.min().item()) + 1 if codes.numel() else 1
+    return max(1, math.ceil(math.log2(levels)))
 
 
 def fake_quantize(w: torch.Tensor, bits: int, scheme: str = "affine", granularity: str = "per_tensor") -> torch.Tensor:
     """Quantize `w` to `bits` with ranges taken from `w` itself; 32 bits returns an unchanged copy."""
     if bits == 32 or w.numel() == 0:
         return w.clone()
-    if scheme == "paper":
-        return paper_quantize(w, bits)
+    if scheme in FORMULA_SCHEMES:
+        return formula_quantize(w, bits, scheme)
     return quantize_with(w, *qparams(*ranges(w.detach(), granularity), bits, scheme))
 
 
@@ -110,12 +140,14 @@ def _tensor_bytes(t: torch.Tensor, quant: Any, granularity: str, quantized: bool
     if quant.method in FLOAT_DTYPES:
         return 2 * t.numel()
     ranges = t.shape[0] if granularity == "per_channel" and t.dim() > 1 else 1
-    range_bytes = 8 if quant.scheme == "affine" else 4  # scale (+ zero point)
-    return math.ceil(t.numel() * quant.bits / 8) + ranges * range_bytes
+    range_bytes = 4 if quant.scheme in ("symmetric", "quarl_code") else 8  # scale (+ zero point)
+    bits = formula_bits(t, quant.bits, quant.scheme) if quant.scheme in FORMULA_SCHEMES else quant.bits
+    return math.ceil(t.numel() * bits / 8) + ranges * range_bytes
 
 
 def policy_bytes(model: BaseAlgorithm, quant: Any) -> int:
-    """Bytes of the inference layers' parameters when stored as `quant` describes."""
+    """Bytes of the inference layers' parameters when stored as `quant` describes; pass the fp32
+    model (QuaRL's formulas count the levels its weights span)."""
     total = 0
     for layer in inference_layers(model).values():
         total += _tensor_bytes(layer.weight, quant, quant.granularity, quantized=True)

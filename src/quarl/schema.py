@@ -15,7 +15,7 @@ from omegaconf import MISSING
 from quarl.errors import QuarlError
 
 QUANT_METHODS = ("fp32", "fp16", "bf16", "ptq", "qat", "actorq")
-SCHEMES = ("affine", "symmetric", "paper")
+SCHEMES = ("affine", "symmetric", "quarl_code", "published")
 GRANULARITIES = ("per_tensor", "per_channel")
 NOISE_TYPES = (None, "normal", "ornstein_uhlenbeck")
 # "fake": quantize-dequantize only; the rest execute the policy for real (quarl.deploy.CHOICES).
@@ -230,12 +230,18 @@ def check(cfg: Any) -> None:
             f"with quant.bits={q.bits}: use quant.backend=auto, or quant=ptq with quant.bits<=8."
         )
     if q.method in ("ptq", "qat"):
+        if q.scheme == "paper":
+            raise QuarlError(
+                "quant.scheme=paper is ambiguous and no longer accepted: use quant.scheme=quarl_code (the formula "
+                "of QuaRL's released code, which quarl called paper before) or quant.scheme=published (the "
+                "formula printed in the paper)."
+            )
         _one_of("quant.scheme", q.scheme, SCHEMES)
         _one_of("quant.granularity", q.granularity, GRANULARITIES)
-        if q.scheme == "paper" and q.granularity != "per_tensor":
+        if q.scheme in ("quarl_code", "published") and q.granularity != "per_tensor":
             raise QuarlError(
-                "quant.scheme=paper is the published per-tensor formula: use "
-                "quant.granularity=per_tensor, or quant.scheme=affine/symmetric for per_channel."
+                f"quant.scheme={q.scheme} is one of QuaRL's per-tensor formulas: use quant.granularity=per_tensor, "
+                "or quant.scheme=affine/symmetric for per_channel."
             )
     if cfg.eval.episodes < 1:
         raise QuarlError(f"eval.episodes={cfg.eval.episodes} must be a positive number of episodes.")
