@@ -11,15 +11,10 @@ from pathlib import Path
 import pandas as pd
 
 from quarl.errors import QuarlError
-from quarl.results import DEFAULT_STORE, load
+from quarl.results import DEFAULT_STORE, differing_keys, load, summary, values_text
 from quarl.store import Store, rebuild
 
 log = logging.getLogger("quarl")
-
-SUMMARY_COLUMNS = [
-    "algo", "env", "quant", "quant.bits", "quant.scheme", "quant.granularity", "seed",
-    "status", "reward_mean", "reward_std", "fp32_reward", "rel_error", "n_episodes", "policy_bytes",
-]
 
 
 def _filters(pairs: list[str]) -> dict[str, str]:
@@ -37,12 +32,12 @@ def cmd_results(args: argparse.Namespace) -> None:
     if df.empty:
         log.warning("No records in %s match %s.", args.store, " ".join(args.filters) or "(no filter)")
         return
-    columns = [c for c in SUMMARY_COLUMNS if c in df.columns] if not args.all else list(df.columns)
     if args.csv:
-        df[columns].to_csv(sys.stdout, index=False)
+        (df if args.all else df[summary(df).columns]).to_csv(sys.stdout, index=False)
         return
-    with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_columns", None):
-        print(df[columns].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    table = df if args.all else summary(df)
+    with pd.option_context("display.max_rows", None, "display.width", 250, "display.max_columns", None):
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
 
 
 def cmd_rebuild(args: argparse.Namespace) -> None:
@@ -75,16 +70,27 @@ def cmd_export(args: argparse.Namespace) -> None:
     df = load(args.store, _filters(args.filters))
     df = df[df["status"] == "done"]
     if len(df) != 1:
-        raise QuarlError(
-            f"{len(df)} finished records match {' '.join(args.filters) or '(no filter)'}: give filters that pick "
-            "exactly one, e.g. algo=ppo env=cartpole seed=0 quant=ptq quant.bits=8 (see quarl results)."
-        )
+        raise QuarlError(_not_one(df, args.filters))
     cfg = OmegaConf.create(json.loads(df.iloc[0]["config"]))
     policy = cached(cfg if cfg.quant.method == "qat" else fp32_config(cfg), Path(cfg.store.policies))
     model = policy.load()
     if cfg.quant.method != "qat":
         quantize_policy(model, cfg.quant)
     print(export(model, args.out, precision=args.precision, obs_transform=policy.obs_transform(), env_id=cfg.env.id))
+
+
+def _not_one(df: pd.DataFrame, filters: list[str]) -> str:
+    """Why an export's filters do not pick one record, naming the keys that tell the matches apart."""
+    typed = " ".join(filters) or "(no filter)"
+    if df.empty:
+        return f"No finished record matches {typed}: `quarl results` lists what is in the store."
+    keys = differing_keys(df, by=())
+    if not keys:
+        return (f"{len(df)} finished records match {typed} and no config key tells them apart: "
+                "`quarl results --all` shows every column.")
+    apart = "; ".join(f"{k} ({values_text(df, k)})" for k in keys)
+    example = " ".join(f"{k}={values_text(df, k, limit=1).split(',')[0]}" for k in keys)
+    return f"{len(df)} finished records match {typed}; they differ in {apart}: add e.g. {example}."
 
 
 def cmd_plan(args: argparse.Namespace) -> None:
@@ -99,7 +105,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> None:
-    from quarl.sweeps import status
+    from quarl.results import status
 
     grid, failed = status(args.store, _filters(args.filters))
     if grid.empty:

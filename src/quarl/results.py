@@ -1,42 +1,259 @@
-"""Python access to the results store."""
+"""Python access to the results store, and the one query that every command uses.
+
+Filter grammar (``quarl results``, ``status``, ``export``, ``collate`` and `load` alike): ``KEY=VALUE``
+selects the records whose column KEY holds VALUE. ``a,b`` means either (as in a Hydra sweep
+override); a number matches whatever type the column holds (``quant.bits=4`` matches 4 and 4.0);
+``true`` / ``false`` match booleans (stored as 1 / 0); ``null`` matches a missing value (so
+``train.steps=null`` picks the records trained on the algorithm's default budget). An unknown KEY
+is refused with the nearest column names.
+
+Reading never creates a store: a missing path is one sentence, and no file is made.
+"""
 
 from __future__ import annotations
 
+import difflib
+import json
+import math
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
 from quarl.errors import QuarlError
-from quarl.store import Store
+from quarl.store import RUN_COLUMNS, Store, flatten
 
 DEFAULT_STORE = Path("outputs/results.sqlite")
+#: Config keys that never change a stored number (left out when looking for keys that tell records apart).
+NEUTRAL_KEYS = frozenset({"force", "train.progress", "eval.progress", "eval.n_envs", "train.device"})
+NEUTRAL_PREFIXES = ("store.", "hydra.")
+#: Methods without a bit width, and the width they stand for.
+FLOAT_BITS = {"fp32": 32, "fp16": 16, "bf16": 16}
+_NULL = ("null", "none", "nan", "")
+_BOOLS = {"true": 1.0, "false": 0.0}
+
+
+def _norm(value: Any) -> Any:
+    """A stored or typed value in the form filters compare: numbers as float, text as text, None for missing."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return None if isinstance(value, float) and math.isnan(value) else float(value)
+    text = str(value).strip()
+    if text.lower() in _NULL:
+        return None
+    if text.lower() in _BOOLS:
+        return _BOOLS[text.lower()]
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return number if math.isfinite(number) else text
+
+
+def _wanted(value: Any) -> set[Any]:
+    """A filter value as the set of normalised values it accepts (``"dqn,ppo"``: either)."""
+    if isinstance(value, (list, tuple, set)):
+        items: Iterable[Any] = value
+    else:
+        text = str(value) if not isinstance(value, (bool, int, float)) else None
+        items = [value] if text is None or text[:1] in "[{" else [v.strip() for v in text.split(",")]
+    return {_norm(v) for v in items}
 
 
 def select(df: pd.DataFrame, filters: Mapping[str, Any]) -> pd.DataFrame:
-    """Rows of `df` whose columns equal the filter values (compared as text, so `"4"` matches 4)."""
+    """Rows of `df` that match every filter (the grammar is in this module's docstring)."""
     for key, value in filters.items():
         if key not in df.columns:
-            raise QuarlError(f"No column '{key}' in the store; filter by one of: {', '.join(df.columns)}.")
-        wanted = str(int(value)) if isinstance(value, bool) else str(value)
-        df = df[df[key].map(lambda v: str(int(v)) if isinstance(v, bool) else str(v)) == wanted]
+            near = difflib.get_close_matches(key, [str(c) for c in df.columns], n=3, cutoff=0.5)
+            hint = f" (did you mean {', '.join(near)}?)" if near else ""
+            raise QuarlError(f"No column '{key}' in the store to filter by{hint}; `quarl results --all` lists them.")
+        wanted = _wanted(value)
+        df = df[df[key].map(_norm).isin(wanted)]
     return df
+
+
+def open_store(store: str | Path) -> Store:
+    """The existing store at `store`; a missing file is one sentence (and no file is created)."""
+    path = Path(store)
+    if not path.is_file():
+        raise QuarlError(f"There is no results store at {path}: run `python run.py` first, or pass --store PATH.")
+    return Store(path)
+
+
+def query(store: str | Path, filters: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """The records of `store` that match `filters`, one row each: the query behind every command."""
+    return select(open_store(store).runs(), dict(filters or {})).reset_index(drop=True)
 
 
 def load(store: str | Path = DEFAULT_STORE, filters: Mapping[str, Any] | None = None, **kw: Any) -> pd.DataFrame:
     """Run records as a DataFrame, filtered by config keys.
 
     `filters` maps column names (``"quant.bits"``) to values; keyword arguments do the same with
-    ``__`` for the dot: ``load(algo="dqn", quant__bits=4)``.
+    ``__`` for the dot: ``load(algo="dqn", quant__bits=4)``. Values follow the filter grammar
+    (``{"algo": "dqn,ppo", "train.steps": None}``).
     """
-    path = Path(store)
-    if not path.exists():
-        raise QuarlError(f"There is no results store at {path}: run `python run.py` first, or pass its path.")
     wanted = dict(filters or {})
     wanted.update({k.replace("__", "."): v for k, v in kw.items()})
-    return select(Store(path).runs(), wanted).reset_index(drop=True)
+    return query(store, wanted)
 
 
 def episodes(store: str | Path = DEFAULT_STORE) -> pd.DataFrame:
     """Per-episode rewards (cell_key, episode, seed, reward, length)."""
-    return Store(store).episodes()
+    return open_store(store).episodes()
+
+
+# ---------------------------------------------------------------- which keys tell records apart
+
+def config_keys(runs: pd.DataFrame) -> list[str]:
+    """The columns of `runs` that are config keys (from each record's stored config), less those
+    that never change a result (store paths, progress bars, eval.n_envs, ...)."""
+    keys: dict[str, None] = {}
+    if "config" in runs.columns:
+        for text in runs["config"].dropna().unique():
+            try:
+                keys.update(dict.fromkeys(flatten(json.loads(text))))
+            except (TypeError, ValueError):
+                continue
+    else:  # frames without the config text: every column that is not a run field
+        run_fields = {c.split()[0] for c in RUN_COLUMNS}
+        keys.update(dict.fromkeys(c for c in runs.columns if c not in run_fields))
+    return [k for k in keys if k in runs.columns and k not in NEUTRAL_KEYS and not k.startswith(NEUTRAL_PREFIXES)]
+
+
+def value_text(value: Any) -> str:
+    v = _norm(value)
+    if v is None:
+        return "null"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def differing_keys(runs: pd.DataFrame, exclude: Iterable[str] = (), by: Iterable[str] = ("algo", "env", "quant")) -> list[str]:
+    """Config keys that tell `runs` apart beyond the columns `by` (algo, env, quant method).
+
+    A key counts when records that share `by` disagree on it (a missing value is a value):
+    ``train.steps`` of two budgets, ``quant.scheme``, ``seed``. Keys that only follow `by` (an
+    algorithm's hyperparameters, a method's own options) do not.
+    """
+    skip = set(exclude)
+    groups = [c for c in by if c in runs.columns]
+    out = []
+    for key in config_keys(runs):
+        if key in skip or key in groups:
+            continue
+        values = runs[key].map(value_text)
+        spread = values.groupby([runs[c].astype(str) for c in groups]).nunique() if groups else values.nunique()
+        if (pd.Series(spread) > 1).any():
+            out.append(key)
+    return out
+
+
+def values_text(runs: pd.DataFrame, key: str, limit: int = 4) -> str:
+    """'0, 1, 2' or '500, null': the distinct values of `key` among `runs`, numbers in order."""
+    values = sorted(set(runs[key].map(value_text)), key=lambda v: (v == "null", _sort_number(v), v))
+    shown = ", ".join(values[:limit])
+    return shown + (f", ... ({len(values)} values)" if len(values) > limit else "")
+
+
+def _natural(level: pd.Index) -> pd.Index:
+    """An index level as ranks in natural order (numbers as numbers, 'null' last), for sort_index."""
+    key = lambda v: (str(v) == "null", _sort_number(str(v)), str(v))  # noqa: E731
+    rank = {v: i for i, v in enumerate(sorted(set(level), key=key))}
+    return level.map(rank)
+
+
+def _sort_number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.inf
+
+
+# ---------------------------------------------------------------- status grid
+
+def setting_label(quant: Any, bits: Any) -> str:
+    """'fp32', 'fp16' or 'ptq 4b': a quant setting as a status column."""
+    if quant in FLOAT_BITS:
+        return str(quant)
+    return f"{quant} {value_text(bits)}b" if _norm(bits) is not None else str(quant)
+
+
+def setting_order(label: str) -> tuple:
+    """Sort key of status columns: fp32, fp16, bf16 first, then each method by its bit width (as numbers)."""
+    head, _, rest = label.partition(" ")
+    if head in FLOAT_BITS:
+        return (0, list(FLOAT_BITS).index(head), 0.0, label)
+    bits = rest.split(" ", 1)[0].rstrip("b")
+    return (1, head, _sort_number(bits), label)
+
+
+def status(store: str | Path, filters: Mapping[str, Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A grid of cell states and the failed cells' errors.
+
+    Rows: (algo, env, seed) and every other config key that differs among the selected records
+    (``train.steps``, ``eval.episodes``, ...); columns: the quant settings (``fp32``, ``ptq 2b``,
+    ``ptq 4b``, ... sorted by bit width as numbers), with quant options that differ (``scheme``)
+    added to the column name.
+    """
+    runs = query(store, filters)
+    if runs.empty:
+        return pd.DataFrame(), pd.DataFrame()
+    fixed = ["algo", "env", "seed", "quant", "quant.bits"]
+    differ = differing_keys(runs, exclude=fixed)
+    quant_keys = [k for k in differ if k.startswith("quant.")]
+    row_keys = [k for k in ["algo", "env", "seed"] if k in runs.columns] + [k for k in differ if k not in quant_keys]
+    bits = runs["quant.bits"] if "quant.bits" in runs.columns else pd.Series(None, index=runs.index)
+    labels = [setting_label(q, b) for q, b in zip(runs["quant"], bits)]
+    for key in quant_keys:
+        labels = [lab if runs.at[i, "quant"] in FLOAT_BITS or _norm(runs.at[i, key]) is None
+                  else f"{lab} {key.split('.', 1)[1]}={value_text(runs.at[i, key])}" for i, lab in zip(runs.index, labels)]
+    shown = runs.assign(setting=labels, **{k: runs[k].map(value_text) for k in row_keys})
+    grid = shown.pivot_table(index=row_keys, columns="setting", values="status",
+                             aggfunc=lambda s: "/".join(sorted(set(s))), dropna=False)
+    grid = grid.dropna(how="all").reindex(columns=sorted(grid.columns, key=setting_order))
+    grid = grid.sort_index(key=_natural)
+    grid.columns.name = None
+    failed = runs[runs["status"] == "failed"]
+    failed = failed[[c for c in [*fixed, *differ, "message", "run_dir"] if c in failed.columns]]
+    return grid.fillna("-"), failed
+
+
+# ---------------------------------------------------------------- the summary `quarl results` prints
+
+SUMMARY_COLUMNS = [
+    "algo", "env", "quant", "quant.bits", "quant.scheme", "quant.granularity", "quant.quantize_bias", "seed",
+    "status", "reward_mean", "reward_std", "fp32_reward", "rel_error", "n_episodes", "policy_bytes",
+]
+#: Action fidelity against the fp32 policy on the states it visits (blank in records written before them).
+FIDELITY_COLUMNS = [
+    "action_agreement", "action_mad", "action_kl", "agreement_states",
+    "backend_action_agreement", "backend_action_mad", "actor_action_agreement", "actor_action_mad",
+]
+
+
+def summary_columns(runs: pd.DataFrame) -> list[str]:
+    """The columns `quarl results` shows: the summary, every config key that tells the selected
+    records apart, the action-fidelity columns any of them has, and `rel_error_note` where E is n/a."""
+    base = [c for c in SUMMARY_COLUMNS if c in runs.columns]
+    extra = [k for k in differing_keys(runs) if k not in base]
+    at = base.index("status") if "status" in base else len(base)
+    columns = base[:at] + extra + base[at:]
+    columns += [c for c in FIDELITY_COLUMNS if c in runs.columns and runs[c].notna().any()]
+    if "rel_error_note" in runs.columns and runs["rel_error_note"].notna().any():
+        columns.append("rel_error_note")
+    return columns
+
+
+def summary(runs: pd.DataFrame) -> pd.DataFrame:
+    """The summary table as printed: `summary_columns`, with E shown as 'n/a' where a finished
+    quantized record has none (its fp32 reward too close to 0 to divide by: see rel_error_note)."""
+    table = runs[summary_columns(runs)].copy()
+    if "rel_error" in table.columns:
+        na = table["rel_error"].isna() & (runs.get("status") == "done") & (runs.get("quant") != "fp32")
+        shown = table["rel_error"].map(lambda v: "" if pd.isna(v) else f"{v:.4g}")
+        table["rel_error"] = shown.where(~na, "n/a")
+    return table

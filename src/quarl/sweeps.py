@@ -96,13 +96,7 @@ def plan(conf_dir: Path, args: list[str], store_path: Path | None = None) -> pd.
 
 
 def status(store_path: Path, filters: dict[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A grid of cell states ((algo, env, seed) x quant setting) and the failed cells' errors."""
-    runs = select(Store(store_path).runs(), filters)
-    if runs.empty:
-        return pd.DataFrame(), pd.DataFrame()
-    runs = runs.assign(setting=[q if q in ("fp32", "fp16", "bf16") else f"{q} {b}b"
-                                for q, b in zip(runs["quant"], runs["quant.bits"])])
-    grid = runs.pivot_table(index=["algo", "env", "seed"], columns="setting", values="status",
-                            aggfunc=lambda s: "/".join(sorted(set(s))))
-    failed = runs[runs["status"] == "failed"][[*SHOWN, "message", "run_dir"]]
-    return grid.fillna("-"), failed
+    """A grid of cell states and the failed cells' errors (`quarl.results.status`)."""
+    from quarl import results
+
+    return results.status(store_path, filters)

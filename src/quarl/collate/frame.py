@@ -3,28 +3,27 @@ bit width, reduced to one value per seed, with every problem found written down 
 
 from __future__ import annotations
 
-import difflib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 
-from quarl.errors import QuarlError
 from quarl.keys import result_keys
-from quarl.store import RUN_COLUMNS
+from quarl.results import FLOAT_BITS, value_text, config_keys, differing_keys, select
 
 log = logging.getLogger(__name__)
 
-#: Methods without a bit-width setting, and where they sit on a bit axis.
-FLOAT_BITS = {"fp32": 32, "fp16": 16, "bf16": 16}
-#: Config keys that never change a result (left out when looking for mixed settings).
-NEUTRAL_KEYS = {"force", "train.progress", "eval.progress", "eval.n_envs", "train.device"}
-NEUTRAL_PREFIXES = ("store.", "hydra.")
 #: One value per seed of every (algo, env, method, bits): the unit collation averages over.
 CELL = ["algo", "env", "method", "bits"]
-RUN_FIELDS = {c.split()[0] for c in RUN_COLUMNS}
+#: Action fidelity of a quantized record against its fp32 policy (see `quarl.results.FIDELITY_COLUMNS`).
+FIDELITY = ["action_agreement", "action_mad", "action_kl", "agreement_states", "backend_action_agreement",
+            "backend_action_mad", "actor_action_agreement", "actor_action_mad"]
+#: The quantizer settings every table and plot names.
+QUANTIZER_KEYS = ("scheme", "granularity", "quantize_bias")
+
+__all__ = ["CELL", "FLOAT_BITS", "Notes", "Study", "bit_label", "config_keys", "prepare", "select"]
 
 
 class Notes(list):
@@ -38,51 +37,7 @@ class Notes(list):
             self.append(message)
 
 
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return str(int(value))
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _wanted(value: Any) -> set[str]:
-    """A filter value as the set of texts it accepts: `dqn,ppo` is either; `true`/`false` are 1/0."""
-    text = _text(value)
-    items = [text] if text[:1] in "[{" else [v.strip() for v in text.split(",")]
-    aliases = {"true": "1", "false": "0", "True": "1", "False": "0"}
-    out = set()
-    for item in items:
-        out.add(aliases.get(item, item))
-        try:
-            out.add(_text(float(item)))
-        except ValueError:
-            pass
-    return out
-
-
-def select(df: pd.DataFrame, filters: Mapping[str, Any]) -> pd.DataFrame:
-    """Rows of `df` whose columns match every filter.
-
-    A value matches as text (``"4"`` matches 4 and 4.0); ``"dqn,ppo"`` matches either, as in a
-    Hydra sweep override. An unknown column is a user mistake: the error names the nearest columns.
-    """
-    for key, value in filters.items():
-        if key not in df.columns:
-            near = difflib.get_close_matches(key, [str(c) for c in df.columns], n=3, cutoff=0.5)
-            hint = f" (did you mean {', '.join(near)}?)" if near else ""
-            raise QuarlError(f"No column '{key}' in the store to filter by{hint}; `quarl results --all` lists them.")
-        wanted = _wanted(value)
-        df = df[df[key].map(_text).isin(wanted)]
-    return df
-
-
-def config_columns(df: pd.DataFrame) -> list[str]:
-    """Columns that are config keys, less those that never change a result."""
-    return [
-        c for c in df.columns
-        if c not in RUN_FIELDS and c not in NEUTRAL_KEYS and not str(c).startswith(NEUTRAL_PREFIXES)
-    ]
+_text = value_text
 
 
 def _variant_labels(done: pd.DataFrame, notes: Notes) -> pd.Series:
@@ -113,9 +68,10 @@ class Study:
     """What collation reads: the selected records and their reduction to one value per seed.
 
     `runs`: every selected record (done and skipped); `done`: finished records with `method`,
-    `bits` and `e` (the relative error E as a fraction); `seeds`: one row per (algo, env, method,
-    bits, seed) with `reward` and `e` averaged over any records that share them; `baselines`: the
-    fp32 reward per (algo, env, seed).
+    `bits`, `e` (the relative error E as a fraction, NaN where it is n/a) and `e_note` (why);
+    `seeds`: one row per (algo, env, method, bits, seed) with `reward`, `e` (over the records that
+    have one) and the action-fidelity columns averaged over any records that share them;
+    `baselines`: the fp32 reward per (algo, env, seed).
     """
 
     runs: pd.DataFrame
@@ -140,6 +96,30 @@ class Study:
         """Per-seed values of every method but fp32."""
         return self.seeds[self.seeds["method"] != "fp32"]
 
+    def quantizer(self, method: str, algos: list[str] | None = None) -> str:
+        """What quantizer a method label's records used: 'ptq: affine, per_tensor, bias fp32'
+        (several values joined by '/'); float methods are a cast ('fp16: weights cast to fp16')."""
+        if method in FLOAT_BITS:
+            return f"{method}: weights cast to {method}" if method != "fp32" else "fp32"
+        rows = self.done[self.done["method"] == method]
+        if algos is not None:
+            rows = rows[rows["algo"].isin(algos)]
+        parts = []
+        for key in QUANTIZER_KEYS:
+            column = f"quant.{key}"
+            values = sorted({_text(v) for v in rows[column]}) if column in rows.columns else []
+            values = [v for v in values if v != "null"]
+            if key == "quantize_bias":
+                values = [{"1": "bias quantized", "0": "bias fp32"}.get(v, f"bias {v}") for v in values]
+            parts.append("/".join(values) if values else f"{key} not recorded")
+        base = method.split(" ")[0]
+        return f"{base}: " + ", ".join(parts)
+
+    def quantizers(self, methods: list[str] | None = None, algos: list[str] | None = None) -> str:
+        """`quantizer` of every integer method (or of `methods`), joined by '; ': for titles and captions."""
+        chosen = methods if methods is not None else self.integer_methods()
+        return "; ".join(dict.fromkeys(self.quantizer(m, algos) for m in chosen if m is not None and m not in FLOAT_BITS)) or "no quantizer"
+
     def integer_methods(self) -> list[str]:
         """Method labels with a bit width (ptq, qat, ... and their variants), sorted."""
         methods = self.seeds.loc[~self.seeds["method"].isin(list(FLOAT_BITS)), "method"]
@@ -152,7 +132,7 @@ def _mixed_settings(done: pd.DataFrame, notes: Notes) -> None:
     dupes = counts[counts > 1]
     if dupes.empty:
         return
-    columns = [c for c in config_columns(done) if c not in keys and not str(c).startswith("quant.") and c != "quant"]
+    columns = [c for c in config_keys(done) if c not in keys and not c.startswith("quant.")]  # config keys only
     differing: set[str] = set()
     for key in dupes.index:
         rows = done.set_index(keys).loc[[key]]
@@ -210,25 +190,38 @@ def prepare(runs: pd.DataFrame, store: str | Path | None = None) -> Study:
             done = done[~no_bits]
         done["e"] = pd.to_numeric(done["rel_error"], errors="coerce")
         done.loc[done["quant"] == "fp32", "e"] = 0.0
+        done["e_note"] = done["rel_error_note"] if "rel_error_note" in done.columns else None
+        for column in FIDELITY:  # records written before action fidelity was measured have none: blank
+            done[column] = pd.to_numeric(done[column], errors="coerce") if column in done.columns else float("nan")
         quantized = done[done["quant"] != "actorq"]  # ActorQ trains its own policies: collated apart
         _mixed_settings(quantized, notes)
         baselines = _baselines(quantized, notes)
-        undefined = quantized[(quantized["quant"] != "fp32") & quantized["e"].isna()]
-        for (algo, env), rows in undefined.groupby(["algo", "env"]):
-            notes.add(f"{algo}/{env}: E is undefined for {len(rows)} records (fp32 reward 0 or missing): left blank.")
+        _undefined_e(quantized, notes)
         seeds = (
             quantized.groupby(CELL + ["seed"], dropna=False)
-            .agg(reward=("reward_mean", "mean"), e=("e", "mean"), records=("cell_key", "size"))
+            .agg(reward=("reward_mean", "mean"), e=("e", "mean"), records=("cell_key", "size"),
+                 e_note=("e_note", lambda v: next((str(n) for n in v if isinstance(n, str) and n), None)),
+                 **{c: (c, "mean") for c in FIDELITY})
             .reset_index()
         )
         seeds["bits"] = seeds["bits"].astype(int)
     else:
         done = done.assign(method=pd.Series(dtype=str), bits=pd.Series(dtype="Int64"), e=pd.Series(dtype=float))
         baselines = pd.DataFrame(columns=["algo", "env", "seed", "fp32"])
-        seeds = pd.DataFrame(columns=CELL + ["seed", "reward", "e", "records"])
+        seeds = pd.DataFrame(columns=CELL + ["seed", "reward", "e", "records", "e_note", *FIDELITY])
     _one_seed(seeds, notes)
     return Study(runs=runs, done=done.reset_index(drop=True), seeds=seeds, baselines=baselines, notes=notes,
                  store=Path(store) if store is not None else None)
+
+
+def _undefined_e(quantized: pd.DataFrame, notes: Notes) -> None:
+    """A note per (algo, env) whose quantized records have no E: n/a, with the records' reason."""
+    undefined = quantized[(quantized["quant"] != "fp32") & quantized["e"].isna()]
+    for (algo, env), rows in undefined.groupby(["algo", "env"]):
+        reasons = sorted({str(n) for n in rows["e_note"] if isinstance(n, str) and n})
+        why = "; ".join(reasons) if reasons else "no fp32 reward to compare with, or an fp32 reward of 0"
+        notes.add(f"{algo}/{env}: E is n/a for {len(rows)} records ({why}): shown as n/a and left out of every "
+                  "mean, aggregate and plot of E.")
 
 
 def _one_seed(seeds: pd.DataFrame, notes: Notes) -> None:

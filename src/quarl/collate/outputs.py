@@ -38,61 +38,63 @@ def _table_methods(study: Study, algo: str | None = None) -> list[str | None]:
     return methods or [None]
 
 
-def _method_suffix(study: Study, method: str | None) -> str:
-    return "" if method is None or len(_table_methods(study)) == 1 else f"_{tables.slug(method)}"
-
-
-def write_sweet_spots(study: Study, out: Path) -> list[Path]:
-    """One figure per (algo, env), one per env with all its algorithms, and the plotted points."""
-    folder = out / "sweet_spot"
-    written: list[Path] = []
-    for env in sorted(study.seeds["env"].unique()):
-        algos = sorted(study.seeds.loc[study.seeds["env"] == env, "algo"].unique())
-        for algo in algos:
-            written += _figure(plots.sweet_spot(study, env, [algo]), folder / tables.slug(f"{algo}_{env}"))
-        if len(algos) > 1:
-            written += _figure(plots.sweet_spot(study, env, algos), folder / tables.slug(f"{env}_all-algos"))
-    points = stats.summarise(study.seeds, ["algo", "env", "method", "bits"], "reward")
-    points = points.merge(stats.summarise(study.seeds, ["algo", "env", "method", "bits"], "e")
-                          .rename(columns={"mean": "e_mean", "low": "e_low", "high": "e_high"}).drop(columns="n"),
-                          on=["algo", "env", "method", "bits"])
-    folder.mkdir(parents=True, exist_ok=True)
-    points.rename(columns={"mean": "reward_mean", "low": "reward_low", "high": "reward_high"}).to_csv(
-        folder / "points.csv", index=False)
-    return written + [folder / "points.csv"]
+ERRORS_CAPTION = (
+    "Rewards: mean over seeds of each seed's mean episode reward. E = (R_fp32 - R_q) / |R_fp32| in %, mean over "
+    "the seeds that have one (each quantized policy against its own fp32 policy); n/a: E is undefined because the "
+    "fp32 reward is too close to 0 (the reason is listed below the table). int8 = PTQ at 8 bits. (paper): QuaRL's "
+    "published value (arXiv 1910.01055). seeds: runs per value. mean: over environments, of E only (rewards of "
+    "different environments are not comparable), n/a environments left out, blank where one has no value.")
 
 
 def write_tables(study: Study, out: Path) -> list[Path]:
-    """The error table and the bits x env table of every algorithm, and published vs reproduced."""
+    """Per algorithm, `errors_<algo>` (the paper's table) and `e_by_bits_<algo>` (E per bit width
+    and env), one section per quantizer in the same files (the quantizer in its heading, never in
+    the file name); and published vs reproduced."""
     folder = out / "tables"
     written: list[Path] = []
-    caption = ("Rewards: mean over seeds of each seed's mean episode reward. E = (R_fp32 - R_q) / |R_fp32| in %, "
-               "mean over seeds of each seed's E (each quantized policy against its own fp32 policy); "
-               "int8 = PTQ at 8 bits. (paper): QuaRL's published value (arXiv 1910.01055). seeds: runs per value. "
-               "mean: over environments, blank where one has no value.")
     for algo in sorted(study.seeds["algo"].unique()):
-        for method in _table_methods(study, algo):
-            suffix = _method_suffix(study, method)
-            name = f"{algo.upper()}" + (f", {method}" if suffix else "")
-            df = tables.error_table(study, algo, method)
-            int_name = "int8" if method in (None, "ptq") else f"{method} 8-bit"
-            written += tables.write(df, folder / tables.slug(f"errors_{algo}{suffix}"),
-                                    f"{name}: fp32, fp16 and {int_name} rewards and errors", caption)
-            if method is not None:
-                bt = tables.bits_table(study, algo, method)
-                written += tables.write(bt, folder / tables.slug(f"e_by_bits_{algo}{suffix}"),
-                                        f"{name}: E (%) per bit width and environment",
-                                        "E = (R_fp32 - R_q) / |R_fp32| in %, mean over seeds; rows: weight bits "
-                                        f"of {method}, then fp16/bf16; mean: over environments (blank where one has no value).")
+        methods = _table_methods(study, algo)
+        errors = [(_heading(study, m, algo), tables.error_table(study, algo, m)) for m in methods]
+        written += tables.write_sections(errors, folder / f"errors_{tables.slug(algo)}",
+                                         f"{algo.upper()}: fp32, fp16 and int8 rewards and errors "
+                                         f"({study.quantizers(methods, [algo])})", ERRORS_CAPTION)
+        bits = [(_heading(study, m, algo), tables.bits_table(study, algo, m)) for m in methods if m is not None]
+        if bits:
+            written += tables.write_sections(
+                bits, folder / f"e_by_bits_{tables.slug(algo)}",
+                f"{algo.upper()}: E (%) per bit width and environment ({study.quantizers(methods, [algo])})",
+                "E = (R_fp32 - R_q) / |R_fp32| in %, mean over the seeds that have one; rows: weight bits of the "
+                "quantizer, then fp16/bf16; n/a: E undefined (fp32 reward too close to 0); mean: over environments, "
+                "n/a environments left out, blank where one has no value.")
+        written += _agreement_table(study, algo, folder)
     ptq = [m for m in _table_methods(study) if m is None or m.split(" ")[0] == "ptq"]
     pub = tables.published_table(study, ptq[0] if ptq else None)
     if len(pub):
-        written += tables.write(pub, folder / "published_vs_reproduced", "Published vs reproduced",
-                                "Ours: this store (mean over seeds); (paper): QuaRL, arXiv 1910.01055, Table 2. "
-                                "E in %.")
+        written += tables.write(pub, folder / "published_vs_reproduced",
+                                f"Published vs reproduced ({study.quantizers(ptq[:1]) if ptq[0] else 'no quantizer'})",
+                                "Ours: this store (mean over seeds); (paper): QuaRL, arXiv 1910.01055, Table 2, whose "
+                                "numbers came from QuaRL's released code (quant.scheme=quarl_code). E in %.")
     else:
         study.notes.add("No cell of this selection is in the paper's PTQ table: no published-vs-reproduced table.")
     return written
+
+
+def _heading(study: Study, method: str | None, algo: str) -> str:
+    """A section heading naming the quantizer of `method` ('' when the file has no quantized method)."""
+    if method is None:
+        return ""
+    return f"{method}: " + study.quantizer(method, [algo]).split(": ", 1)[1]
+
+
+def _agreement_table(study: Study, algo: str, folder: Path) -> list[Path]:
+    """`agreement_<algo>`: action agreement (and KL / MAD where measured) by quantizer, env and bits."""
+    table = tables.agreement_table(study, algo)
+    if table.empty:
+        return []
+    methods = [m for m in _table_methods(study, algo) if m is not None]
+    return tables.write(table, folder / f"agreement_{tables.slug(algo)}",
+                        f"{algo.upper()}: action fidelity against the fp32 policy ({study.quantizers(methods, [algo])})",
+                        tables.AGREEMENT_CAPTION, floatfmt=".3g")
 
 
 def write_aggregate(study: Study, out: Path) -> list[Path]:
