@@ -102,12 +102,30 @@ class ActorQConfig:
 @dataclass
 class TrainConfig:
     steps: Optional[int] = None
+@dataclass
+class TrackingConfig:
+    """Trackers a training's curve also goes to (its CSV and TensorBoard files are always written)."""
+
+    wandb: bool = False  # a W&B run (package wandb)
+    wandb_mode: str = "offline"  # offline (no network; `wandb sync` later), online or disabled
+    wandb_dir: str = "outputs"  # W&B writes wandb/offline-run-* here (relative: the launch dir)
+    mlflow: bool = False  # an MLflow run (package mlflow or mlflow-skinny)
+    mlflow_uri: str = "outputs/mlflow.db"  # a file path (a local SQLite store) or an MLflow tracking URI
+    project: str = "quarl"  # W&B project / MLflow experiment
+    group: Optional[str] = None  # run group; None: the named sweep (+sweep=NAME) or the multirun folder
+
+
     device: str = "cpu"
     progress: bool = True
     checkpoint_every: Optional[int] = None  # env steps; None: a tenth of the budget; 0: no checkpoints
 
 
 @dataclass
+    log_interval_s: float = 30.0  # seconds between progress lines when stderr is not a terminal; 0: none
+    keep_best: bool = False  # evaluate during training and keep the best model (rl-zoo3's EvalCallback)
+    eval_every: Optional[int] = None  # keep_best: env steps between evaluations; None: a twentieth of the budget
+    eval_episodes: int = 10  # keep_best: episodes per evaluation (seeds disjoint from the study's)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
 class EvalConfig:
     episodes: int = 10
     n_envs: int = 4
@@ -210,6 +228,23 @@ def _check_policy(cfg: Any) -> None:
 def check(cfg: Any) -> None:
     """Reject values that are well-typed but meaningless, naming the field and what is allowed."""
     q = cfg.quant
+def _check_train(cfg: Any) -> None:
+    t = cfg.train
+    if t.log_interval_s < 0:
+        raise QuarlError(f"train.log_interval_s={t.log_interval_s} must be >= 0 seconds (0: no progress lines).")
+    if t.eval_every is not None and t.eval_every < 1:
+        raise QuarlError(f"train.eval_every={t.eval_every} must be a positive number of env steps (or null).")
+    if t.eval_episodes < 1:
+        raise QuarlError(f"train.eval_episodes={t.eval_episodes} must be a positive number of episodes.")
+    if t.keep_best and cfg.quant.method == "actorq":
+        raise QuarlError("train.keep_best=true applies to SB3 and QAT trainings; quant=actorq records its final "
+                         "learner: use train.keep_best=false with quant=actorq.")
+    _one_of("train.tracking.wandb_mode", t.tracking.wandb_mode, ("offline", "online", "disabled"))
+    from quarl.tracking import require  # the tracker packages are optional
+
+    require(t.tracking)
+
+
     _one_of("quant.method", q.method, QUANT_METHODS)
     if q.method == "ptq" and not (2 <= q.bits <= 16 or q.bits == 32):
         raise QuarlError(
@@ -257,3 +292,4 @@ def check(cfg: Any) -> None:
     if cfg.algo.n_envs < 1:
         raise QuarlError(f"algo.n_envs={cfg.algo.n_envs} must be at least 1.")
     _one_of("algo.noise_type", cfg.algo.noise_type, NOISE_TYPES)
+    _check_train(cfg)
