@@ -37,6 +37,12 @@ def result_keys(method: str) -> tuple[str, ...]:
         return ("bits", "scheme", "granularity", "quantize_bias")
     if method == "qat":
         return ("bits", "scheme", "granularity", "quantize_bias", "act_bits", "delay", "freeze_after")
+def keep_best_every(cfg: Any) -> int:
+    """Env steps between keep-best evaluations: `train.eval_every`, or a twentieth of the budget."""
+    every = cfg.train.get("eval_every")
+    return int(every) if every else max(1, train_steps(cfg) // 20)
+
+
     if method == "actorq":
         return ("actor_bits",)
     return ()
@@ -81,6 +87,8 @@ def cell_key(cfg: Any) -> str:
         {
             "policy": policy_key(cfg),
             "quant": quant_spec(cfg),
+    if cfg.train.get("keep_best"):  # the saved policy is the best evaluated one, not the last
+        spec["keep_best"] = {"every": keep_best_every(cfg), "episodes": int(cfg.train.eval_episodes)}
             "eval": {"episodes": int(cfg.eval.episodes), "deterministic": bool(cfg.eval.deterministic)},
         }
     )

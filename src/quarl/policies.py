@@ -2,7 +2,8 @@
 
 A folder per policy under `store.policies` holds `model.zip` (SB3's format), `vecnormalize.pkl`
 when observations are normalised, `qat_state.pt` (fake-quant ranges) for QAT policies, the training
-curve and `meta.json`. A file lock makes concurrent sweep jobs wait
+curve (`curve.json`, and `curves/` with CSV and TensorBoard files: quarl.tracking) and `meta.json`
+(with `kept`: the step and evaluation reward of the model kept by `train.keep_best`). A file lock makes concurrent sweep jobs wait
 for the one that trains; a policy is written to a temporary folder and renamed into place, so an
 interrupted training leaves nothing that looks finished.
 """
@@ -27,6 +28,7 @@ from quarl import algos, pretrained, qat
 from quarl.envs import make_env
 from quarl.errors import QuarlError
 from quarl.keys import policy_key, slug, train_steps
+from quarl.tracking import CURVES_DIR
 from quarl.training import CURVE_FILE, META_FILE, MODEL_FILE, NORMALIZE_FILE, QAT_FILE, train
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,16 @@ class CachedPolicy:
         """Return and length of each training episode, with the env step it ended at."""
         path = self.folder / CURVE_FILE
         return json.loads(path.read_text()) if path.exists() else []
+
+    @property
+    def curves(self) -> Path:
+        """The folder of the training's curve files (CSV, TensorBoard); absent for pretrained policies."""
+        return self.folder / CURVES_DIR
+
+    @property
+    def kept(self) -> Optional[dict[str, Any]]:
+        """With train.keep_best: the kept model's step, evaluation reward and evaluation seed; else None."""
+        return self.meta.get("kept")
 
     def load(self, device: str = "cpu") -> BaseAlgorithm:
         """A fresh copy of the model (safe to quantize in place); QAT policies come with their
@@ -131,7 +143,9 @@ def obtain(cfg: Any, root: Path, progress: bool = False) -> CachedPolicy:
             else:
                 pretrained.install(cfg, folder, tmp, downloads=root / "hub")
             tmp.replace(folder)
-            shutil.rmtree(checkpoints, ignore_errors=True)
+            shutil.rmtree(checkpoints, ignore_errors=True)  # its curve went into the policy folder
+            if cfg.policy.source == "train":
+                log.info("Training curve in %s (CSV; tensorboard --logdir opens it)", folder / CURVES_DIR)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return CachedPolicy(key, folder, cfg, trained=cfg.policy.source == "train")

@@ -1,42 +1,98 @@
-"""Training one policy with SB3: env, normalisation, model, callbacks (QAT schedule, curve,
-checkpoints), resume, save."""
+"""Training one policy with SB3: env, normalisation, model, callbacks (QAT schedule, curve, progress,
+keep-best, checkpoints), resume, save."""
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
+import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
+import numpy as np
 import torch
 from omegaconf import OmegaConf
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import VecNormalize
 
 from quarl import algos, checkpoint, provenance, qat
+from quarl.best import KeepBest
 from quarl.envs import training_envs
-from quarl.keys import policy_key, qat_delay, train_steps, training_spec
+from quarl.keys import keep_best_every, policy_key, qat_delay, slug, train_steps, training_spec
+from quarl.progress import Progress
+from quarl.tracking import CURVES_DIR, Curves, CurvesOutput, RunName, launch_dir, open_curves, sweep_group
 
 log = logging.getLogger(__name__)
 
 MODEL_FILE, NORMALIZE_FILE, META_FILE = "model.zip", "vecnormalize.pkl", "meta.json"
 QAT_FILE, CURVE_FILE = "qat_state.pt", "curve.json"
+CURVE_ROWS = 250  # the algorithm's logged scalars are written about this many times per training
+RECENT = 20  # training episodes averaged in the progress line's "return"
 
 
-class EpisodeCurve(BaseCallback):
-    """Return and length of every training episode, with the env step it ended at."""
+class TrainingLog(BaseCallback):
+    """Every training episode (return, length, the env step it ended at) to `points` and the curve
+    writers; the algorithm's logged scalars to the curve every `dump_every` env steps, when a
+    rollout starts (right after the gradient updates); progress to `progress`."""
 
-    def __init__(self) -> None:
+    def __init__(self, curves: Curves, progress: Progress, dump_every: int, spent_s: float = 0.0) -> None:
         super().__init__()
+        self.curves, self.progress, self.dump_every = curves, progress, dump_every
         self.points: list[dict[str, float]] = []
+        self.recent: collections.deque[float] = collections.deque(maxlen=RECENT)
+        self.spent_s, self.start = spent_s, time.perf_counter()
+        self.last_dump: Optional[int] = None
+        self.started_at = 0
+
+    def wall_s(self) -> float:
+        """Training wall time so far, across resumes."""
+        return self.spent_s + time.perf_counter() - self.start
+
+    def resume(self, points: list[dict[str, float]], spent_s: float) -> None:
+        self.points, self.spent_s = points, spent_s
+        self.recent.extend(p["reward"] for p in points[-RECENT:])
+
+    def _on_training_start(self) -> None:
+        self.started_at = self.num_timesteps
+        if self.last_dump is None:
+            self.last_dump = self.num_timesteps
 
     def _on_step(self) -> bool:
+        ended = False
         for info in self.locals.get("infos", []):
             if "episode" in info:
-                self.points.append({"step": self.num_timesteps, "reward": float(info["episode"]["r"]),
-                                    "length": int(info["episode"]["l"])})
+                reward, length = float(info["episode"]["r"]), int(info["episode"]["l"])
+                self.points.append({"step": self.num_timesteps, "reward": reward, "length": length})
+                self.curves.episode(self.num_timesteps, reward, length, self.wall_s())
+                self.recent.append(reward)
+                ended = True
+        info = {"return": float(np.mean(self.recent))} if ended else {}
+        self.progress.update(self.num_timesteps - self.progress.done, **info)
         return True
+
+    def _on_rollout_start(self) -> None:
+        if self.num_timesteps - self.last_dump >= self.dump_every:
+            self.dump()
+
+    def _on_training_end(self) -> None:
+        self.dump()
+
+    def dump(self) -> None:
+        """Write the scalars the algorithm logged since the last dump, with episode and time summaries."""
+        self.last_dump = self.num_timesteps
+        logger, buffer = self.model.logger, self.model.ep_info_buffer
+        if buffer:
+            logger.record("rollout/ep_rew_mean", float(np.mean([e["r"] for e in buffer])))
+            logger.record("rollout/ep_len_mean", float(np.mean([e["l"] for e in buffer])))
+        elapsed = time.perf_counter() - self.start
+        if elapsed > 0:
+            logger.record("time/fps", (self.num_timesteps - self.started_at) / elapsed)
+        logger.record("time/episodes", len(self.points))
+        logger.record("time/wall_s", self.wall_s())
+        logger.dump(self.num_timesteps)
 
 
 def checkpoint_every(cfg: Any) -> int:
@@ -45,11 +101,41 @@ def checkpoint_every(cfg: Any) -> int:
     return max(1, train_steps(cfg) // 10) if every is None else int(every)
 
 
-def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = None) -> None:
-    """Train the policy `cfg` describes (fp32, or QAT when quant.method=qat) and save it in `folder`.
+def training_device(name: str) -> str:
+    """The torch device to train on; `cuda` without a visible GPU warns and trains on the CPU."""
+    if name == "cuda" and not torch.cuda.is_available():
+        log.warning("train.device=cuda but no GPU is visible: training runs on the CPU.")
+        return "cpu"
+    return name
 
-    With `checkpoints`, progress is saved there every `checkpoint_every(cfg)` steps and a
-    checkpoint found there is resumed; it is removed once the policy is saved.
+
+def run_name(cfg: Any) -> RunName:
+    """How this training is named (by the policy it trains) and grouped (by its sweep) in trackers."""
+    kind = f"-qat{cfg.quant.bits}" if cfg.quant.method == "qat" else ""
+    name = f"{cfg.algo.name}-{slug(cfg.env.name)}-seed{cfg.seed}{kind}"
+    tags = {"algo": cfg.algo.name, "env": cfg.env.name, "quant": "qat" if kind else "fp32", "seed": str(cfg.seed),
+            "policy_key": policy_key(cfg)}
+    return RunName(name, sweep_group(cfg.train.tracking.group), tags, training_spec(cfg))
+
+
+def _keep_best(cfg: Any, schedule: Optional[qat.QATSchedule], curves: Curves, progress: Progress) -> KeepBest:
+    def on_eval(step: int, mean: float, std: float) -> None:
+        curves.scalars(step, {"eval/mean_reward": mean, "eval/std_reward": std})
+        progress.update(0, eval=mean)
+
+    eligible = (lambda: schedule.enabled_at is not None) if schedule is not None else (lambda: True)
+    return KeepBest(cfg.env, cfg.seed, keep_best_every(cfg), int(cfg.train.eval_episodes), int(cfg.eval.n_envs),
+                    eligible=eligible, on_eval=on_eval)
+
+
+def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = None) -> None:
+    """Train the policy `cfg` describes (fp32, or QAT when quant.method=qat) and save it in `folder`,
+    with its training curve in `folder/curves` (CSV and TensorBoard; quarl.tracking).
+
+    `progress`: a bar on a terminal; off a terminal (and with train.progress) a log line every
+    `train.log_interval_s` seconds. With `checkpoints`, progress is saved there every
+    `checkpoint_every(cfg)` steps and a checkpoint found there is resumed; it is removed once the
+    policy is saved. The curve is written beside it (`<checkpoints>.curves`) until then.
     """
     steps = train_steps(cfg)
     algo_cfg = cfg.algo
@@ -57,43 +143,75 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
     if algo_cfg.normalize:
         kwargs = OmegaConf.to_container(algo_cfg.normalize_kwargs, resolve=True)
         venv = VecNormalize(venv, gamma=algo_cfg.hyperparams.get("gamma", 0.99), **kwargs)
-    model = algos.build(algo_cfg, venv, seed=cfg.seed, device=cfg.train.device, total_steps=steps)
-    curve = EpisodeCurve()
-    callbacks: list[BaseCallback] = [curve]
+    model = algos.build(algo_cfg, venv, seed=cfg.seed, device=training_device(cfg.train.device), total_steps=steps)
     schedule = None
     if cfg.quant.method == "qat":
         layers = qat.attach(model, cfg.quant)
         schedule = qat.QATSchedule(layers, qat_delay(cfg), cfg.quant.freeze_after)
-        callbacks.append(schedule)
-    done, spent = 0, 0.0
-    if checkpoints is not None and checkpoint.exists(checkpoints):
-        extra = checkpoint.restore(checkpoints, model)
-        curve.points, spent, done = extra["curve"], extra["seconds"], model.num_timesteps
+    resuming = checkpoints is not None and checkpoint.exists(checkpoints)
+    extra = checkpoint.restore(checkpoints, model) if resuming else {}
+    done = model.num_timesteps if resuming else 0
+    live = folder / CURVES_DIR if checkpoints is None else checkpoints.with_name(checkpoints.name + ".curves")
+    if not resuming:
+        shutil.rmtree(live, ignore_errors=True)
+    curves = open_curves(live, cfg.train.tracking, run_name(cfg), launch_dir(), resume_step=done if resuming else None)
+    how = f"QAT {cfg.quant.bits}-bit" if cfg.quant.method == "qat" else "fp32"
+    bar = Progress(steps, f"Training {how} {algo_cfg.name}", interval_s=cfg.train.log_interval_s,
+                   interactive=progress or None, enabled=progress or cfg.train.progress, initial=done)
+    logged = TrainingLog(curves, bar, dump_every=max(1, steps // CURVE_ROWS))
+    model.set_logger(Logger(str(live), [CurvesOutput(curves)]))
+    callbacks: list[BaseCallback] = [logged] + ([schedule] if schedule is not None else [])
+    keeper = _keep_best(cfg, schedule, curves, bar) if cfg.train.keep_best else None
+    callbacks += [keeper] if keeper is not None else []
+    if resuming:
+        logged.resume(extra["curve"], extra["seconds"])
+        logged.last_dump = extra.get("dumped", done)
         if schedule is not None:
             schedule.enabled_at, schedule.frozen_at = extra["qat"]
+        if keeper is not None and extra.get("best") is not None:
+            keeper.load_state(extra["best"])
         log.info("Resuming from the checkpoint at step %d of %d", done, steps)
-    start = time.perf_counter()
     if checkpoints is not None and checkpoint_every(cfg) > 0:
-        extra = lambda: {"curve": curve.points, "seconds": spent + time.perf_counter() - start,  # noqa: E731
-                         "qat": (schedule.enabled_at, schedule.frozen_at) if schedule else None}
-        callbacks.append(checkpoint.Checkpointer(checkpoints, checkpoint_every(cfg), extra))
-    model.learn(total_timesteps=steps - done, progress_bar=progress, callback=callbacks,
-                reset_num_timesteps=done == 0)
-    seconds = spent + time.perf_counter() - start
+        state = lambda: {"curve": logged.points, "seconds": logged.wall_s(), "dumped": logged.last_dump,  # noqa: E731
+                         "qat": (schedule.enabled_at, schedule.frozen_at) if schedule else None,
+                         "best": keeper.state() if keeper is not None else None}
+        callbacks.append(checkpoint.Checkpointer(checkpoints, checkpoint_every(cfg), state))
+    try:
+        model.learn(total_timesteps=steps - done, progress_bar=False, callback=callbacks, log_interval=None,
+                    reset_num_timesteps=done == 0)
+    finally:
+        bar.close()
+        curves.close()
+    seconds = logged.wall_s()
+    log.info("Trained %s %s for %d steps in %.0f s", how, algo_cfg.name, model.num_timesteps, seconds)
+    if keeper is not None:
+        keeper.restore_best(model)
+        kept = keeper.summary(model.num_timesteps)
+        log.info("Kept the model of step %d (evaluation reward %s over %d episodes; final model %s)", kept["step"],
+                 _reward(kept["reward"]), kept["episodes"], _reward(kept.get("final_reward")))
     if cfg.quant.method == "qat":
         torch.save(qat.detach(model), folder / QAT_FILE)
     model.save(folder / MODEL_FILE)
     if algo_cfg.normalize:
         venv.save(str(folder / NORMALIZE_FILE))
     venv.close()
-    (folder / CURVE_FILE).write_text(json.dumps(curve.points))
+    if live != folder / CURVES_DIR:
+        shutil.move(str(live), str(folder / CURVES_DIR))
+    (folder / CURVE_FILE).write_text(json.dumps(logged.points))
     meta = {
         "key": policy_key(cfg),
         "spec": training_spec(cfg),
         "train_time_s": seconds,
         "timesteps": model.num_timesteps,
         "resumed_at": done or None,
+        "curves": CURVES_DIR,
         "versions": provenance.versions(),
         "created_at": provenance.now(),
     }
+    if keeper is not None:
+        meta.update(kept=kept, evaluations=keeper.evaluations)
     (folder / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
+
+
+def _reward(value: Optional[float]) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
