@@ -51,8 +51,10 @@ def cmd_collate(args: argparse.Namespace) -> None:
     from quarl.collate import collate
 
     filters = _filters(args.filters)
-    parts = ["quarl collate", f"--store {args.store}", f"--out {args.out}", f"--bits {args.bits}", *args.filters]
-    written = collate(args.store, args.out, filters, bits=args.bits, command=" ".join(parts))
+    parts = ["quarl collate", f"--store {args.store}", *([f"--sweep {args.sweep}"] if args.sweep else []),
+             f"--out {args.out}", f"--bits {args.bits}", *(["--log-y"] if args.log_y else []), *args.filters]
+    written = collate(args.store, args.out, filters, bits=args.bits, command=" ".join(parts), sweep=args.sweep,
+                      overwrite=args.overwrite, log_y=args.log_y)
     for path in written:
         print(path)
 
@@ -144,13 +146,18 @@ def parser() -> argparse.ArgumentParser:
     co = sub.add_parser("collate", help="write the study's plots and tables (sweet spots, error tables, ...)")
     co.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="e.g. algo=dqn,ppo env=cartpole quant.method=ptq")
     co.add_argument("--store", type=Path, default=DEFAULT_STORE)
-    co.add_argument("--out", type=Path, default=Path("outputs/collate"), help="folder to write into")
+    co.add_argument("--out", type=Path, default=Path("outputs/collate"),
+                    help="folder to write into (an earlier collation there is replaced)")
+    co.add_argument("--overwrite", action="store_true", help="empty a non-empty --out that no collation wrote")
+    co.add_argument("--sweep", type=Path, default=None, metavar="DIR",
+                    help="only the cells of the sweep run in DIR (outputs/multirun/DATE/TIME) and their fp32 baselines")
     co.add_argument("--bits", type=int, default=8, help="bit width of the grid in the weight report (2..16)")
+    co.add_argument("--log-y", action="store_true", help="weight histograms on a log count axis")
     co.set_defaults(func=cmd_collate)
-    ex = sub.add_parser("export", help="write one stored policy as a standalone ONNX file (fp32 or int8)")
+    ex = sub.add_parser("export", help="write one stored policy as a standalone ONNX file (fp32, int8, int4 or int2)")
     ex.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="pick one record, e.g. algo=ppo quant.bits=8")
     ex.add_argument("--out", type=Path, required=True, help="the .onnx file to write (must not exist)")
-    ex.add_argument("--precision", choices=("fp32", "int8"), default="int8")
+    ex.add_argument("--precision", choices=("fp32", "int8", "int4", "int2"), default="int8")
     ex.add_argument("--store", type=Path, default=DEFAULT_STORE)
     ex.set_defaults(func=cmd_export)
     pl = sub.add_parser("plan", help="list the cells a run.py sweep would run, and which are done, without running")

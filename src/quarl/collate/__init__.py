@@ -23,31 +23,44 @@ import logging
 from pathlib import Path
 from typing import Any, Mapping
 
+import pandas as pd
+
 from quarl.collate.frame import Notes, Study, prepare, select
 from quarl.errors import QuarlError
-from quarl.store import Store
+from quarl.results import open_store
 
 __all__ = ["collate", "load", "prepare", "select", "Study"]
 
 log = logging.getLogger(__name__)
 
 
-def load(store: str | Path, filters: Mapping[str, Any] | None = None) -> Study:
-    """The `Study` of the records in `store` that match `filters` (``{"algo": "dqn,ppo"}``)."""
+def _own_cells(runs: pd.DataFrame, cells: set[str]) -> pd.DataFrame:
+    """The records of `cells`, and the fp32 records of the same policies (their baselines)."""
+    own = runs[runs["cell_key"].isin(cells)]
+    keys = ["policy_key"] + [k for k in ("eval.episodes", "eval.deterministic") if k in runs.columns]
+    wanted = set(map(tuple, own[keys].astype(str).to_numpy()))
+    base = runs[(runs["quant"] == "fp32") & [tuple(r) in wanted for r in runs[keys].astype(str).to_numpy()]]
+    return runs[runs["cell_key"].isin(set(own["cell_key"]) | set(base["cell_key"]))]
+
+
+def load(store: str | Path, filters: Mapping[str, Any] | None = None, cells: set[str] | None = None) -> Study:
+    """The `Study` of the records in `store` that match `filters` (``{"algo": "dqn,ppo"}``); with
+    `cells`, only those cell keys and the fp32 baselines of their policies (a sweep's own cells)."""
     path = Path(store)
-    if not path.is_file():
-        raise QuarlError(f"There is no results store at {path}: run `python run.py` first, or pass --store PATH.")
-    runs = Store(path).runs()
+    runs = open_store(path).runs()
     notes = Notes()
     if runs.empty:
         notes.add(f"The store {path} holds no records yet: run a sweep first (python run.py -m ...).")
         study = prepare(runs, path)
     else:
         selected = select(runs, dict(filters or {}))
+        if cells is not None:
+            selected = _own_cells(selected, cells)
         study = prepare(selected, path)
         if selected.empty:
             shown = " ".join(f"{k}={v}" for k, v in (filters or {}).items())
-            notes.add(f"No records in {path} match {shown}: `quarl results` lists what is there.")
+            where = f" of the sweep's {len(cells)} cells" if cells is not None else ""
+            notes.add(f"No records{where} in {path} match {shown or '(no filter)'}: `quarl results` lists what is there.")
         elif study.empty:
             notes.add("None of the selected records is done: nothing to collate.")
     study.notes[:0] = notes
@@ -60,21 +73,33 @@ def collate(
     filters: Mapping[str, Any] | None = None,
     bits: int = 8,
     command: str | None = None,
+    sweep: str | Path | None = None,
+    overwrite: bool = False,
+    log_y: bool = False,
 ) -> list[Path]:
     """Write every plot and table of the selected records under `out_dir`; returns the files written.
 
-    `filters` select records by config key (values as text; ``"dqn,ppo"`` means either); `bits`
-    is the bit width of the grid in the weight report (2..16); `command` is recorded in the README
-    (the command that makes the same output).
+    `filters` select records by config key (the grammar of `quarl.results`; ``"dqn,ppo"`` means
+    either); `sweep` (a sweep dir) keeps only that sweep's own cells (`quarl.collate.callback.sweep_cells`);
+    `bits` is the bit width of the grid in the weight report (2..16); `log_y` draws the weight
+    histograms on a log count axis; `command` is recorded in the README (the command that makes the
+    same output). `out_dir` ends up holding this collation only: the files of an earlier
+    collation there are replaced, and a non-empty folder quarl did not write is refused unless
+    `overwrite` (which empties it first).
     """
     if not 2 <= int(bits) <= 16:
         raise QuarlError(f"--bits={bits} is out of range: the weight grid needs 2..16 bits.")
     from quarl.collate import outputs  # matplotlib and seaborn load only when something is drawn
+    from quarl.collate.callback import sweep_cells
 
-    study = load(store, filters)
+    cells = sweep_cells(Path(sweep)) if sweep is not None else None
+    study = load(store, filters, cells)
     out = Path(out_dir)
+    outputs.clear_out(out, overwrite, Path(store))
     if study.empty:
         log.warning("Nothing to collate from %s; see the notes above.", store)
-        return outputs.write_readme(study, out, filters or {}, bits, command, [])
-    return outputs.write_all(study, out, filters or {}, int(bits), command)
-
+        written = outputs.write_readme(study, out, filters or {}, bits, command, [])
+    else:
+        written = outputs.write_all(study, out, filters or {}, int(bits), command, log_y=log_y)
+    outputs.write_manifest(out, written)
+    return written

@@ -1,13 +1,17 @@
 """A Hydra callback that collates a sweep into its sweep dir when the sweep ends.
 
-Registered in ``conf/config.yaml`` under ``hydra.callbacks.collate``. It only calls `collate` with
-filters taken from the sweep's own overrides (``algo=dqn,ppo env=cartpole train.steps=5000``), and
-logs the equivalent ``quarl collate`` command: Hydra 1.3.8 does not call ``on_multirun_end`` when a
-job failed, and a detached SLURM sweep ends without it, so that command gives the same output
-after the fact. It never fails the sweep: any error is logged as a warning.
+Registered in ``conf/config.yaml`` under ``hydra.callbacks.collate``. It calls `collate` on the
+sweep's own cells and logs the equivalent ``quarl collate --sweep DIR`` command: Hydra 1.3.8 does
+not call ``on_multirun_end`` when a job failed, and a detached SLURM sweep ends without it, so that
+command gives the same output after the fact. It never fails the sweep: any error is logged as a
+warning.
 
-Quant settings (``quant=...``, ``quant.bits=...``) are not turned into filters, so the fp32
-baselines and fp16 cells of the same policies are collated with the sweep's quantized cells.
+A sweep's own cells are read from its sweep dir, not guessed from its overrides (which would also
+match older records of the same algo and env): every job dir holds the job's composed config
+(``.hydra/config.yaml``), whose cell key is computed as the run computed it, and the JSON copy of
+each record it wrote (``record.json``, whose cell key is read). A job that found its cell already
+done in the store wrote no record but still has its config, so it counts too. The fp32 baselines
+of the same policies come along (see `quarl.collate.load`).
 """
 
 from __future__ import annotations
@@ -21,45 +25,34 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from quarl.errors import QuarlError
+from quarl.store import find_records
+
 log = logging.getLogger(__name__)
 
-#: Override keys that are not filters: how to run, not what ran (or quant settings, see above).
-NOT_FILTERS = ("quant", "hydra", "sweep", "store", "force", "train.progress", "eval.progress", "eval.n_envs",
-               "train.device")
+JOB_CONFIG = ".hydra/config.yaml"
 
 
-def _is_filter_key(key: str) -> bool:
-    return not any(key == k or key.startswith(f"{k}.") or key.startswith(f"{k}/") for k in NOT_FILTERS)
+def sweep_cells(sweep_dir: Path) -> set[str]:
+    """The cell keys of the jobs under `sweep_dir`: from each job's ``.hydra/config.yaml`` and from
+    every record JSON copy there. A folder without either is refused with one sentence."""
+    from quarl.keys import cell_key
 
-
-def sweep_filters(overrides: list[str], params: dict[str, Any] | None = None) -> dict[str, str]:
-    """Filters equivalent to a sweep's overrides and sweeper params: ``{"algo": "dqn,ppo", ...}``.
-
-    Config groups (``algo``, ``env``) filter the column of the same name; a nested option
-    (``env=atari/breakout``) also matches its last part. Values a filter cannot express
-    (intervals, tagged sweeps) are left out.
-    """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    items = [f"{k}={v}" for k, v in (params or {}).items()] + list(overrides)  # the command line wins
-    parsed = OverridesParser.create().parse_overrides(items)
-    filters: dict[str, str] = {}
-    for o in parsed:
-        key = o.key_or_group
-        if o.is_delete() or not _is_filter_key(key) or o.package:
-            continue
+    if not sweep_dir.is_dir():
+        raise QuarlError(f"--sweep {sweep_dir} is not a folder: give a sweep dir (outputs/multirun/DATE/TIME).")
+    cells = {str(r["run"]["cell_key"]) for r in find_records(sweep_dir) if r["run"].get("cell_key")}
+    for path in sorted(sweep_dir.rglob(JOB_CONFIG)):
         try:
-            values = [str(v) for v in o.sweep_string_iterator()] if o.is_sweep_override() else [o.get_value_element_as_str()]
-        except Exception:  # interval sweeps and the like: no finite list of values
-            continue
-        if key in ("algo", "env"):
-            values += [v.rsplit("/", 1)[-1] for v in values if "/" in v]
-        filters[key] = ",".join(dict.fromkeys(values))
-    return filters
+            cells.add(cell_key(OmegaConf.load(path)))
+        except Exception as exc:  # a config this quarl cannot key (hand-edited, older): its records still count
+            log.debug("No cell key from %s: %s", path, exc)
+    if not cells:
+        raise QuarlError(f"--sweep {sweep_dir} holds no job of a sweep (no {JOB_CONFIG} or record.json under it).")
+    return cells
 
 
 class CollateCallback(Callback):
-    """Collate the sweep's records into ``<sweep dir>/<subdir>`` at the end of a multirun."""
+    """Collate the sweep's own cells into ``<sweep dir>/<subdir>`` at the end of a multirun."""
 
     def __init__(self, subdir: str = "collate", bits: int = 8, enabled: bool = True) -> None:
         self.subdir, self.bits, self.enabled = subdir, int(bits), bool(enabled)
@@ -87,14 +80,11 @@ class CollateCallback(Callback):
 
         cwd = Path(OmegaConf.select(config, "hydra.runtime.cwd", default=None) or os.getcwd())
         sweep_dir = Path(self._sweep_dir or str(config.hydra.sweep.dir))
-        out = (sweep_dir if sweep_dir.is_absolute() else cwd / sweep_dir) / self.subdir
+        sweep_dir = sweep_dir if sweep_dir.is_absolute() else cwd / sweep_dir
+        out = sweep_dir / self.subdir
         store = Path(str(config.store.path)).expanduser()
         store = store if store.is_absolute() else cwd / store
-        overrides = list(OmegaConf.select(config, "hydra.overrides.task", default=[]) or [])
-        params = OmegaConf.to_container(config.hydra.sweeper.params, resolve=True) if OmegaConf.select(
-            config, "hydra.sweeper.params", default=None) else {}
-        filters = sweep_filters(overrides, params)  # type: ignore[arg-type]
-        command = shlex.join(["quarl", "collate", "--store", str(store), "--out", str(out), "--bits", str(self.bits),
-                              *(f"{k}={v}" for k, v in filters.items())])
-        written = collate(store, out, filters, bits=self.bits, command=command)
+        command = shlex.join(["quarl", "collate", "--store", str(store), "--sweep", str(sweep_dir), "--out", str(out),
+                              "--bits", str(self.bits)])
+        written = collate(store, out, bits=self.bits, command=command, sweep=sweep_dir)
         log.info("Collated the sweep into %s (%d files); the same output again: %s", out, len(written), command)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import shutil
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -10,6 +12,11 @@ from matplotlib.figure import Figure
 
 from quarl.collate import actorq, plots, stats, tables, weights
 from quarl.collate.frame import FLOAT_BITS, Study
+from quarl.errors import QuarlError
+
+#: The list of files a collation wrote, kept in its folder: the next collation there replaces exactly them.
+MANIFEST = ".quarl-collate.json"
+README_HEADING = "# quarl collation"
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +43,27 @@ def _table_methods(study: Study, algo: str | None = None) -> list[str | None]:
     seeds = study.seeds if algo is None else study.seeds[study.seeds["algo"] == algo]
     methods = sorted(m for m in seeds["method"].unique() if m not in FLOAT_BITS)
     return methods or [None]
+
+
+def write_sweet_spots(study: Study, out: Path) -> list[Path]:
+    """One figure per (algo, env), one per env with all its algorithms, and the plotted points."""
+    folder = out / "sweet_spot"
+    written: list[Path] = []
+    for env in sorted(study.seeds["env"].unique()):
+        algos = sorted(study.seeds.loc[study.seeds["env"] == env, "algo"].unique())
+        for algo in algos:
+            written += _figure(plots.sweet_spot(study, env, [algo]), folder / tables.slug(f"{algo}_{env}"))
+        if len(algos) > 1:
+            written += _figure(plots.sweet_spot(study, env, algos), folder / tables.slug(f"{env}_all-algos"))
+    cell = ["algo", "env", "method", "bits"]
+    points = stats.summarise(study.seeds, cell, "reward").rename(
+        columns={"mean": "reward_mean", "low": "reward_low", "high": "reward_high"})
+    for value, name in (("e", "e"), ("action_agreement", "agreement")):
+        part = stats.summarise(study.seeds, cell, value)
+        points = points.merge(part.rename(columns={c: f"{name}_{c}" for c in ("mean", "low", "high", "n")}), on=cell)
+    folder.mkdir(parents=True, exist_ok=True)
+    points.to_csv(folder / "points.csv", index=False)
+    return written + [folder / "points.csv"]
 
 
 ERRORS_CAPTION = (
@@ -107,12 +135,23 @@ def write_aggregate(study: Study, out: Path) -> list[Path]:
     if table.empty:
         study.notes.add("No quantized record with an E: no aggregate plot or heat map.")
         return written
-    written += _figure(plots.aggregate(table), folder / "aggregate")
+    written += _figure(plots.aggregate(table, study.quantizers()), folder / "aggregate")
     written += _figure(plots.heatmap(study), folder / "heatmap_E")
     return written
 
 
-def write_weights(study: Study, out: Path, bits: int) -> list[Path]:
+def write_agreement(study: Study, out: Path) -> list[Path]:
+    """`agreement/<algo>_<env>.png|pdf`: reward vs bits beside action agreement vs bits, where any
+    record of the pair measured agreement."""
+    q = study.quantized()
+    pairs = q[q["action_agreement"].notna()][["algo", "env"]].drop_duplicates().sort_values(["algo", "env"])
+    written: list[Path] = []
+    for algo, env in pairs.itertuples(index=False):
+        written += _figure(plots.agreement(study, env, algo), out / "agreement" / tables.slug(f"{algo}_{env}"))
+    return written
+
+
+def write_weights(study: Study, out: Path, bits: int, log_y: bool = False) -> list[Path]:
     """Histograms per policy, the per-layer statistics and spread vs E."""
     folder = out / "weights"
     rep = weights.report(study, bits)
@@ -120,9 +159,10 @@ def write_weights(study: Study, out: Path, bits: int) -> list[Path]:
         return []
     written: list[Path] = []
     for pw in rep.weights:
-        written += _figure(weights.histogram_figure(pw, rep), folder / tables.slug(f"{pw.algo}_{pw.env}_seed{pw.seed}_{pw.policy_key[:8]}"))
+        written += _figure(weights.histogram_figure(pw, rep, log_y=log_y), folder / tables.slug(f"{pw.algo}_{pw.env}_seed{pw.seed}_{pw.policy_key[:8]}"))
     written += tables.write(rep.layers, folder / "layers", f"Weights of every policy's layers at {bits} bits",
-                            f"Grid: {bits}-bit {rep.scheme} {rep.granularity}. kurtosis: excess (normal = 0); "
+                            f"Grid: {bits}-bit {rep.scheme} {rep.granularity} (weights; the study's quantizers: "
+                            f"{study.quantizers()}). kurtosis: excess (normal = 0); "
                             "step: grid spacing; clipped_frac: weights moved by more than half a step; "
                             "zero_frac: nonzero weights quantized to 0.", floatfmt=".3g")
     folder.mkdir(parents=True, exist_ok=True)
@@ -141,12 +181,16 @@ def write_readme(study: Study, out: Path, filters: Mapping[str, Any], bits: int,
                  written: list[Path]) -> list[Path]:
     """`out`/README.md: the selection, the counts, the notes and the list of files."""
     out.mkdir(parents=True, exist_ok=True)
-    lines = ["# quarl collation", ""]
+    lines = [README_HEADING, ""]
     if command:
         lines += ["Made by (run it again for the same output):", "", f"    {command}", ""]
     shown = " ".join(f"{k}={v}" for k, v in filters.items()) or "(none)"
     lines += [f"- store: `{study.store}`", f"- filters: {shown}", f"- weight grid: {bits} bits",
               f"- records selected: {len(study.runs)}, done: {len(study.done)}"]
+    if not study.seeds.empty:
+        lines += [f"- quantizers: {study.quantizers()}",
+                  "- intervals: one cell across its seeds, Student-t 95% interval of the mean; across tasks "
+                  "(aggregate), rliable's stratified bootstrap (10,000 resamples, percentile)"]
     if not study.seeds.empty:
         per = study.seeds.groupby(["algo", "env"]).agg(methods=("method", lambda m: ", ".join(sorted(set(m)))),
                                                         seeds=("seed", "nunique"))
@@ -161,14 +205,68 @@ def write_readme(study: Study, out: Path, filters: Mapping[str, Any], bits: int,
     return [*written, readme]
 
 
-def write_all(study: Study, out: Path, filters: Mapping[str, Any], bits: int, command: str | None) -> list[Path]:
+def _previous(out: Path) -> list[Path] | None:
+    """The files an earlier collation wrote into `out` (from its manifest, or the file list of an
+    older collation's README); None when `out` does not hold a collation."""
+    manifest = out / MANIFEST
+    if manifest.is_file():
+        try:
+            return [out / f for f in json.loads(manifest.read_text())["files"]] + [manifest]
+        except (ValueError, KeyError, TypeError):
+            return None
+    readme = out / "README.md"
+    if readme.is_file() and readme.read_text(errors="replace").startswith(README_HEADING):
+        listed = [line.split("](", 1)[1].rstrip(")") for line in readme.read_text().splitlines()
+                  if line.startswith("- [") and "](" in line]
+        return [out / f for f in listed] + [readme]
+    return None
+
+
+def clear_out(out: Path, overwrite: bool, store: Path | None = None) -> None:
+    """Make `out` ready for a collation: remove what an earlier collation wrote there; refuse a
+    non-empty folder quarl did not write, unless `overwrite` (then empty it; never a folder that
+    holds the store or the current folder)."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise QuarlError(f"--out {out} is a file: give a folder to write the collation into.")
+    previous = _previous(out)
+    if previous is not None:
+        for path in previous:
+            if path.is_file() and path.resolve().is_relative_to(out.resolve()):
+                path.unlink()
+        for folder in sorted((p for p in out.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            if not any(folder.iterdir()):
+                folder.rmdir()
+        return
+    if not any(out.iterdir()):
+        return
+    if not overwrite:
+        raise QuarlError(f"--out {out} is a non-empty folder that no collation wrote: give a new or empty folder, "
+                         "or pass --overwrite to empty it first.")
+    here, target = Path.cwd().resolve(), out.resolve()
+    if here.is_relative_to(target) or (store is not None and store.resolve().is_relative_to(target)):
+        raise QuarlError(f"--out {out} holds the current folder or the results store: --overwrite will not empty it.")
+    for child in out.iterdir():
+        shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+
+
+def write_manifest(out: Path, written: list[Path]) -> None:
+    """`out`/.quarl-collate.json: the files this collation wrote (what the next one replaces)."""
+    files = sorted(p.relative_to(out).as_posix() for p in written if p.is_relative_to(out))
+    (out / MANIFEST).write_text(json.dumps({"files": files}, indent=1))
+
+
+def write_all(study: Study, out: Path, filters: Mapping[str, Any], bits: int, command: str | None,
+              log_y: bool = False) -> list[Path]:
     """Every output; returns the paths written (README last)."""
     written: list[Path] = []
     if not study.seeds.empty:  # PTQ, QAT and float records (ActorQ's alone have none of these outputs)
         written += _guard(study, "the sweet-spot plots", lambda: write_sweet_spots(study, out))
         written += _guard(study, "the error tables", lambda: write_tables(study, out))
         written += _guard(study, "the aggregate plots", lambda: write_aggregate(study, out))
-        written += _guard(study, "the weight report", lambda: write_weights(study, out, bits))
+        written += _guard(study, "the action-agreement plots", lambda: write_agreement(study, out))
+        written += _guard(study, "the weight report", lambda: write_weights(study, out, bits, log_y))
     if study.store is not None and (study.done["quant"] == "actorq").any():
         written += _guard(study, "the ActorQ outputs", lambda: actorq.write_actorq(study, out))
     written = write_readme(study, out, filters, bits, command, written)

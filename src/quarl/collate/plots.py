@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import matplotlib
 import numpy as np
@@ -26,7 +26,7 @@ from quarl.collate.frame import FLOAT_BITS, Study, bit_label
 
 FLOAT_MARKERS = {"fp16": "D", "bf16": "s"}
 LINESTYLES = ["-", ":", "-.", (0, (5, 1, 1, 1, 1, 1))]  # "--" is kept for fp32
-CI_TEXT = "shaded: 95% bootstrap CI across seeds"
+CI_TEXT = "95% Student-t CI across seeds"
 
 
 @contextlib.contextmanager
@@ -55,19 +55,28 @@ def save(fig: Figure, stem: Path) -> list[Path]:
     return paths
 
 
-def bits_axis(ax: Axes, positions: list[int], has_float: dict[int, str]) -> None:
-    """A log2 bit axis with a tick per bit width present; 16 and 32 say fp16 / fp32 when drawn."""
-    ax.set_xscale("log", base=2)
-    ticks = sorted(set(positions))
-    ax.set_xticks(ticks)
+def bit_scale(bits: Iterable[int]) -> dict[int, float]:
+    """x position of every bit width: evenly spaced in order (2, 3, ..., 8 side by side, then 16 and
+    32 one step further), so neighbouring widths never crowd each other as on a log axis."""
+    return {b: float(i) for i, b in enumerate(sorted({int(b) for b in bits}))}
+
+
+def bits_axis(ax: Axes, scale: dict[int, float], has_float: dict[int, str]) -> None:
+    """Ticks at `scale`'s positions labelled with the bit width; 16 and 32 say fp16 / fp32 when drawn."""
+    ticks = sorted(scale)
+    ax.set_xticks([scale[t] for t in ticks])
     ax.set_xticklabels([f"{t}\n({has_float[t]})" if t in has_float else str(t) for t in ticks])
     ax.minorticks_off()
     if ticks:
-        ax.set_xlim(min(ticks) / 1.25, max(ticks) * 1.25)
-    ax.set_xlabel("weight bit width (bits)")
+        ax.set_xlim(-0.5, len(ticks) - 0.5)
+    ax.set_xlabel("weight bit width (bits; evenly spaced)")
 
 
-def n_text(counts: pd.Series) -> str:
+def _x(scale: dict[int, float], bits: Iterable[int]) -> np.ndarray:
+    return np.array([scale[int(b)] for b in bits], dtype=float)
+
+
+def n_text(counts: pd.Series, how: str = "shaded") -> str:
     """'n = 3 seeds per point', 'n = 1-3 seeds per point', with what that means for the intervals."""
     counts = counts.dropna().astype(int)
     if counts.empty:
@@ -78,13 +87,13 @@ def n_text(counts: pd.Series) -> str:
     if hi == 1:
         return "n = 1 seed per point: no confidence interval"
     if lo == 1:
-        return f"n = {span} {unit} per point; {CI_TEXT} (none where n = 1)"
-    return f"n = {span} {unit} per point; {CI_TEXT}"
+        return f"n = {span} {unit} per point; {how}: {CI_TEXT} (none where n = 1)"
+    return f"n = {span} {unit} per point; {how}: {CI_TEXT}"
 
 
-def _band(ax: Axes, x: np.ndarray, s: pd.DataFrame, color: object) -> None:
+def _band(ax: Axes, x: np.ndarray, s: pd.DataFrame, color: object, alpha: float = 0.2) -> None:
     if s["low"].notna().any():
-        ax.fill_between(x, s["low"].to_numpy(float), s["high"].to_numpy(float), color=color, alpha=0.2, linewidth=0)
+        ax.fill_between(x, s["low"].to_numpy(float), s["high"].to_numpy(float), color=color, alpha=alpha, linewidth=0)
 
 
 def _yerr(s: pd.Series) -> np.ndarray | None:
@@ -93,67 +102,124 @@ def _yerr(s: pd.Series) -> np.ndarray | None:
     return np.array([[s["mean"] - s["low"]], [s["high"] - s["mean"]]])
 
 
-def sweet_spot(study: Study, env: str, algos: list[str] | None = None) -> Figure:
-    """Mean reward vs bits for one env: a line per method (and per algorithm when several), fp16
-    as a marker at 16 bits, fp32 as a dashed line (with its band) and a star at 32 bits."""
-    algos = algos or sorted(study.seeds.loc[study.seeds["env"] == env, "algo"].unique())
-    seeds = study.seeds[(study.seeds["env"] == env) & study.seeds["algo"].isin(algos)]
-    base = study.baselines[(study.baselines["env"] == env) & study.baselines["algo"].isin(algos)]
-    cells = stats.summarise(seeds[seeds["method"] != "fp32"], ["algo", "method", "bits"], "reward")
-    fp32 = stats.summarise(base, ["algo"], "fp32")
-    methods = sorted(m for m in cells["method"].unique() if m not in FLOAT_BITS)
-    several = len(algos) > 1
+def _series(ax: Axes, cells: pd.DataFrame, base: pd.DataFrame, algos: list[str], methods: list[str],
+            scale: dict[int, float], ylabel: str, several: bool) -> None:
+    """One panel of a value vs bits: a line per (algo, method) with its interval, fp16/bf16 as
+    markers at 16 and the fp32 value as a dashed line with its interval as an error bar at 32.
+    One algorithm: intervals are shaded bands. Several: capped error bars, each series nudged
+    sideways, since overlapping bands hide each other's lines."""
     palette = sns.color_palette("colorblind", max(len(algos) if several else len(methods), 1) + 2)
-    env_id = study.env_ids().get(env, env)
-    with styled():
-        fig, axes = new_figure(7.6, 4.4)
-        ax = axes[0, 0]
-        positions: list[int] = []
-        floats: dict[int, str] = {}
-        for i, algo in enumerate(algos):
-            algo_color = palette[i] if several else "0.25"
-            for j, method in enumerate(methods):
-                s = cells[(cells["algo"] == algo) & (cells["method"] == method)].sort_values("bits")
-                if s.empty:
-                    continue
-                color = palette[i] if several else palette[j]
-                style = LINESTYLES[j % len(LINESTYLES)] if several else "-"
-                x = s["bits"].to_numpy(float)
-                label = f"{algo.upper()} {method}" if several else method
+    floats: dict[int, str] = {}
+    series = len(algos) * max(len(methods), 1)
+    nudge = (lambda k: 0.28 * (k / max(series - 1, 1) - 0.5)) if several and series > 1 else (lambda k: 0.0)
+    for i, algo in enumerate(algos):
+        algo_color = palette[i] if several else "0.25"
+        offset = nudge(i * max(len(methods), 1) + (max(len(methods), 1) - 1) / 2)
+        for j, method in enumerate(methods):
+            s = cells[(cells["algo"] == algo) & (cells["method"] == method)].sort_values("bits")
+            if s.empty:
+                continue
+            color = palette[i] if several else palette[j]
+            style = LINESTYLES[j % len(LINESTYLES)] if several else "-"
+            x = _x(scale, s["bits"])
+            label = (f"{algo.upper()} {method}" if len(methods) > 1 else algo.upper()) if several else method
+            if several:
+                x = x + nudge(i * len(methods) + j)
+                ax.errorbar(x, s["mean"], yerr=_yerrs(s), marker="o", markersize=4.5, color=color, linestyle=style,
+                            capsize=2.5, elinewidth=0.9, label=label)
+            else:
                 ax.plot(x, s["mean"], marker="o", color=color, linestyle=style, label=label)
                 _band(ax, x, s, color)
-                positions += [int(b) for b in s["bits"]]
-            for method, marker in FLOAT_MARKERS.items():
-                s = cells[(cells["algo"] == algo) & (cells["method"] == method)]
-                if s.empty:
-                    continue
-                row = s.iloc[0]
-                ax.errorbar([16], [row["mean"]], yerr=_yerr(row), marker=marker, markersize=7, color=algo_color,
-                            linestyle="none", capsize=4, label=f"{algo.upper()} {method}" if several else method)
-                positions.append(16)
-                floats[16] = method
-            f = fp32[fp32["algo"] == algo]
-            if not f.empty:
-                row = f.iloc[0]
-                ax.axhline(row["mean"], color=algo_color, linestyle="--", linewidth=1.2,
-                           label=f"{algo.upper()} fp32" if several else "fp32 (baseline)")
-                if pd.notna(row["low"]):
-                    ax.axhspan(row["low"], row["high"], color=algo_color, alpha=0.08, linewidth=0,
-                               label=f"{algo.upper()} fp32 95% CI" if several else "fp32 95% CI")
-                ax.plot([32], [row["mean"]], marker="*", markersize=11, color=algo_color, linestyle="none")
-                positions.append(32)
-                floats[32] = "fp32"
-        bits_axis(ax, positions or [32], floats)
-        ax.set_ylabel("mean episode reward (over seeds)")
+        for method, marker in FLOAT_MARKERS.items():
+            s = cells[(cells["algo"] == algo) & (cells["method"] == method)]
+            if s.empty:
+                continue
+            row = s.iloc[0]
+            ax.errorbar([scale[16] + offset], [row["mean"]], yerr=_yerr(row), marker=marker, markersize=7,
+                        color=algo_color, linestyle="none", capsize=4, label=f"{algo.upper()} {method}" if several else method)
+            floats[16] = method
+        f = base[base["algo"] == algo]
+        if not f.empty and 32 in scale:
+            row = f.iloc[0]
+            ax.axhline(row["mean"], color=algo_color, linestyle="--", linewidth=1.0,
+                       label=f"{algo.upper()} fp32" if several else "fp32 (baseline)")
+            ax.errorbar([scale[32] + offset], [row["mean"]], yerr=_yerr(row), marker="*", markersize=11,
+                        color=algo_color, linestyle="none", capsize=4)
+            floats[32] = "fp32"
+    bits_axis(ax, scale, floats)
+    ax.set_ylabel(ylabel)
+
+
+def _yerrs(s: pd.DataFrame) -> np.ndarray | None:
+    """Error-bar lengths (2 x n) from `low`/`high`, zero where a point has no interval."""
+    if s["low"].isna().all():
+        return None
+    low = (s["mean"] - s["low"]).fillna(0).to_numpy(float)
+    high = (s["high"] - s["mean"]).fillna(0).to_numpy(float)
+    return np.vstack([low, high])
+
+
+def _legend_below(fig: Figure, ax: Axes, title: str) -> None:
+    """The legend in columns under the plot (never beside it, where it took 40% of the width)."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(3, max(1, -(-len(labels) // 3))),
+                   frameon=False, title=title)
+
+
+def _sweet_spot_data(study: Study, env: str, algos: list[str], value: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    seeds = study.seeds[(study.seeds["env"] == env) & study.seeds["algo"].isin(algos)]
+    base = study.baselines[(study.baselines["env"] == env) & study.baselines["algo"].isin(algos)]
+    cells = stats.summarise(seeds[seeds["method"] != "fp32"], ["algo", "method", "bits"], value)
+    cells = cells[cells["n"] > 0]
+    return cells, stats.summarise(base, ["algo"], "fp32")
+
+
+def sweet_spot(study: Study, env: str, algos: list[str] | None = None) -> Figure:
+    """Mean reward vs bits for one env: a line per method (and per algorithm when several), fp16
+    as a marker at 16 bits, fp32 as a dashed line with its interval at 32 bits. The title names the
+    quantizer (scheme, granularity, bias) and how many seeds stand behind each point."""
+    algos = algos or sorted(study.seeds.loc[study.seeds["env"] == env, "algo"].unique())
+    cells, fp32 = _sweet_spot_data(study, env, algos, "reward")
+    methods = sorted(m for m in cells["method"].unique() if m not in FLOAT_BITS)
+    several = len(algos) > 1
+    env_id = study.env_ids().get(env, env)
+    with styled():
+        fig, axes = new_figure(8.0 if several else 6.4, 5.8 if several else 4.8)
+        ax = axes[0, 0]
+        scale = bit_scale([*cells["bits"], *([32] if len(fp32) else [])] or [32])
+        _series(ax, cells, fp32, algos, methods, scale, "mean episode reward (over seeds)", several)
         who = " vs ".join(a.upper() for a in algos) if several else algos[0].upper() if algos else ""
         counts = pd.concat([cells["n"], fp32["n"]])
         lacking = [a.upper() for a in algos if a not in set(fp32["algo"])]
         missing = f"\nno fp32 baseline in the selection for {', '.join(lacking)}" if lacking else ""
-        ax.set_title(f"{who} on {env_id}: reward vs weight bit width\n{n_text(counts)}{missing}", fontsize=10)
-        handles, labels = ax.get_legend_handles_labels()
-        if handles:
-            ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
-                      title="method" if not several else "algorithm, method")
+        ax.set_title(f"{who} on {env_id}: reward vs weight bit width\n{study.quantizers(methods, algos)}\n"
+                     f"{n_text(counts, 'bars' if several else 'shaded')}{missing}", fontsize=9.5)
+        _legend_below(fig, ax, "algorithm, method" if several else "method")
+    return fig
+
+
+def agreement(study: Study, env: str, algo: str) -> Figure:
+    """Reward vs bits (left) beside action agreement with the fp32 policy vs bits (right) for one
+    algorithm and env, each with its Student-t interval across seeds."""
+    rewards, fp32 = _sweet_spot_data(study, env, [algo], "reward")
+    agree, _ = _sweet_spot_data(study, env, [algo], "action_agreement")
+    methods = sorted(m for m in rewards["method"].unique() if m not in FLOAT_BITS)
+    env_id = study.env_ids().get(env, env)
+    with styled():
+        fig, axes = new_figure(10.0, 4.6, 1, 2)
+        scale = bit_scale([*rewards["bits"], *agree["bits"], 32])
+        _series(axes[0, 0], rewards, fp32, [algo], methods, scale, "mean episode reward (over seeds)", False)
+        ones = pd.DataFrame({"algo": [algo], "mean": [1.0], "low": [np.nan], "high": [np.nan], "n": [0]})
+        _series(axes[0, 1], agree, ones, [algo], methods, scale,
+                "agreement with fp32 (fraction of states)", False)
+        axes[0, 0].set_title("reward", fontsize=10)
+        axes[0, 1].set_title("actions: same as fp32 on the states fp32 visits", fontsize=10)
+        axes[0, 1].set_ylim(top=1.02)
+        fig.suptitle(f"{algo.upper()} on {env_id}: reward and action agreement vs weight bit width\n"
+                     f"{study.quantizers(methods, [algo])}; {n_text(pd.concat([rewards['n'], agree['n']]))}",
+                     fontsize=10)
+        _legend_below(fig, axes[0, 0], "method")
     return fig
 
 
@@ -181,79 +247,97 @@ def _counts(rows: pd.DataFrame) -> str:
     return f"{tasks} task{'' if tasks == '1' else 's'}, {runs} run{'' if runs == '1' else 's'}"
 
 
-def aggregate(table: pd.DataFrame) -> Figure:
-    """Two panels (IQM, mean) of the normalised score vs bits, a line per method, fp16 as a marker."""
+def aggregate(table: pd.DataFrame, quantizer: str = "") -> Figure:
+    """Two panels (IQM, mean) of the normalised score vs bits, a line per method, fp16 as a marker;
+    `quantizer` (scheme, granularity, bias of the methods shown) goes into the title."""
     methods = sorted(m for m in table["method"].unique() if m not in FLOAT_BITS)
     palette = sns.color_palette("colorblind", max(len(methods), 1) + 2)
+    floats = {16: m for m in FLOAT_MARKERS if m in set(table["method"])}
+    floats[32] = "fp32"
+    scale = bit_scale([*table["bits"], 32])
     with styled():
-        fig, axes = new_figure(9.0, 4.2, 1, 2, sharey=True)
-        positions: list[int] = []
-        floats: dict[int, str] = {}
+        fig, axes = new_figure(9.0, 4.9, 1, 2, sharey=True)
         for ax, statistic in zip(axes[0], stats.STATISTICS):
             t = table[table["statistic"] == statistic]
             for j, method in enumerate(methods):
                 s = t[t["method"] == method].sort_values("bits").rename(columns={"estimate": "mean"})
-                x = s["bits"].to_numpy(float)
+                x = _x(scale, s["bits"])
                 ax.plot(x, s["mean"], marker="o", color=palette[j], label=f"{method} ({_counts(s)})")
                 _band(ax, x, s, palette[j])
-                positions += [int(b) for b in s["bits"]]
             for method, marker in FLOAT_MARKERS.items():
                 s = t[t["method"] == method].rename(columns={"estimate": "mean"})
                 if not s.empty:
-                    ax.errorbar([16], [s.iloc[0]["mean"]], yerr=_yerr(s.iloc[0]), marker=marker, color="0.25",
+                    ax.errorbar([scale[16]], [s.iloc[0]["mean"]], yerr=_yerr(s.iloc[0]), marker=marker, color="0.25",
                                 linestyle="none", capsize=4, markersize=7, label=f"{method} ({_counts(s)})")
-                    positions.append(16)
-                    floats[16] = method
             ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1, label="fp32 (= 1)")
             ax.set_title(statistic, fontsize=10)
-        positions.append(32)
-        floats[32] = "fp32"
-        for ax in axes[0]:
-            bits_axis(ax, positions, floats)
+            bits_axis(ax, scale, floats)
         axes[0, 0].set_ylabel("normalised score 1 − E (fp32 = 1)")
         has_ci = table["low"].notna().any()
         ci = "shaded: 95% stratified-bootstrap CI over seeds" if has_ci else "no confidence interval: one seed per task"
-        fig.suptitle(f"Normalised score across tasks (algo × env) per bit width; {ci}", fontsize=10)
-        handles, labels = axes[0, 1].get_legend_handles_labels()
-        if handles:
-            axes[0, 1].legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
-                              title="method (per point)")
+        fig.suptitle(f"Normalised score across tasks (algo × env) per bit width; {ci}"
+                     + (f"\n{quantizer}" if quantizer else ""), fontsize=10)
+        _legend_below(fig, axes[0, 1], "method (tasks, runs per point); E n/a left out")
     return fig
 
 
+def _wrap(label: str, width: int = 12) -> str:
+    """A heat-map column label on short lines: 'ptq (scheme=quarl_code) 4' -> 'ptq\nscheme=quarl_code\n4 bits'."""
+    import textwrap
+
+    head, _, bits = label.rpartition(" ")
+    if not head or not bits.isdigit():
+        return label
+    parts = head.replace(" (", "\n").rstrip(")").replace(", ", "\n").split("\n")
+    lines = [line for p in parts for line in (p.replace("=", "=\n").split("\n") if len(p) > width else [p])]
+    return "\n".join([*(w for line in lines for w in textwrap.wrap(line, width, break_long_words=False) or [line]),
+                      f"{bits} bits"])
+
+
 def heatmap(study: Study) -> Figure:
-    """E (%) over (algo, env) rows and (method, bits) columns, mean over seeds, annotated."""
-    q = study.quantized().dropna(subset=["e"])
+    """E (%) over (algo, env) rows and (method, bits) columns, mean over the seeds with an E,
+    annotated; cells whose records have no E (n/a) say so, cells never run are grey."""
+    q = study.quantized()
     q = q.assign(task=q["algo"].str.upper() + " / " + q["env"], column=[bit_label(m, b) for m, b in zip(q["method"], q["bits"])],
                  float_last=q["method"].isin(list(FLOAT_BITS)).astype(int))
     order = q.sort_values(["float_last", "method", "bits"])["column"].drop_duplicates().tolist()
-    grid = (100 * q.pivot_table(index="task", columns="column", values="e", aggfunc="mean")).reindex(columns=order)
-    counts = q.groupby("column")["seed"].nunique()
+    ran = q.pivot_table(index="task", columns="column", values="reward", aggfunc="size").reindex(columns=order)
+    grid = (100 * q.pivot_table(index="task", columns="column", values="e", aggfunc="mean", dropna=False)
+            ).reindex(index=ran.index, columns=order)
+    undefined = ran.notna() & grid.isna()
+    counts = q.dropna(subset=["e"]).groupby("column")["seed"].nunique()
+    labels = [_wrap(c) for c in order]
     with styled("white"):
-        width = 2.8 + 0.75 * max(len(order), 1)
-        height = 1.6 + 0.42 * max(len(grid), 1)
+        width = 2.8 + 0.8 * max(len(order), 1)
+        height = 2.4 + 0.42 * max(len(grid), 1) + 0.12 * max(label.count("\n") for label in labels or [""])
         fig, axes = new_figure(max(width, 6.0), max(height, 3.0))
         ax = axes[0, 0]
-        if grid.empty:
+        if grid.isna().all().all():
             ax.text(0.5, 0.5, "no quantized records with an E", ha="center", va="center", transform=ax.transAxes)
             ax.set_axis_off()
             return fig
         vmax = float(np.nanmax(np.abs(grid.to_numpy()))) if np.isfinite(grid.to_numpy()).any() else 1.0
         vmax = min(max(vmax, 1.0), 100.0)
+        text = grid.map(lambda v: "" if pd.isna(v) else f"{v:.1f}").where(~undefined, "n/a")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PendingDeprecationWarning)  # seaborn 0.13 calls cmap.set_bad
-            sns.heatmap(grid, ax=ax, cmap="vlag", center=0, vmin=-vmax, vmax=vmax, annot=True, fmt=".1f",
-                        annot_kws={"fontsize": 8}, linewidths=0.5, linecolor="white",
+            sns.heatmap(grid, ax=ax, cmap="vlag", center=0, vmin=-vmax, vmax=vmax, annot=text.to_numpy(), fmt="",
+                        annot_kws={"fontsize": 8}, linewidths=0.5, linecolor="white", xticklabels=labels,
                         cbar_kws={"label": "E (%): reward lost vs fp32" + (" (scale clipped at ±100)" if vmax >= 100 else "")})
-        ax.set_facecolor("0.9")  # cells that were not run
+        ax.set_facecolor("0.9")  # cells that were not run, or whose E is n/a
         ax.set_xlabel("method and weight bits")
         ax.set_ylabel("algorithm / environment")
-        ax.tick_params(axis="x", rotation=0)
+        rotate = len(order) > 10
+        ax.tick_params(axis="x", rotation=45 if rotate else 0, labelsize=8)
+        if rotate:
+            for tick in ax.get_xticklabels():
+                tick.set_horizontalalignment("right")
         ax.tick_params(axis="y", rotation=0)
-        seeds = f"{counts.min()}" if counts.min() == counts.max() else f"{counts.min()}-{counts.max()}"
-        gaps = "; grey: not run" if grid.isna().to_numpy().any() else ""
-        ax.set_title(f"Relative error E (%) per algorithm, env and bit width\n(mean over {seeds} seeds{gaps})",
-                     fontsize=10)
+        seeds = "0" if counts.empty else f"{counts.min()}" if counts.min() == counts.max() else f"{counts.min()}-{counts.max()}"
+        gaps = "; grey: not run" if (grid.isna() & ~undefined).to_numpy().any() else ""
+        gaps += "; n/a: E undefined (fp32 reward too close to 0)" if undefined.to_numpy().any() else ""
+        ax.set_title(f"Relative error E (%) per algorithm, env and bit width\n{study.quantizers()}\n"
+                     f"(mean over {seeds} seeds{gaps})", fontsize=10)
     return fig
 
 

@@ -177,6 +177,10 @@ def report(study: Study, bits: int = 8, notes: Notes | None = None) -> WeightRep
         except QuarlError as exc:
             missing.append(str(exc))
             continue
+        except Exception as exc:  # a record whose config this quarl cannot build a policy from (older, hand-made)
+            missing.append(f"the policy of {row['algo']}/{row['env']} seed={row.get('seed')} cannot be loaded "
+                           f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+            continue
         pw = PolicyWeights(row["algo"], row["env"], env_ids.get(row["env"], row["env"]), int(row["seed"]),
                            row["policy_key"], layers)
         loaded.append(pw)
@@ -222,37 +226,58 @@ def correlation(per_policy: pd.DataFrame, x: str = "widest_range", y: str = "E (
             "slope": float(fit.slope), "intercept": float(fit.intercept), "n": int(len(d))}
 
 
-def histogram_figure(pw: PolicyWeights, rep: WeightReport) -> Figure:
-    """A histogram per layer with the `rep.bits`-bit grid drawn over it (lines, or ticks along the
-    top when the grid is too fine to see as lines)."""
+MIN_TICK_PX = 3.0  # grid levels closer than this on screen merge into a bar: draw every k-th only
+
+
+def _drawn_levels(levels: np.ndarray, ax_width_px: float, span: float) -> tuple[np.ndarray, int]:
+    """The grid levels to draw on an axis `ax_width_px` wide showing `span` data units: all of them
+    when neighbours are at least MIN_TICK_PX apart, else every k-th (returns the levels and k)."""
+    if len(levels) < 2 or span <= 0:
+        return levels, 1
+    step_px = float(np.median(np.diff(levels))) / span * ax_width_px
+    every = max(1, int(np.ceil(MIN_TICK_PX / max(step_px, 1e-12))))
+    return levels[::every], every
+
+
+def histogram_figure(pw: PolicyWeights, rep: WeightReport, log_y: bool = False) -> Figure:
+    """A histogram per layer with the `rep.bits`-bit grid drawn over it: lines where the grid is
+    coarse, ticks along the top where it is fine, and only every k-th level where neighbours would
+    be closer than MIN_TICK_PX on the image (the panel says so). `log_y`: counts on a log axis, for
+    layers whose outliers squash the histogram."""
     names = list(pw.layers)
     ncols = min(3, max(len(names), 1))
     nrows = max(1, -(-len(names) // ncols))
     stats_rows = rep.layers[rep.layers["policy_key"] == pw.policy_key].set_index("layer")
+    thinned = False
     with styled("ticks"):  # no background grid that could be mistaken for quantization levels
-        fig, axes = new_figure(4.3 * ncols, 3.1 * nrows + 0.5, nrows, ncols)
+        fig, axes = new_figure(4.3 * ncols, 3.1 * nrows + 0.6, nrows, ncols)
         color, grid_color = sns.color_palette("colorblind")[0], sns.color_palette("colorblind")[3]
+        width_px = 4.3 * fig.dpi * 0.75  # a panel's plotting width, about three quarters of its column
         for ax, name in zip(axes.flat, names):
             w = pw.layers[name]
-            ax.hist(w.ravel(), bins=60, color=color, alpha=0.8)
+            ax.hist(w.ravel(), bins=60, color=color, alpha=0.8, log=log_y)
             levels = grid(torch.from_numpy(w), rep.bits, rep.scheme)
+            drawn, every = _drawn_levels(levels, width_px, float(w.max() - w.min()) * 1.1)
             blend = transforms.blended_transform_factory(ax.transData, ax.transAxes)
-            if 2**rep.bits <= 40:
-                ax.vlines(levels, 0, 1, transform=blend, colors=grid_color, linewidth=0.8, alpha=0.6)
+            if len(levels) <= 40:
+                ax.vlines(drawn, 0, 1, transform=blend, colors=grid_color, linewidth=0.8, alpha=0.6)
             else:
-                ax.vlines(levels, 0.92, 1.0, transform=blend, colors=grid_color, linewidth=0.5, alpha=0.8)
+                ax.vlines(drawn, 0.92, 1.0, transform=blend, colors=grid_color, linewidth=0.5, alpha=0.8)
+            thinned |= every > 1
             s = stats_rows.loc[name] if name in stats_rows.index else None
             detail = (f"step {s['step']:.2g} · to zero {s['zero_frac']:.1%} · clipped {s['clipped_frac']:.1%}"
                       if s is not None else "")
-            ax.set_title(f"{name} ({'×'.join(str(d) for d in w.shape)})\n{detail}", fontsize=8.5)
+            shown = f" · every {every}th level drawn" if every > 1 else ""
+            ax.set_title(f"{name} ({'×'.join(str(d) for d in w.shape)})\n{detail}{shown}", fontsize=8.5)
             ax.set_xlabel("weight value")
-            ax.set_ylabel("count")
+            ax.set_ylabel("count (log)" if log_y else "count")
             ax.tick_params(labelsize=8)
         for ax in list(axes.flat)[len(names):]:
             ax.set_axis_off()
+        where = "ticks along the top" if 2**rep.bits > 40 else "lines"
         handles = [Patch(color=color, alpha=0.8, label="fp32 weights"),
-                   Line2D([], [], color=grid_color, label=f"{rep.bits}-bit {rep.scheme} grid levels (per tensor"
-                          + ("; ticks along the top)" if 2**rep.bits > 40 else ")"))]
+                   Line2D([], [], color=grid_color, label=f"{rep.bits}-bit {rep.scheme} grid levels, per tensor "
+                          f"({where}{'; thinned where closer than 3 px' if thinned else ''})")]
         fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
         fig.suptitle(f"{pw.algo.upper()} on {pw.env_id}, seed {pw.seed}: weights of the layers it acts with", fontsize=10)
     return fig
