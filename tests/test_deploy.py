@@ -265,8 +265,8 @@ def test_export_refuses_an_existing_path_and_leaves_it_untouched(trained, tmp_pa
         export(trained["ppo_cartpole"], target)
     assert target.read_bytes() == b"someone's file"
     assert [p.name for p in tmp_path.iterdir()] == ["policy.onnx"]
-    with pytest.raises(QuarlError, match="precision=int4 is not supported"):
-        export(trained["ppo_cartpole"], tmp_path / "other.onnx", precision="int4")
+    with pytest.raises(QuarlError, match="precision=int3 is not supported for export: choose one of fp32, int8, int4, int2"):
+        export(trained["ppo_cartpole"], tmp_path / "other.onnx", precision="int3")
     with pytest.raises(QuarlError, match="must end in .onnx"):
         export(trained["ppo_cartpole"], tmp_path / "policy.bin")
     assert [p.name for p in tmp_path.iterdir()] == ["policy.onnx"]
@@ -295,7 +295,7 @@ def test_a_layer_int8_cannot_quantize_is_named(trained):
 
 
 def test_unknown_backend_names_the_choices(trained):
-    with pytest.raises(QuarlError, match="backend=int4 is not known: choose one of auto, torch, onnx, onnx_int8"):
+    with pytest.raises(QuarlError, match="backend=int4 is not known: choose one of auto, torch, onnx, onnx_int8, onnx_int4, onnx_int2"):
         compile_policy(trained["ppo_cartpole"], "int4")
 
 

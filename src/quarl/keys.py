@@ -31,18 +31,18 @@ def qat_delay(cfg: Any) -> int:
     return int(cfg.quant.delay if cfg.quant.delay is not None else train_steps(cfg) // 2)
 
 
-def result_keys(method: str) -> tuple[str, ...]:
-    """The `quant.*` keys that change a result of `method` (fp32/fp16/bf16 ignore bits, scheme, ...)."""
-    if method == "ptq":
-        return ("bits", "scheme", "granularity", "quantize_bias")
-    if method == "qat":
-        return ("bits", "scheme", "granularity", "quantize_bias", "act_bits", "delay", "freeze_after")
 def keep_best_every(cfg: Any) -> int:
     """Env steps between keep-best evaluations: `train.eval_every`, or a twentieth of the budget."""
     every = cfg.train.get("eval_every")
     return int(every) if every else max(1, train_steps(cfg) // 20)
 
 
+def result_keys(method: str) -> tuple[str, ...]:
+    """The `quant.*` keys that change a result of `method` (fp32/fp16/bf16 ignore bits, scheme, ...)."""
+    if method == "ptq":
+        return ("bits", "scheme", "granularity", "quantize_bias")
+    if method == "qat":
+        return ("bits", "scheme", "granularity", "quantize_bias", "act_bits", "delay", "freeze_after")
     if method == "actorq":
         return ("actor_bits",)
     return ()
@@ -71,6 +71,8 @@ def training_spec(cfg: Any) -> dict[str, Any]:
     }
     if cfg.quant.method in ("qat", "actorq"):
         spec[cfg.quant.method] = quant_spec(cfg)
+    if cfg.train.get("keep_best"):  # the saved policy is the best evaluated one, not the last
+        spec["keep_best"] = {"every": keep_best_every(cfg), "episodes": int(cfg.train.eval_episodes)}
     if cfg.policy.source != "train":  # a pretrained policy is identified by where it comes from
         spec = {"env": spec["env"], "algo": cfg.algo.name, "source": OmegaConf.to_container(cfg.policy, resolve=True)}
     return spec
@@ -87,8 +89,6 @@ def cell_key(cfg: Any) -> str:
         {
             "policy": policy_key(cfg),
             "quant": quant_spec(cfg),
-    if cfg.train.get("keep_best"):  # the saved policy is the best evaluated one, not the last
-        spec["keep_best"] = {"every": keep_best_every(cfg), "episodes": int(cfg.train.eval_episodes)}
             "eval": {"episodes": int(cfg.eval.episodes), "deterministic": bool(cfg.eval.deterministic)},
         }
     )

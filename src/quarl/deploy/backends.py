@@ -36,8 +36,8 @@ import torch
 import torch.nn as nn
 from stable_baselines3.common.base_class import BaseAlgorithm
 
-from quarl.deploy import onnx_io
-from quarl.deploy.acting import ActingNetwork, ActivationFakeQuant, ObsTransform, acting_network
+from quarl.deploy import nbits, onnx_io
+from quarl.deploy.acting import ActingNetwork, ActivationFakeQuant, BoxAction, ObsTransform, acting_network
 from quarl.deploy.latency import quick_median_ms
 from quarl.errors import QuarlError
 
@@ -47,10 +47,16 @@ BACKENDS: dict[str, str] = {  # backend -> precision
     "torch": "fp32",
     "onnx": "fp32",
     "onnx_int8": "int8",
+    "onnx_int4": "int4",
+    "onnx_int2": "int2",
     "torch_fp16": "fp16",
     "torch_bf16": "bf16",
 }
 CHOICES: tuple[str, ...] = ("auto", *BACKENDS)
+NBITS = {"onnx_int4": 4, "onnx_int2": 2}  # weight-only backends (ONNX Runtime MatMulNBits) -> bits
+LOW = ("onnx_int8", *NBITS)  # the backends auto weighs against fp32
+AGREEMENT_TOLERANCE = 0.05  # continuous actions agree within this fraction of the action range (as quarl.fidelity)
+AGREEMENT_MIN_OBS = 64  # observations min_agreement needs
 INT8_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 CONV_LAYERS = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
 HALF = {"torch_fp16": torch.float16, "torch_bf16": torch.bfloat16}
@@ -145,6 +151,20 @@ class OnnxRunner(Runner):
         return self.session.run([onnx_io.OUTPUT], {onnx_io.INPUT: obs})[0]
 
 
+class NbitsRunner(OnnxRunner):
+    """ONNX Runtime with 4-bit or 2-bit weights (MatMulNBits); `report` says, per weight layer,
+    whether it runs the network's own weights (exact), weights rounded block-wise, or float32."""
+
+    def __init__(self, net: ActingNetwork, backend: str, model: bytes, threads: int, report: nbits.Report) -> None:
+        super().__init__(net, backend, model, threads)
+        self.report = report
+
+    @property
+    def exact(self) -> bool:
+        """Whether every layer it runs in low precision holds the network's own weights."""
+        return not self.report.rtn
+
+
 class _Cast(nn.Module):
     """Runs `body` in `dtype`: inputs cast in, outputs cast back to float32."""
 
@@ -195,6 +215,8 @@ def _build(net: ActingNetwork, backend: str, example: np.ndarray, calibrated: bo
         return TorchRunner(net, backend)
     if backend == "onnx":
         return OnnxRunner(net, backend, onnx_io.to_onnx(net, example), threads)
+    if backend in NBITS:
+        return _build_nbits(net, backend, example, threads)
     # onnx_int8
     for package in ("onnx", "onnxscript", "onnxruntime"):
         onnx_io.require(package, f"backend={backend}")
@@ -209,42 +231,106 @@ def _build(net: ActingNetwork, backend: str, example: np.ndarray, calibrated: bo
     return OnnxRunner(net, backend, onnx_io.quantize_int8(fp32, example if static else None, static), threads)
 
 
+def _build_nbits(net: ActingNetwork, backend: str, example: np.ndarray, threads: int) -> NbitsRunner:
+    """Weight-only 4-/2-bit runner: every Linear MatMulNBits can run, the rest in float32 (logged)."""
+    for package in ("onnx", "onnxscript", "onnxruntime"):
+        onnx_io.require(package, f"backend={backend}")
+    bits = NBITS[backend]
+    model, report = nbits.quantize_nbits(onnx_io.to_onnx(net, example), bits)
+    if report.fp32:
+        log.info("backend=%s keeps %s in float32.", backend, "; ".join(f"{n} ({why})" for n, why in report.fp32.items()))
+    if report.rtn:
+        log.warning("backend=%s rounds %s to %d bits block-wise (blocks of %d, not the policy's own weights: they are "
+                    "not on a %d-bit grid; quantize the policy to quant.bits<=%d to execute its own weights).",
+                    backend, ", ".join(report.rtn), bits, nbits.RTN_BLOCK, bits, bits)
+    return NbitsRunner(net, backend, model, threads, report)
+
+
+def action_agreement(net: ActingNetwork, runner: Runner, obs: np.ndarray) -> float:
+    """Fraction of `obs` on which `runner` acts as the float32 network: the same discrete action, or
+    a continuous action within AGREEMENT_TOLERANCE of the action range in every dimension."""
+    expected, got = net.act(obs), runner(obs)
+    if net.action_kind == "discrete":
+        return float(np.mean(expected == got))
+    head = net.head
+    span = head.span.numpy().reshape(-1) if isinstance(head, BoxAction) else np.full(1, 2.0, np.float32)
+    diff = np.abs(got.reshape(len(obs), -1) - expected.reshape(len(obs), -1)) / span
+    return float(np.mean(np.all(diff <= AGREEMENT_TOLERANCE, axis=1)))
+
+
 def compile_network(net: ActingNetwork, backend: str = "auto", example_obs: Optional[np.ndarray] = None,
-                    threads: int = 1) -> Runner:
+                    threads: int = 1, min_agreement: Optional[float] = None) -> Runner:
     """Compile an acting network for a backend.
 
     Args:
         net: from `acting_network(model, obs_transform)`.
-        backend: one of CHOICES. "auto" measures `onnx_int8`, `onnx` and `torch` at batch 1 on one
-            thread and runs int8 when it takes at most AUTO_MARGIN of the fastest fp32 backend's
-            time; otherwise it runs that fp32 backend and logs a warning saying why.
+        backend: one of CHOICES. "auto" measures the fp32 backends (`torch`, `onnx`) and the
+            low-precision ones it may run (`onnx_int8`; `onnx_int4` / `onnx_int2` where they execute
+            the network's own weights, i.e. a policy quantized to at most 4 / 2 bits, or where they
+            meet `min_agreement`) at batch 1 on one thread, and runs the fastest low-precision one
+            when it takes at most AUTO_MARGIN of the fastest fp32 backend's time; otherwise that
+            fp32 backend, logging a warning that says why.
         example_obs: a batch of real observations. Its first row traces the network; for int8 on
             convolutional policies all of it (up to 1024) calibrates the activation ranges, so pass a
             few hundred from the environment. None: zeros (not enough for int8 CNNs).
         threads: ONNX Runtime intra-op threads (1 is the latency setting).
+        min_agreement: auto only: the accuracy bound, in (0, 1]. A low-precision backend is a
+            candidate only if its actions agree with the float32 network's on at least this fraction
+            of `example_obs` (at least AGREEMENT_MIN_OBS of them; see `action_agreement`), and then
+            onnx_int4 / onnx_int2 may also round weights that are not on their grid. None: no
+            measured bound, and the 4-/2-bit backends only where they run the network's own weights.
 
     Raises:
         QuarlError: unknown backend; its Python package missing (naming the pip command); a layer
-            the int8 backend cannot quantize; a CNN without calibration observations; a network the
-            ONNX exporter cannot export.
+            the int8 backend cannot quantize; a CNN without calibration observations; no layer a
+            4-/2-bit backend can run; a bad min_agreement; a network the ONNX exporter cannot export.
     """
     if not isinstance(net, ActingNetwork):
         raise TypeError(f"compile_network takes an ActingNetwork (from acting_network(model)), not {type(net).__name__}")
     if backend not in CHOICES:
         raise QuarlError(f"backend={backend} is not known: choose one of {', '.join(CHOICES)}.")
+    if min_agreement is not None:
+        _check_bound(backend, min_agreement, example_obs)
     example = _example(net, example_obs)
     if backend == "auto":
-        return _auto(net, example, example_obs is not None, threads)
+        return _auto(net, example, example_obs is not None, threads, min_agreement)
     return _build(net, backend, example, example_obs is not None, threads)
 
 
 def compile_policy(model: BaseAlgorithm, backend: str = "auto", example_obs: Optional[np.ndarray] = None,
-                   obs_transform: ObsTransform = None, threads: int = 1) -> Runner:
-    """`compile_network(acting_network(model, obs_transform), backend, example_obs, threads)`."""
-    return compile_network(acting_network(model, obs_transform), backend, example_obs, threads)
+                   obs_transform: ObsTransform = None, threads: int = 1, min_agreement: Optional[float] = None) -> Runner:
+    """`compile_network(acting_network(model, obs_transform), backend, example_obs, threads, min_agreement)`."""
+    return compile_network(acting_network(model, obs_transform), backend, example_obs, threads, min_agreement)
 
 
-def _auto(net: ActingNetwork, example: np.ndarray, calibrated: bool, threads: int) -> Runner:
+def _check_bound(backend: str, min_agreement: float, example_obs: Optional[np.ndarray]) -> None:
+    if backend != "auto":
+        raise QuarlError(f"min_agreement={min_agreement} bounds backend=auto's choice: use backend=auto, or leave it unset.")
+    if not 0 < min_agreement <= 1:
+        raise QuarlError(f"min_agreement={min_agreement} is out of range: use a fraction in (0, 1], e.g. 0.99, or leave it unset.")
+    if example_obs is None or np.ndim(example_obs) < 2 or len(example_obs) < AGREEMENT_MIN_OBS:
+        raise QuarlError(
+            f"min_agreement needs example_obs, a batch of at least {AGREEMENT_MIN_OBS} real observations to measure "
+            "action agreement on."
+        )
+
+
+def _eligible(net: ActingNetwork, runner: Runner, example: np.ndarray, min_agreement: Optional[float]) -> Optional[str]:
+    """Why auto may not run `runner` (None: it may)."""
+    if min_agreement is not None:
+        agreement = action_agreement(net, runner, example)
+        if agreement < min_agreement:
+            return f"its action agreement {agreement:.3f} is below min_agreement={min_agreement}"
+        return None
+    if isinstance(runner, NbitsRunner) and not runner.exact:
+        bits = NBITS[runner.backend]
+        return (f"its {bits}-bit weights would be rounded from the policy's, which are not on a {bits}-bit grid "
+                f"(quantize to quant.bits<={bits}, or bound it with min_agreement)")
+    return None
+
+
+def _auto(net: ActingNetwork, example: np.ndarray, calibrated: bool, threads: int,
+          min_agreement: Optional[float]) -> Runner:
     if not onnx_io.available():
         runner = TorchRunner(net, "torch")
         runner.reason = ("backend=auto: int8 needs ONNX Runtime, which is not installed "
@@ -252,26 +338,40 @@ def _auto(net: ActingNetwork, example: np.ndarray, calibrated: bool, threads: in
         log.warning(runner.reason)
         return runner
     candidates: dict[str, Runner] = {"torch": TorchRunner(net, "torch"), "onnx": _build(net, "onnx", example, calibrated, threads)}
-    int8_problem = None
+    problems: dict[str, str] = {}
+    quiet = logging.getLogger(__name__).level
+    log.setLevel(max(quiet, logging.ERROR))  # a candidate's own notes are not auto's choice
     try:
-        candidates["onnx_int8"] = _build(net, "onnx_int8", example, calibrated, threads)
-    except QuarlError as exc:  # a layer int8 cannot quantize, or a CNN without calibration data
-        int8_problem = str(exc)
+        for backend in LOW:
+            try:
+                runner = _build(net, backend, example, calibrated, threads)
+            except QuarlError as exc:  # a layer it cannot run, or a CNN without calibration data
+                problems[backend] = f"{backend} is not possible ({str(exc).rstrip('.')})"
+                continue
+            why = _eligible(net, runner, example, min_agreement)
+            if why is None:
+                candidates[backend] = runner
+            else:
+                problems[backend] = f"{backend} is not run: {why}"
+    finally:
+        log.setLevel(quiet)
     timings = quick_median_ms(candidates, example[:1])
     fp32 = min(("torch", "onnx"), key=timings.__getitem__)
     shown = ", ".join(f"{b} {t:.4f} ms" for b, t in timings.items())
-    if int8_problem is None and timings["onnx_int8"] <= AUTO_MARGIN * timings[fp32]:
-        chosen = candidates["onnx_int8"]
-        chosen.reason = f"backend=auto: running int8 on onnx_int8, {timings[fp32] / timings['onnx_int8']:.2f}x faster than fp32 {fp32} ({shown}, batch 1)."
+    low = [b for b in LOW if b in timings]
+    fastest = min(low, key=timings.__getitem__) if low else None
+    if fastest is not None and timings[fastest] <= AUTO_MARGIN * timings[fp32]:
+        chosen = candidates[fastest]
+        chosen.reason = (f"backend=auto: running {chosen.precision} on {fastest}, {timings[fp32] / timings[fastest]:.2f}x "
+                         f"faster than fp32 {fp32} ({shown}, batch 1)"
+                         + "".join(f"; {why}" for why in problems.values()) + ".")
         log.info(chosen.reason)
     else:
         chosen = candidates[fp32]
-        if int8_problem is not None:
-            why = f"int8 is not possible ({int8_problem})"
-        else:
-            why = (f"int8 (onnx_int8, {timings['onnx_int8']:.4f} ms) is not faster than fp32 ({fp32}, {timings[fp32]:.4f} ms) "
-                   f"for this network at batch 1 (needs <= {AUTO_MARGIN:.0%} of the fp32 time)")
-        chosen.reason = f"backend=auto: {why}; falling back to fp32 on {fp32} ({shown})."
+        whys = list(problems.values())
+        whys += [f"{b} ({timings[b]:.4f} ms) is not faster than fp32 ({fp32}, {timings[fp32]:.4f} ms) for this network "
+                 f"at batch 1 (needs <= {AUTO_MARGIN:.0%} of the fp32 time)" for b in low]
+        chosen.reason = f"backend=auto: {'; '.join(whys)}; falling back to fp32 on {fp32} ({shown})."
         log.warning(chosen.reason)
     chosen.timings_ms = timings
     return chosen

@@ -1,7 +1,8 @@
 """Export a quarl policy (fp32, PTQ or QAT) to one standalone ONNX file.
 
-The file holds the whole deterministic policy: observation normalisation, the weight layers (fp32,
-or int8 for precision="int8") and the action head, with input "obs" (a batch of raw observations)
+The file holds the whole deterministic policy: observation normalisation, the weight layers (fp32;
+int8 for precision="int8"; 4-bit / 2-bit weights in ONNX Runtime's MatMulNBits for "int4" / "int2",
+see quarl.deploy.nbits) and the action head, with input "obs" (a batch of raw observations)
 and output "action". It needs only `onnxruntime` and `numpy` to act:
 
     import numpy as np, onnxruntime as ort
@@ -30,7 +31,7 @@ from quarl.errors import QuarlError
 
 log = logging.getLogger(__name__)
 
-PRECISIONS = {"fp32": "onnx", "int8": "onnx_int8"}  # precision -> backend that builds the file
+PRECISIONS = {"fp32": "onnx", "int8": "onnx_int8", "int4": "onnx_int4", "int2": "onnx_int2"}  # -> backend that builds the file
 
 
 def _env_id(model: BaseAlgorithm) -> Optional[str]:
@@ -66,14 +67,18 @@ def export(
         path: a new file ending in .onnx; its folder is created if needed. An existing path is
             refused. The file is written under a temporary name in the same folder and linked
             into place only when complete, so a failed export leaves nothing behind.
-        precision: "fp32" or "int8" (ONNX Runtime dynamic int8 for MLPs, static for CNNs).
+        precision: "fp32", "int8" (ONNX Runtime dynamic int8 for MLPs, static for CNNs), "int4" or
+            "int2" (weight-only MatMulNBits: the policy's own weights where it is quantized to at most
+            that many bits, else rounded block-wise, with a warning; convolutions and layers with
+            fewer than 16 inputs stay fp32).
         obs_transform: the policy's VecNormalize (or its normalize_obs), folded into the file.
         calibration_obs: real observations calibrating int8 activation ranges (needed for int8
             convolutional policies; a few hundred from the environment).
         env_id: Gymnasium id stored in the file's metadata (default: the model's env, if it has one).
 
     Raises:
-        QuarlError: bad precision or path, path exists, a package missing, a layer int8 cannot quantize.
+        QuarlError: bad precision or path, path exists, a package missing, a layer int8 cannot
+            quantize, no layer int4 / int2 can run.
     """
     if precision not in PRECISIONS:
         raise QuarlError(f"precision={precision} is not supported for export: choose one of {', '.join(PRECISIONS)}.")
