@@ -19,7 +19,7 @@ SCHEMES = ("affine", "symmetric", "quarl_code", "published")
 GRANULARITIES = ("per_tensor", "per_channel")
 NOISE_TYPES = (None, "normal", "ornstein_uhlenbeck")
 # "fake": quantize-dequantize only; the rest execute the policy for real (quarl.deploy.CHOICES).
-EXEC_BACKENDS = ("fake", "auto", "torch", "onnx", "onnx_int8", "torch_fp16", "torch_bf16")
+EXEC_BACKENDS = ("fake", "auto", "torch", "onnx", "onnx_int8", "onnx_int4", "onnx_int2", "torch_fp16", "torch_bf16")
 DEVICES = ("cpu", "cuda", "auto")
 POLICY_SOURCES = ("train", "path", "hub")
 ACTORQ_BACKENDS = ("local", "ray")
