@@ -100,9 +100,6 @@ class ActorQConfig:
 
 
 @dataclass
-class TrainConfig:
-    steps: Optional[int] = None
-@dataclass
 class TrackingConfig:
     """Trackers a training's curve also goes to (its CSV and TensorBoard files are always written)."""
 
@@ -115,17 +112,20 @@ class TrackingConfig:
     group: Optional[str] = None  # run group; None: the named sweep (+sweep=NAME) or the multirun folder
 
 
+@dataclass
+class TrainConfig:
+    steps: Optional[int] = None
     device: str = "cpu"
     progress: bool = True
     checkpoint_every: Optional[int] = None  # env steps; None: a tenth of the budget; 0: no checkpoints
-
-
-@dataclass
     log_interval_s: float = 30.0  # seconds between progress lines when stderr is not a terminal; 0: none
     keep_best: bool = False  # evaluate during training and keep the best model (rl-zoo3's EvalCallback)
     eval_every: Optional[int] = None  # keep_best: env steps between evaluations; None: a twentieth of the budget
     eval_episodes: int = 10  # keep_best: episodes per evaluation (seeds disjoint from the study's)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+
+
+@dataclass
 class EvalConfig:
     episodes: int = 10
     n_envs: int = 4
@@ -225,9 +225,6 @@ def _check_policy(cfg: Any) -> None:
         )
 
 
-def check(cfg: Any) -> None:
-    """Reject values that are well-typed but meaningless, naming the field and what is allowed."""
-    q = cfg.quant
 def _check_train(cfg: Any) -> None:
     t = cfg.train
     if t.log_interval_s < 0:
@@ -245,6 +242,9 @@ def _check_train(cfg: Any) -> None:
     require(t.tracking)
 
 
+def check(cfg: Any) -> None:
+    """Reject values that are well-typed but meaningless, naming the field and what is allowed."""
+    q = cfg.quant
     _one_of("quant.method", q.method, QUANT_METHODS)
     if q.method == "ptq" and not (2 <= q.bits <= 16 or q.bits == 32):
         raise QuarlError(
@@ -289,7 +289,7 @@ def _check_train(cfg: Any) -> None:
         raise QuarlError(
             f"train.checkpoint_every={cfg.train.checkpoint_every} must be >= 0 (0: no checkpoints; null: every tenth)."
         )
+    _check_train(cfg)
     if cfg.algo.n_envs < 1:
         raise QuarlError(f"algo.n_envs={cfg.algo.n_envs} must be at least 1.")
     _one_of("algo.noise_type", cfg.algo.noise_type, NOISE_TYPES)
-    _check_train(cfg)
