@@ -13,23 +13,26 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Optional, Protocol
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from quarl.actorq.params import ParameterQuantizer
 from quarl.actorq.replay import Chunk, RateLimiter, Replay
 from quarl.actorq.settings import RETURN_WINDOW, Settings
 from quarl.actorq.transport import Transport
 from quarl.errors import QuarlError
+from quarl.progress import Progress
+from quarl.tracking import CURVES_DIR, Curves, RunName, launch_dir, open_curves, sweep_group
 
 log = logging.getLogger(__name__)
 
 WAIT_S = 0.05  # longest wait for experience before the loop looks at the actors again
 UPDATES_PER_DRAIN = 16  # gradient steps between two looks at the queue
 SLACK_CHUNKS = 2  # the samples-per-insert limit's slack, in chunks per actor
+CURVE_ROWS = 250  # learner scalars (mean losses, ...) are written about this many times per run
 
 
 class Learner(Protocol):
@@ -80,8 +83,44 @@ class TrainResult:
     last_losses: dict[str, float]
 
 
-def train(settings: Settings, learner: Learner, transport: Transport, progress: bool) -> TrainResult:
-    """Run the actors and train `learner` until the env-step budget is spent; stops the actors in any case."""
+def open_run_curves(cfg: Any, run_dir: Path) -> Curves:
+    """The curve writers of an ActorQ run: CSV and TensorBoard in `<run dir>/curves` (quarl.tracking),
+    plus the trackers `train.tracking` turns on, the run named by algo, env, seed and actor precision."""
+    name = f"actorq-{cfg.algo.name}-{cfg.env.name.replace('/', '-')}-seed{cfg.seed}-actor{cfg.quant.actor_bits}"
+    tags = {"algo": cfg.algo.name, "env": cfg.env.name, "quant": "actorq", "seed": str(cfg.seed),
+            "actor_bits": str(cfg.quant.actor_bits)}
+    from omegaconf import OmegaConf
+
+    config = {"algo": OmegaConf.to_container(cfg.algo, resolve=True), "actorq": OmegaConf.to_container(cfg.actorq, resolve=True),
+              "steps": cfg.train.steps}
+    return open_curves(run_dir / CURVES_DIR, cfg.train.tracking, RunName(name, sweep_group(cfg.train.tracking.group),
+                                                                         tags, config), launch_dir())
+
+
+class LossWindow:
+    """The learner's losses averaged between two curve rows."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.count = 0
+
+    def add(self, losses: dict[str, float]) -> None:
+        for k, v in losses.items():
+            self.sums[k] = self.sums.get(k, 0.0) + v
+        self.count += 1
+
+    def take(self) -> dict[str, float]:
+        means = {f"train/{k}": v / self.count for k, v in self.sums.items()} if self.count else {}
+        self.sums, self.count = {}, 0
+        return means
+
+
+def train(settings: Settings, learner: Learner, transport: Transport, progress: bool,
+          curves: Optional[Curves] = None) -> TrainResult:
+    """Run the actors and train `learner` until the env-step budget is spent; stops the actors in any case.
+
+    `progress`: a bar on a terminal; otherwise a progress line every `actorq.log_interval_s`. With
+    `curves`, every training episode and the learner's mean losses go to them (closed at the end)."""
     spec = settings.actor
     budget = spec.total_steps
     replay = Replay(settings.replay_size, seed=spec.seed)
@@ -99,21 +138,24 @@ def train(settings: Settings, learner: Learner, transport: Transport, progress: 
         transport.publish(version, quantizer.pack(learner.policy))
         publish_s += time.perf_counter() - t0
 
-    bar = tqdm(total=budget, desc=f"ActorQ {spec.algo} int{spec.actor_bits}" if spec.actor_bits == 8 else
-               f"ActorQ {spec.algo} fp{spec.actor_bits}", unit="step", disable=not progress, leave=False)
+    precision = f"int{spec.actor_bits}" if spec.actor_bits == 8 else f"fp{spec.actor_bits}"
+    bar = Progress(budget, f"ActorQ {spec.algo} {precision}", unit="env step", interval_s=settings.log_interval_s,
+                   interactive=progress or None, logger=log)
+    window, dump_every, last_dump = LossWindow(), max(1, budget // CURVE_ROWS), 0
     try:
         publish()
         for actor_id in range(settings.actors):
             log.info("Actor %d started (%s)", actor_id, transport.start(actor_id))
-        last_progress = last_log = time.perf_counter()
+        last_progress = time.perf_counter()
         while env_steps < budget and not _reached(settings, curve, env_steps):
             can_train = limiter.can_sample(replay.inserted)
             chunks = transport.receive(0.0 if can_train else WAIT_S) if limiter.can_insert(replay.inserted) else []
             now = time.perf_counter()
             for chunk in chunks:
+                seen = len(curve)
                 env_steps += _take(chunk, replay, book, curve, env_steps, now - start)
-            if chunks:
-                bar.update(min(budget, env_steps) - bar.n)
+                for point in curve[seen:] if curves is not None else ():
+                    curves.episode(point["step"], point["reward"], point["length"], point["wall_s"], actor=point["actor"])
             if chunks or can_train:
                 last_progress = now
             for _ in range(UPDATES_PER_DRAIN):
@@ -121,6 +163,7 @@ def train(settings: Settings, learner: Learner, transport: Transport, progress: 
                     break
                 limiter.sample()
                 losses = learner.update(replay.sample(limiter.batch))
+                window.add(losses)
                 if learner.updates % settings.publish_period == 0:
                     version += 1
                     publish()
@@ -128,15 +171,19 @@ def train(settings: Settings, learner: Learner, transport: Transport, progress: 
             if now - last_progress > settings.stall_timeout_s:
                 raise QuarlError(f"No experience from any actor for {settings.stall_timeout_s:.0f} s "
                                  "(actorq.stall_timeout_s): the actors are stuck or cannot start; see the log above.")
-            if now - last_log >= settings.log_interval_s:
-                last_log = now
-                recent = [c["reward"] for c in curve[-20:]]
-                log.info("env steps %d/%d, learner steps %d, replay %d, recent return %s, %.0f s",
-                         env_steps, budget, learner.updates, len(replay),
-                         f"{np.mean(recent):.1f}" if recent else "n/a", now - start)
+            recent = [c["reward"] for c in curve[-20:]]
+            bar.update(min(budget, env_steps) - bar.done, **{"learner steps": learner.updates, "replay": len(replay),
+                                                             "return": float(np.mean(recent)) if recent else "n/a"})
+            if curves is not None and env_steps - last_dump >= dump_every:
+                last_dump = env_steps
+                curves.scalars(env_steps, {**window.take(), "train/learner_steps": learner.updates,
+                                           "train/replay": len(replay), "train/publishes": version + 1},
+                               wall_s=now - start)
     finally:
         bar.close()
         transport.stop()
+        if curves is not None:
+            curves.close()
     return TrainResult(curve, book.rows(), env_steps, learner.updates, version + 1, quantizer.nbytes, publish_s,
                        time.perf_counter() - start, losses)
 
