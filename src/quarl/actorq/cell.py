@@ -15,7 +15,7 @@ from quarl.actorq import execution, params
 from quarl.actorq.actor import scale_action
 from quarl.actorq.d4pg import D4PGLearner
 from quarl.actorq.dqn import DQNLearner
-from quarl.actorq.learner import TrainResult, train
+from quarl.actorq.learner import TrainResult, open_run_curves, train
 from quarl.actorq.settings import Settings, resolve
 from quarl.actorq.transport import LocalTransport, Transport
 from quarl.evaluate import Evaluation, evaluate
@@ -132,7 +132,8 @@ def run_actorq_cell(ctx: Any, store: Any, started: str) -> None:
              spec.comm_bits, device, spec.total_steps)
     with sigterm_as_interrupt(), learner_threads(settings, device) as threads:
         log.debug("Learner on %d CPU threads.", threads)
-        result = train(settings, learner, make_transport(settings), progress=cfg.train.progress and ctx.interactive)
+        result = train(settings, learner, make_transport(settings), progress=cfg.train.progress and ctx.interactive,
+                       curves=open_run_curves(cfg, ctx.run_dir))
     run_eval = dict(episodes=cfg.eval.episodes, seed=cfg.seed, n_envs=cfg.eval.n_envs,
                     deterministic=True, progress=cfg.eval.progress and ctx.interactive)
     learner.policy.eval()
