@@ -26,8 +26,9 @@ def quant(**kw):
 
 @pytest.mark.parametrize(
     "bits, scheme, granularity",
-    [c for c in itertools.product([2, 4, 8], ["affine", "symmetric", "paper"], ["per_tensor", "per_channel"])
-     if not (c[1] == "paper" and c[2] == "per_channel")],
+    [c for c in itertools.product([2, 4, 8], ["affine", "symmetric", "quarl_code", "published"],
+                                  ["per_tensor", "per_channel"])
+     if not (c[1] in ("quarl_code", "published") and c[2] == "per_channel")],
 )
 def test_fake_quant_forward_equals_the_ptq_quantizer(bits, scheme, granularity):
     w = torch.randn(12, 7) * 0.4
@@ -76,6 +77,32 @@ def test_weight_ranges_follow_the_current_weights_per_channel():
     fq = qat.FakeQuant(4, "symmetric", channels=2)
     fq(torch.tensor([[1.0, -2.0], [0.5, 0.25]]))
     assert fq.lo.tolist() == [-2.0, 0.25] and fq.hi.tolist() == [1.0, 0.5]
+
+
+@pytest.mark.parametrize("freeze", [False, True])
+def test_restored_weight_ranges_come_from_the_final_weights_unless_frozen(freeze):
+    """The last forward pass observes the weights before the last optimizer step: evaluation must
+    not clip the final weights with those stale ranges (unless the user froze them on purpose)."""
+    layer = qat.QuantLayer(torch.nn.Linear(2, 2), quant(act_bits=32))
+    with torch.no_grad():
+        layer.layer.weight.copy_(torch.tensor([[1.0, -1.0], [0.5, 0.0]]))
+    layer(torch.ones(1, 2))  # the forward pass of the last update observes [-1, 1]
+    if freeze:
+        qat.set_switches({"l": layer}, frozen=True)
+    with torch.no_grad():  # the last optimizer step moves a weight outside that range
+        layer.layer.weight[0, 0] = 3.0
+    states = {"l": {k: v for k, v in layer.state_dict().items() if not k.startswith("layer.")}}
+    model = torch.nn.Module()
+    model.policy = torch.nn.Module()
+    model.policy.l = torch.nn.Linear(2, 2)
+    with torch.no_grad():
+        model.policy.l.weight.copy_(layer.layer.weight)
+    restored = qat.restore(model, quant(act_bits=32), states)["l"]
+    expected_hi = 1.0 if freeze else 3.0
+    assert restored.weight_fq.hi.item() == expected_hi and restored.weight_fq.lo.item() == -1.0
+    out = restored.weight_fq(restored.layer.weight)
+    step = (expected_hi + 1.0) / 15  # 4-bit affine over [-1, expected_hi]
+    assert out.max().item() == pytest.approx(expected_hi, abs=step)  # 3.0 is kept (or clipped to 1 when frozen)
 
 
 def test_attach_wraps_every_trained_network_but_not_targets():

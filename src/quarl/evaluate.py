@@ -1,4 +1,9 @@
-"""Evaluation: a fixed set of seeded episodes, stepped side by side with batched inference."""
+"""Evaluation: a fixed set of seeded episodes, stepped side by side with batched inference.
+
+A policy that is executed for real (int8 ONNX Runtime, ActorQ actors) is called on one observation
+at a time, as it is deployed: dynamic int8 picks its activation scale per call, so a batch would
+quantize each episode's activations with a scale set by the other episodes.
+"""
 
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ class Evaluation:
     lengths: list[int]
     seeds: list[int]
     wall_s: float
+    states: Optional[np.ndarray] = None  # a seeded sample of the observations acted on (keep_states)
 
     @property
     def mean(self) -> float:
@@ -40,6 +46,36 @@ def episode_seeds(seed: int, episodes: int) -> list[int]:
     return [int(s) for s in rng.integers(0, 2**31 - 1, size=episodes)]
 
 
+class StateSample:
+    """Up to `per_episode` observations of each episode, drawn by reservoir sampling with a seed of
+    their own per episode, so the sample does not depend on how episodes interleave (`n_envs`)."""
+
+    def __init__(self, seed: int, episodes: int, per_episode: int) -> None:
+        self.per_episode = per_episode
+        self.rngs = [np.random.default_rng([seed, 0x57A7E, e]) for e in range(episodes)]
+        self.kept: list[list[np.ndarray]] = [[] for _ in range(episodes)]
+        self.seen = [0] * episodes
+
+    def offer(self, episode: int, obs: np.ndarray) -> None:
+        seen, kept = self.seen[episode], self.kept[episode]
+        self.seen[episode] += 1
+        if len(kept) < self.per_episode:
+            kept.append(np.array(obs, copy=True))
+            return
+        slot = int(self.rngs[episode].integers(0, seen + 1))
+        if slot < self.per_episode:
+            kept[slot] = np.array(obs, copy=True)
+
+    def states(self) -> np.ndarray:
+        return np.stack([s for kept in self.kept for s in kept])
+
+
+def _act(model: Any, obs: np.ndarray, deterministic: bool, per_observation: bool) -> np.ndarray:
+    if not per_observation:
+        return model.predict(obs, deterministic=deterministic)[0]
+    return np.concatenate([model.predict(obs[i : i + 1], deterministic=deterministic)[0] for i in range(len(obs))])
+
+
 def evaluate(
     model: BaseAlgorithm,
     env_cfg: Any,
@@ -50,14 +86,20 @@ def evaluate(
     obs_transform: Optional[ObsTransform] = None,
     progress: bool = False,
     desc: str = "evaluate",
+    per_observation: bool = False,
+    keep_states: int = 0,
 ) -> Evaluation:
     """Run `episodes` episodes, episode i reset with `episode_seeds(seed, episodes)[i]`.
 
-    Up to `n_envs` episodes run at once and their observations go through one batched
-    `model.predict`; the results do not depend on `n_envs` for deterministic policies.
+    Up to `n_envs` episodes run at once. Their observations go through one batched
+    `model.predict`, or, with `per_observation`, one call each (policies executed for real);
+    either way the results do not depend on `n_envs` for deterministic policies. With
+    `keep_states`, about that many of the raw observations acted on are kept (an equal share per
+    episode, seeded) in `Evaluation.states`.
     """
     seeds = episode_seeds(seed, episodes)
     torch.manual_seed(seed)
+    sample = StateSample(seed, episodes, -(-keep_states // episodes)) if keep_states else None
     envs = [make_env(env_cfg) for _ in range(min(n_envs, episodes))]
     rewards, lengths = [0.0] * episodes, [0] * episodes
     running: dict[int, tuple[int, Any]] = {}  # env slot -> (episode index, current observation)
@@ -71,9 +113,12 @@ def evaluate(
         while running:
             slots = list(running)
             obs = np.stack([running[s][1] for s in slots])
+            if sample is not None:
+                for slot, ob in zip(slots, obs):
+                    sample.offer(running[slot][0], ob)
             if obs_transform is not None:
                 obs = obs_transform(obs)
-            actions, _ = model.predict(obs, deterministic=deterministic)
+            actions = _act(model, obs, deterministic, per_observation)
             for slot, action in zip(slots, actions):
                 episode, _ = running[slot]
                 ob, reward, terminated, truncated, _ = envs[slot].step(action)
@@ -92,4 +137,5 @@ def evaluate(
         bar.close()
         for env in envs:
             env.close()
-    return Evaluation(rewards, lengths, seeds, time.perf_counter() - start)
+    states = sample.states() if sample is not None else None
+    return Evaluation(rewards, lengths, seeds, time.perf_counter() - start, states)

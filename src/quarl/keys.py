@@ -10,6 +10,12 @@ from typing import Any
 from omegaconf import OmegaConf
 
 
+# Bumped when a fix changes what a record's numbers mean, so the fixed measurement runs again instead
+# of being skipped as done. 2: executed policies evaluated one observation per call, QAT weight ranges
+# from the final weights, action fidelity, E n/a near a zero fp32 reward.
+MEASUREMENT = 2
+
+
 def digest(obj: Any) -> str:
     """A short, stable hash of a JSON-able object."""
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
@@ -60,12 +66,22 @@ def quant_spec(cfg: Any) -> dict[str, Any]:
     return spec
 
 
+MEASUREMENT_ONLY_ENV_KEYS = ("return_scale",)  # how results are judged, not how the env behaves
+
+
+def env_spec(cfg: Any) -> dict[str, Any]:
+    """The env settings that change a trained policy or an episode."""
+    env = OmegaConf.to_container(cfg.env, resolve=True)
+    assert isinstance(env, dict)
+    return {k: v for k, v in env.items() if k not in MEASUREMENT_ONLY_ENV_KEYS}
+
+
 def training_spec(cfg: Any) -> dict[str, Any]:
     """Everything that changes the trained policy (not the device or progress bars): QAT settings
     count for QAT policies only, so every PTQ cell shares one fp32 policy."""
     spec = {
         "algo": OmegaConf.to_container(cfg.algo, resolve=True),
-        "env": OmegaConf.to_container(cfg.env, resolve=True),
+        "env": env_spec(cfg),
         "seed": int(cfg.seed),
         "steps": train_steps(cfg),
     }
@@ -90,5 +106,6 @@ def cell_key(cfg: Any) -> str:
             "policy": policy_key(cfg),
             "quant": quant_spec(cfg),
             "eval": {"episodes": int(cfg.eval.episodes), "deterministic": bool(cfg.eval.deterministic)},
+            "measurement": MEASUREMENT,
         }
     )

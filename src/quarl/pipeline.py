@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
 import sys
 import traceback
 from dataclasses import dataclass
@@ -20,7 +19,8 @@ from quarl.algos import check_action_kind
 from quarl.envs import action_kind, make_env
 from quarl.errors import IncompatibleCell
 from quarl.evaluate import Evaluation, evaluate
-from quarl.keys import cell_key, policy_key, qat_delay, train_steps
+from quarl.fidelity import STATES, Fidelity, executed_fidelity, greedy_actions, policy_fidelity
+from quarl.keys import MEASUREMENT, cell_key, policy_key, qat_delay, train_steps
 from quarl.policies import CachedPolicy, obtain
 from quarl.quantize import policy_bytes, quantize_policy
 from quarl.store import Store, write_json
@@ -73,6 +73,7 @@ def make_record(cfg: Any, status: str, started: str, run_dir: Path, **fields: An
         "env": cfg.env.name,
         "quant": cfg.quant.method,
         "policy_key": policy_key(cfg),
+        "measurement": MEASUREMENT,
         "run_dir": str(run_dir),
         "git_commit": commit,
         "git_dirty": dirty,
@@ -106,67 +107,122 @@ def store_record(store: Store, record: dict[str, Any], json_copy: Path) -> None:
     write_json(record, json_copy)
 
 
-def _episodes(ctx: Context, cfg: Any, actor: Any, obs_transform: Any, desc: str) -> Evaluation:
+def _episodes(ctx: Context, cfg: Any, actor: Any, obs_transform: Any, desc: str, **kw: Any) -> Evaluation:
     return evaluate(actor, cfg.env, episodes=cfg.eval.episodes, seed=cfg.seed, n_envs=cfg.eval.n_envs,
                     deterministic=cfg.eval.deterministic, obs_transform=obs_transform,
-                    progress=cfg.eval.progress and ctx.interactive, desc=desc)
+                    progress=cfg.eval.progress and ctx.interactive, desc=desc, **kw)
 
 
-def _evaluate(ctx: Context, cfg: Any, policy: CachedPolicy, desc: str) -> tuple[Evaluation, int, Any]:
+def _evaluate(ctx: Context, cfg: Any, policy: CachedPolicy, desc: str, **kw: Any) -> tuple[Evaluation, int, Any]:
     """Evaluate the (fake-)quantized policy; returns the evaluation, its bytes and the model."""
     model = policy.load()  # a QAT policy comes quantized: its own fake-quant graph, ranges frozen
+    size = policy_bytes(model, cfg.quant)  # counted on the fp32 weights (QuaRL's formulas count their levels)
     if cfg.quant.method != "qat":
         quantize_policy(model, cfg.quant)
-    ev = _episodes(ctx, cfg, model, policy.obs_transform(), desc)
-    return ev, policy_bytes(model, cfg.quant), model
+    ev = _episodes(ctx, cfg, model, policy.obs_transform(), desc, **kw)
+    return ev, size, model
+
+
+@dataclass
+class Baseline:
+    """The fp32 policy of a cell: its reward, bytes, the model and the states its evaluation visited."""
+
+    reward: float
+    nbytes: int
+    policy: CachedPolicy
+    states: np.ndarray
+
+    def fidelity(self, model: Any, policy: CachedPolicy) -> Fidelity:
+        """Action fidelity of a (fake-)quantized SB3 model to this fp32 policy."""
+        return policy_fidelity(self.policy.load(), self.policy.obs_transform(), model, policy.obs_transform(),
+                               self.states)
+
+    def reference_actions(self) -> np.ndarray:
+        """The fp32 policy's greedy actions on the states."""
+        transform = self.policy.obs_transform()
+        return greedy_actions(self.policy.load(), transform(self.states) if transform is not None else self.states)
 
 
 EXEC_FOR_METHOD = {"fp16": "torch_fp16", "bf16": "torch_bf16"}
 
 
-def _execute(ctx: Context, cfg: Any, model: Any, fp32_policy: CachedPolicy, obs_transform: Any) -> dict[str, Any]:
-    """Run the quantized policy on a real backend: its reward on the same episodes, its batch-1
-    one-thread latency next to fp32 eager torch's, and its bytes."""
+def _execute(ctx: Context, cfg: Any, model: Any, baseline: Baseline, obs_transform: Any) -> dict[str, Any]:
+    """Run the quantized policy on a real backend, one observation per call as it is deployed: its
+    reward on the same episodes, its action fidelity, its batch-1 one-thread latency next to fp32
+    eager torch's, and its bytes."""
     from quarl.deploy import compile_policy, measure
 
     backend = EXEC_FOR_METHOD.get(cfg.quant.method, "auto") if cfg.quant.backend == "auto" else cfg.quant.backend
     env = make_env(cfg.env)
     example = np.asarray(env.reset(seed=cfg.seed)[0])[None]
+    space = env.action_space
     env.close()
     runner = compile_policy(model, backend, example, obs_transform=obs_transform)
-    reference = compile_policy(fp32_policy.load(), "torch", example, obs_transform=obs_transform)
-    ev = _episodes(ctx, cfg, runner, None, f"{runner.backend} eval")
-    log.info("Executed on %s (%s): reward %.2f%s", runner.backend, runner.precision, ev.mean,
-             f"; {runner.reason}" if runner.reason else "")
+    reference = compile_policy(baseline.policy.load(), "torch", example, obs_transform=baseline.policy.obs_transform())
+    ev = _episodes(ctx, cfg, runner, None, f"{runner.backend} eval", per_observation=True)
+    fidelity = executed_fidelity(baseline.reference_actions(), runner, baseline.states, space)
+    log.info("Executed on %s (%s): reward %.2f, action agreement %.3f%s", runner.backend, runner.precision, ev.mean,
+             fidelity.agreement, f"; {runner.reason}" if runner.reason else "")
     return {"backend": runner.backend, "backend_precision": runner.precision, "backend_reward": ev.mean,
             "backend_bytes": runner.nbytes, "latency_ms": measure(runner, example)["median_ms"],
-            "fp32_latency_ms": measure(reference, example)["median_ms"]}
+            "fp32_latency_ms": measure(reference, example)["median_ms"], **fidelity.fields("backend_")}
 
 
-def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) -> tuple[float, int]:
-    """The fp32 reward of this cell's policy: from the store, or evaluated and recorded once."""
+def _states_file(policy: CachedPolicy, key: str) -> Path:
+    return policy.folder / f"eval-states-{key}.npz"
+
+
+def _save_states(path: Path, states: np.ndarray) -> None:
+    tmp = path.with_name(f"{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        np.savez_compressed(f, states=states)
+    tmp.replace(path)
+
+
+def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) -> Baseline:
+    """The fp32 reward of this cell's policy and the states its evaluation visits: from the store
+    and the policy cache, or evaluated and recorded once."""
     cfg = fp32_config(ctx.cfg)
     key = cell_key(cfg)
+    states_file = _states_file(policy, key)
     with FileLock(str(ctx.path(ctx.cfg.store.policies) / f"{key}.eval.lock")):
         model_bytes = policy_bytes(policy.load(), cfg.quant)
         reward = store.reward(key)
-        if reward is not None:
-            return reward, model_bytes
-        ev, _, _ = _evaluate(ctx, cfg, policy, "fp32 eval")
-        record = make_record(
-            cfg, "done", started, ctx.run_dir, evaluation=ev, fp32_reward=ev.mean, rel_error=0.0,
-            train_time_s=policy.meta["train_time_s"], policy_bytes=model_bytes, fp32_bytes=model_bytes,
-            trained=policy.trained, curve=policy.curve,
-        )
-        name = "record.json" if ctx.cfg.quant.method == "fp32" else "baseline.record.json"
-        store_record(store, record, ctx.run_dir / name)
-        log.info("Recorded fp32 baseline of %s: %.2f ± %.2f", _label(cfg), ev.mean, ev.std)
-        return ev.mean, model_bytes
+        if reward is not None and states_file.exists():
+            with np.load(states_file) as data:
+                return Baseline(reward, model_bytes, policy, data["states"])
+        ev, _, _ = _evaluate(ctx, cfg, policy, "fp32 eval", keep_states=STATES)
+        assert ev.states is not None
+        _save_states(states_file, ev.states)
+        if reward is None:
+            record = make_record(
+                cfg, "done", started, ctx.run_dir, evaluation=ev, fp32_reward=ev.mean, rel_error=0.0,
+                train_time_s=policy.meta["train_time_s"], policy_bytes=model_bytes, fp32_bytes=model_bytes,
+                trained=policy.trained, curve=policy.curve, **_kept(policy),
+            )
+            name = "record.json" if ctx.cfg.quant.method == "fp32" else "baseline.record.json"
+            store_record(store, record, ctx.run_dir / name)
+            log.info("Recorded fp32 baseline of %s: %.2f ± %.2f", _label(cfg), ev.mean, ev.std)
+        return Baseline(ev.mean if reward is None else reward, model_bytes, policy, ev.states)
 
 
-def relative_error(fp32: float, quantized: float) -> float | None:
-    """E = (R_fp32 - R_q) / |R_fp32|; undefined (None) when the fp32 reward is 0."""
-    return None if fp32 == 0 else (fp32 - quantized) / abs(fp32)
+def _kept(policy: CachedPolicy) -> dict[str, Any]:
+    """Which training step's model the policy is and its evaluation reward then, where recorded."""
+    best = policy.meta.get("best") or {}
+    return {"kept_step": best.get("step"), "kept_eval_reward": best.get("reward")} if best else {}
+
+
+E_FLOOR = 0.02  # E is n/a when |R_fp32| is below this fraction of the env's return scale
+
+
+def relative_error(fp32: float, quantized: float, return_scale: float | None = None) -> tuple[float | None, str | None]:
+    """E = (R_fp32 - R_q) / |R_fp32|, or (None, why) when the fp32 reward is too close to 0 for the
+    ratio to mean anything: within E_FLOOR of the env's `return_scale` (exactly 0 without one)."""
+    floor = E_FLOOR * abs(return_scale) if return_scale else 0.0
+    if abs(fp32) <= floor:
+        scale = f" (within {E_FLOOR:.0%} of env.return_scale={return_scale:g})" if return_scale else ""
+        return None, f"E is n/a: the fp32 reward {fp32:.4g} is too close to 0{scale} to divide by"
+    return (fp32 - quantized) / abs(fp32), None
 
 
 def run_cell(ctx: Context) -> None:
@@ -227,20 +283,24 @@ def _run(ctx: Context, store: Store, started: str) -> None:
     progress = cfg.train.progress and ctx.interactive
     policies = ctx.path(cfg.store.policies)
     fp32_policy = obtain(fp32_config(cfg), policies, progress=progress)
-    fp32_reward, fp32_bytes = _baseline(ctx, store, fp32_policy, started)
+    baseline = _baseline(ctx, store, fp32_policy, started)
     if cfg.quant.method == "fp32":
-        log.info("%s: fp32 reward %.2f", label, fp32_reward)
+        log.info("%s: fp32 reward %.2f", label, baseline.reward)
         return
     policy = obtain(cfg, policies, progress=progress) if cfg.quant.method == "qat" else fp32_policy
     ev, size, model = _evaluate(ctx, cfg, policy, f"{cfg.quant.method} eval")
-    executed = {} if cfg.quant.backend == "fake" else _execute(ctx, cfg, model, fp32_policy, policy.obs_transform())
-    error = relative_error(fp32_reward, ev.mean)
+    fidelity = baseline.fidelity(model, policy)
+    executed = {} if cfg.quant.backend == "fake" else _execute(ctx, cfg, model, baseline, policy.obs_transform())
+    error, note = relative_error(baseline.reward, ev.mean, cfg.env.return_scale)
     record = make_record(
-        cfg, "done", started, ctx.run_dir, evaluation=ev, fp32_reward=fp32_reward, rel_error=error,
-        train_time_s=policy.meta["train_time_s"], policy_bytes=size, fp32_bytes=fp32_bytes,
-        trained=policy.trained, curve=policy.curve if policy is not fp32_policy else [], **executed,
+        cfg, "done", started, ctx.run_dir, evaluation=ev, fp32_reward=baseline.reward, rel_error=error,
+        rel_error_note=note, train_time_s=policy.meta["train_time_s"], policy_bytes=size,
+        fp32_bytes=baseline.nbytes, trained=policy.trained, curve=policy.curve if policy is not fp32_policy else [],
+        **fidelity.fields(), **_kept(policy), **executed,
     )
     store_record(store, record, ctx.run_dir / "record.json")
-    shown = "n/a (fp32 reward is 0)" if error is None or math.isnan(error) else f"{100 * error:.2f}%"
-    log.info("%s: fp32 %.2f | quantized %.2f ± %.2f | E = %s | %d -> %d bytes",
-             label, fp32_reward, ev.mean, ev.std, shown, fp32_bytes, size)
+    shown = "n/a" if error is None else f"{100 * error:.2f}%"
+    if note:
+        log.warning("%s: %s.", label, note)
+    log.info("%s: fp32 %.2f | quantized %.2f ± %.2f | E = %s | action agreement %.3f | %d -> %d bytes",
+             label, baseline.reward, ev.mean, ev.std, shown, fidelity.agreement, baseline.nbytes, size)

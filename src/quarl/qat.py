@@ -138,8 +138,19 @@ def restore(model: BaseAlgorithm, quant: Any, states: dict[str, dict[str, torch.
         raise QuarlError("The saved QAT ranges do not match this policy's layers.")
     for name, layer in wrapped.items():
         layer.load_state_dict({**states[name], **{f"layer.{k}": v for k, v in layer.layer.state_dict().items()}})
+        reobserve_weights(layer)
     set_switches(wrapped, enabled=True, frozen=True)
     return wrapped
+
+
+def reobserve_weights(layer: QuantLayer) -> None:
+    """Take weight (and bias) ranges from the layer's final weights unless they were frozen on
+    purpose (`quant.freeze_after`): the ranges seen last were observed in the forward pass before
+    the last optimizer step, and would clip the final weights."""
+    if not bool(layer.weight_fq.frozen):
+        layer.weight_fq.observe(layer.layer.weight)
+    if layer.bias_fq is not None and not bool(layer.bias_fq.frozen):
+        layer.bias_fq.observe(layer.layer.bias)
 
 
 def set_switches(layers: dict[str, QuantLayer], enabled: Optional[bool] = None, frozen: Optional[bool] = None) -> None:

@@ -48,6 +48,9 @@ class EnvConfig:
     id: str = MISSING
     suite: str = "classic"  # classic, box2d, atari, bullet, mujoco or dmc (quarl.envs.SUITES)
     frame_stack: int = 1  # observations stacked along the first axis (Atari: 4)
+    # The size of the episode returns that matter here (about solved minus random): E is n/a when
+    # |R_fp32| is within 2% of it (null: only when R_fp32 is exactly 0)
+    return_scale: Optional[float] = None
     kwargs: dict[str, Any] = field(default_factory=dict)
 
 

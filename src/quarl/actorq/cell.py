@@ -18,7 +18,9 @@ from quarl.actorq.dqn import DQNLearner
 from quarl.actorq.learner import TrainResult, open_run_curves, train
 from quarl.actorq.settings import Settings, resolve
 from quarl.actorq.transport import LocalTransport, Transport
+from quarl.envs import make_env
 from quarl.evaluate import Evaluation, evaluate
+from quarl.fidelity import STATES, executed_fidelity, greedy_actions
 
 log = logging.getLogger(__name__)
 
@@ -137,10 +139,17 @@ def run_actorq_cell(ctx: Any, store: Any, started: str) -> None:
     run_eval = dict(episodes=cfg.eval.episodes, seed=cfg.seed, n_envs=cfg.eval.n_envs,
                     deterministic=True, progress=cfg.eval.progress and ctx.interactive)
     learner.policy.eval()
-    ev = evaluate(GreedyPolicy(lambda x: learner.policy(torch.as_tensor(x, device=device)).detach().cpu().numpy(),
-                               settings), cfg.env, desc="fp32 learner eval", **run_eval)
-    actor_ev = evaluate(_actor_policy(learner, settings), cfg.env, desc="actor-precision eval", **run_eval)
-    fields = _fields(result, actor_ev)
+    fp32_policy = GreedyPolicy(lambda x: learner.policy(torch.as_tensor(x, device=device)).detach().cpu().numpy(),
+                               settings)
+    ev = evaluate(fp32_policy, cfg.env, desc="fp32 learner eval", keep_states=STATES, **run_eval)
+    actor_policy = _actor_policy(learner, settings)  # executed as the actors run it: one observation per call
+    actor_ev = evaluate(actor_policy, cfg.env, desc="actor-precision eval", per_observation=True, **run_eval)
+    assert ev.states is not None
+    env = make_env(cfg.env)
+    space = env.action_space
+    env.close()
+    fidelity = executed_fidelity(greedy_actions(fp32_policy, ev.states), actor_policy, ev.states, space)
+    fields = {**_fields(result, actor_ev), **fidelity.fields("actor_")}
     record = make_record(cfg, "done", started, ctx.run_dir, evaluation=ev, curve=result.curve, **fields)
     record["actors"] = result.actors
     store_record(store, record, ctx.run_dir / "record.json")
@@ -148,8 +157,8 @@ def run_actorq_cell(ctx: Any, store: Any, started: str) -> None:
         log.info("actor %d: %d steps, %.0f steps/s; inference %.1f s, env %.1f s, pull %.2f s, deserialize %.2f s, "
                  "load %.2f s (%d pulls, %d restarts)", a["actor"], a["steps"], a["steps_per_s"], a["inference_s"],
                  a["env_s"], a["pull_s"], a["deserialize_s"], a["load_s"], a["pulls"], a["restarts"])
-    log.info("%s/%s ActorQ %s actors: reward %.2f ± %.2f (fp32 learner), %.2f (%s actor policy) | %d env steps in "
-             "%.1f s, %.0f actor steps/s, %d learner steps, %d bytes per publish",
+    log.info("%s/%s ActorQ %s actors: reward %.2f ± %.2f (fp32 learner), %.2f (%s actor policy, action agreement "
+             "%.3f) | %d env steps in %.1f s, %.0f actor steps/s, %d learner steps, %d bytes per publish",
              cfg.algo.name, cfg.env.name, execution.PRECISIONS[spec.actor_bits], ev.mean, ev.std, actor_ev.mean,
-             execution.PRECISIONS[spec.actor_bits], result.env_steps, result.wall_s, fields["actor_steps_per_s"],
+             execution.PRECISIONS[spec.actor_bits], fidelity.agreement, result.env_steps, result.wall_s, fields["actor_steps_per_s"],
              result.learner_steps, result.bytes_per_publish)
