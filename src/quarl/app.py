@@ -9,7 +9,7 @@ from pathlib import Path
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from quarl import schema
 from quarl.errors import QuarlError
@@ -36,9 +36,32 @@ def job(cfg: DictConfig) -> None:
         sys.exit(1)
 
 
+#: The config groups `python run.py --help` lists, with how each is chosen.
+HELP_GROUPS = (("algo", "algo=NAME"), ("env", "env=NAME (other suites: env=SUITE/NAME)"), ("quant", "quant=NAME"),
+               ("hydra/launcher", "hydra/launcher=NAME (with -m)"), ("sweep", "+sweep=NAME (with -m; sweeps/README.md)"))
+
+
+def help_groups() -> str:
+    """The user's config groups and their options, read from the conf folder (for `--help`)."""
+    lines = []
+    for group, how in HELP_GROUPS:
+        folder = CONF_DIR / group
+        names = sorted(p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.yaml"))
+        top = [n for n in names if "/" not in n]
+        nested = [n for n in names if "/" in n]
+        lines.append(f"{how}\n    {', '.join(top)}")
+        if nested:
+            suites = sorted({n.split("/")[0] for n in nested})
+            lines += [f"    {suite}/: {', '.join(n.split('/', 1)[1] for n in nested if n.startswith(suite + '/'))}"
+                      for suite in suites]
+    return "\n".join(lines)
+
+
 def main() -> None:
     """Entry point of `python run.py [overrides]`."""
     if not (CONF_DIR / "config.yaml").exists():
         sys.exit(f"quarl: no configs at {CONF_DIR}; install quarl from its source tree (pip install -e .).")
     schema.register()
+    if not OmegaConf.has_resolver("quarl_groups"):
+        OmegaConf.register_new_resolver("quarl_groups", help_groups)
     hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(job)()
