@@ -87,3 +87,31 @@ def test_ptq_sweep_stores_action_agreement_that_grows_with_bits(scratch):
     assert runs.loc[8, "action_agreement"] >= runs.loc[2, "action_agreement"]
     assert runs.loc[8, "action_agreement"] > 0.9 and (runs["agreement_states"] > 0).all()
     assert runs["action_kl"].isna().all()  # DQN acts greedily: no distribution to compare
+
+
+def test_actor_policy_evaluation_does_not_depend_on_n_envs():
+    """ActorQ's int8 actors run one observation per call: so is `actor_reward` evaluated (the
+    batched evaluation is shown to differ, so the test can tell the two apart)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from quarl.actorq import execution, params
+    from quarl.actorq.cell import GreedyPolicy
+    from quarl.actorq.networks import policy_network
+    from quarl.evaluate import evaluate
+    from tests.conftest import compose_cfg
+
+    torch.manual_seed(0)
+    net = policy_network(3, [256, 256], 1)
+    shapes = params.layer_shapes(net)
+    layers = execution.convert(params.unpack(params.ParameterQuantizer(shapes, 8).pack(net), shapes, 8), 8)
+    settings = SimpleNamespace(actor=SimpleNamespace(squash=True), action_low=[-2.0], action_high=[2.0])
+    policy = GreedyPolicy(execution.build(layers, 8, squash=True), settings)
+    env = compose_cfg("env=pendulum").env
+
+    def reward(n_envs: int, per_observation: bool) -> list[float]:
+        return evaluate(policy, env, episodes=4, seed=0, n_envs=n_envs, per_observation=per_observation).rewards
+
+    assert reward(1, True) == reward(4, True)
+    assert reward(1, False) != reward(4, False)  # one activation scale for four episodes changes actions
