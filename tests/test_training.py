@@ -78,6 +78,33 @@ def test_keep_best_records_the_kept_model_and_saves_it_with_its_normalisation(tm
     assert stats.obs_rms.count == pytest.approx(kept["step"] + cfg.algo.n_envs, abs=1)
 
 
+@pytest.mark.slow
+def test_qat_keeps_the_best_fake_quantized_model(tmp_path):
+    """Only models with fake quant on compete, evaluated as the saved QAT policy computes."""
+    cfg = compose_cfg("algo=ppo", "quant=qat", "quant.bits=4", "quant.delay=1024", "train.steps=2048", *KEEP_BEST[:1],
+                      "train.eval_every=256", "train.eval_episodes=5")
+    policy = obtain(cfg, tmp_path)
+    evaluations, kept = policy.meta["evaluations"], policy.kept
+    assert [e["step"] for e in evaluations] == list(range(1024, 2049, 256))
+    assert (policy.curves / "episodes.csv").exists() and list(policy.curves.glob("events.out.tfevents.*"))
+    again = evaluate(policy.load(), cfg.env, kept["episodes"], kept["eval_seed"])
+    assert again.mean == pytest.approx(kept["reward"], abs=1e-9)
+
+
+@pytest.mark.slow
+def test_an_actorq_run_writes_its_curve_in_its_run_dir(scratch):
+    done = run_quarl(scratch, *FAST, "algo=dqn", "quant=actorq", "train.steps=3000", "actorq.actors=1",
+                     "actorq.log_interval_s=0.5", "hydra.run.dir=run")
+    assert "ActorQ dqn int8: " in done.stdout + done.stderr and "/3000 env steps (" in done.stdout + done.stderr
+    curves = scratch / "run" / "curves"
+    episodes = csv_rows(curves / "episodes.csv")
+    assert len(episodes) > 10 and {"step", "wall_s", "reward", "length", "actor"} <= set(episodes[0])
+    assert "train/loss" in csv_rows(curves / "scalars.csv")[-1]
+    events = EventAccumulator(str(curves))
+    events.Reload()
+    assert len(events.Scalars("episode/return")) == len(episodes)
+
+
 def test_keep_best_is_part_of_the_policy_key_and_its_seeds_avoid_the_studys():
     plain = policy_key(compose_cfg())
     assert len({plain, policy_key(compose_cfg("train.keep_best=true")),

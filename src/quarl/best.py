@@ -9,9 +9,10 @@ evaluation are kept and become the saved policy. Its step and reward are recorde
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 import torch
@@ -19,6 +20,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecNormalize
 
 from quarl.evaluate import episode_seeds, evaluate
+from quarl.qat import QuantLayer
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,27 @@ def eval_seed(seed: int, episodes: int) -> int:
     while candidate == seed or study.intersection(episode_seeds(candidate, episodes)):
         candidate += 1
     return candidate
+
+
+@contextlib.contextmanager
+def as_saved(model: Any) -> Iterator[None]:
+    """A QAT model computes as its saved policy will (fake quant on, ranges frozen, weight ranges from
+    the current weights unless frozen on purpose), and evaluating it moves no range; no-op otherwise."""
+    layers = [m for m in model.policy.modules() if isinstance(m, QuantLayer)]
+    switches = [(fq, fq.enabled.clone(), fq.frozen.clone()) for layer in layers for fq in layer.fake_quants()]
+    for layer in layers:
+        for fq, tensor in ((layer.weight_fq, layer.layer.weight), (layer.bias_fq, layer.layer.bias)):
+            if fq is not None and not bool(fq.frozen):
+                fq.observe(tensor)
+    for fq, _, _ in switches:
+        fq.enabled.fill_(True)
+        fq.frozen.fill_(True)
+    try:
+        yield
+    finally:
+        for fq, enabled, frozen in switches:
+            fq.enabled.copy_(enabled)
+            fq.frozen.copy_(frozen)
 
 
 class KeepBest(BaseCallback):
@@ -80,7 +103,8 @@ class KeepBest(BaseCallback):
         venv = self.model.get_env()
         normalize = venv.normalize_obs if isinstance(venv, VecNormalize) else None
         state = np.random.get_state()
-        with torch.random.fork_rng(devices=[]):  # evaluate() seeds torch: training's RNG must not move
+        # evaluate() seeds torch: the training's random streams must not move
+        with torch.random.fork_rng(devices=[]), as_saved(self.model):
             ev = evaluate(self.model, self.env_cfg, self.episodes, self.seed, n_envs=self.n_envs,
                           deterministic=True, obs_transform=normalize)
         np.random.set_state(state)
