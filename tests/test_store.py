@@ -106,3 +106,109 @@ def test_store_is_sqlite_with_wal(tmp_path):
     Store(tmp_path / "r.sqlite")
     with sqlite3.connect(tmp_path / "r.sqlite") as con:
         assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+# ---------------------------------------------------------------- one filter grammar, read-only commands
+
+def _grammar_store(tmp_path):
+    from tests.records import record, write
+
+    path = tmp_path / "r.sqlite"
+    store = Store(path)
+    write(store, [record("dqn", "cartpole", bits=4, seed=0), record("ppo", "cartpole", bits=8, seed=1),
+                  record("a2c", "acrobot", bits=2, seed=2, steps=None)])
+    with sqlite3.connect(path) as con:  # a bit width stored as REAL, as an older writer could
+        con.execute("""UPDATE runs SET "quant.bits" = 4.0 WHERE algo = 'dqn'""")
+    return path
+
+
+def test_one_filter_grammar_for_every_command_and_the_python_api(tmp_path):
+    from quarl.collate import frame, load as collate_load
+
+    path = _grammar_store(tmp_path)
+    assert frame.select is results.select  # collation selects with the same function
+    assert list(results.load(path, {"quant.bits": "4"})["algo"]) == ["dqn"]      # 4 matches 4.0
+    assert list(results.load(path, {"quant.bits": 4.0})["algo"]) == ["dqn"]
+    assert sorted(results.load(path, {"algo": "dqn,ppo"})["algo"]) == ["dqn", "ppo"]  # a,b means either
+    assert list(results.load(path, {"train.steps": "null"})["algo"]) == ["a2c"]      # null: the default budget
+    assert list(results.load(path, {"train.steps": None})["algo"]) == ["a2c"]
+    assert len(results.load(path, {"quant.quantize_bias": "false"})) == 3
+    assert len(results.load(path, {"train.steps": "1000,null"})) == 3
+    study = collate_load(path, {"quant.bits": "4", "algo": "dqn,a2c"})
+    assert list(study.done["algo"]) == ["dqn"]
+    grid, _ = results.status(path, {"quant.bits": "2,4"})
+    assert sorted(grid.index.get_level_values("algo")) == ["a2c", "dqn"]
+    with pytest.raises(QuarlError, match="No column 'quant.bitz'.*quant.bits"):
+        results.load(path, {"quant.bitz": 4})
+
+
+@pytest.mark.parametrize("command", [["status"], ["results"], ["export", "--out", "x.onnx"], ["collate"]])
+def test_read_only_commands_never_create_a_store(tmp_path, command, caplog, monkeypatch):
+    from quarl import cli
+
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level("ERROR"):
+        assert cli.main([*command, "--store", "missing.sqlite"]) == 1
+    assert "There is no results store at missing.sqlite" in caplog.text
+    assert len(caplog.records) == 1 and "Traceback" not in caplog.text
+    assert not (tmp_path / "missing.sqlite").exists() and not list(tmp_path.iterdir())
+
+
+def test_results_and_status_show_every_key_that_tells_records_apart(tmp_path, capsys):
+    from quarl import cli
+    from tests.records import record, write
+
+    path = tmp_path / "r.sqlite"
+    recs = [record("ppo", "cartpole", "fp32", seed=0, steps=s) for s in (500, 1000)]
+    recs += [record("ppo", "cartpole", "ptq", b, seed=0, steps=s) for b in (2, 3, 32, 8) for s in (500, 1000)]
+    recs += [record("ppo", "cartpole", "ptq", 4, seed=0, steps=500, episodes=3)]
+    write(Store(path), recs)
+    assert cli.main(["results", "--store", str(path), "quant.bits=2"]) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[0].split()
+    assert "train.steps" in header                                 # it differs among the selected records
+    assert "eval.episodes" not in header and "algo.n_envs" not in header  # these do not
+    assert len(out.splitlines()) == 3                              # two budgets: two rows, not duplicates
+    assert cli.main(["results", "--store", str(path), "quant.bits=4,2"]) == 0
+    assert "eval.episodes" in capsys.readouterr().out.splitlines()[0].split()
+    grid, _ = results.status(path, {})
+    assert list(grid.columns) == ["fp32", "ptq 2b", "ptq 3b", "ptq 4b", "ptq 8b", "ptq 32b"]  # as numbers
+    assert grid.index.names[:3] == ["algo", "env", "seed"]
+    assert set(grid.index.names[3:]) == {"train.steps", "eval.episodes"}
+    rows = grid.reset_index()
+    assert list(rows["eval.episodes"]) == ["3", "10", "10"] and list(rows["train.steps"]) == ["500", "500", "1000"]
+    assert cli.main(["status", "--store", str(path)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.index("ptq 3b") < printed.index("ptq 32b") and "train.steps" in printed
+
+
+def test_export_names_the_keys_that_tell_matches_apart(tmp_path, caplog):
+    from quarl import cli
+    from tests.records import record, write
+
+    path = tmp_path / "r.sqlite"
+    write(Store(path), [record("ppo", "cartpole", "ptq", 8, seed=s, steps=st) for s in (0, 1) for st in (500, None)])
+    with caplog.at_level("ERROR"):
+        assert cli.main(["export", "--store", str(path), "--out", str(tmp_path / "p.onnx"), "algo=ppo"]) == 1
+    message = caplog.records[-1].getMessage()
+    assert "4 finished records match algo=ppo" in message
+    assert "seed (0, 1)" in message and "train.steps (500, null)" in message
+    assert "add e.g. seed=0 train.steps=500" in message
+    assert len(results.load(path, {"algo": "ppo", "seed": 0, "train.steps": "null"})) == 1  # null: the default budget
+
+
+def test_records_without_the_new_columns_still_show(tmp_path, capsys):
+    from quarl import cli
+    from tests.records import record, write
+
+    path = tmp_path / "r.sqlite"
+    write(Store(path), [record("ppo", "cartpole", bits=8), record("ppo", "cartpole", bits=4, seed=1,
+                                                                      action_agreement=0.97, agreement_states=100)])
+    assert cli.main(["results", "--store", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "action_agreement" in lines[0].split() and "0.97" in lines[2] and "0.97" not in lines[1]
+    write(Store(path), [record("ddpg", "mountaincar_continuous", bits=8, seed=2, reward=-0.5, fp32=-0.03,
+                               run={"rel_error": None, "rel_error_note": "|R_fp32| 0.03 < 0.1 (1% of the range)"})])
+    table = results.summary(results.load(path))
+    row = table[table["algo"] == "ddpg"].iloc[0]
+    assert row["rel_error"] == "n/a" and row["rel_error_note"].startswith("|R_fp32|")

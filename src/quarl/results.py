@@ -71,7 +71,11 @@ def select(df: pd.DataFrame, filters: Mapping[str, Any]) -> pd.DataFrame:
             hint = f" (did you mean {', '.join(near)}?)" if near else ""
             raise QuarlError(f"No column '{key}' in the store to filter by{hint}; `quarl results --all` lists them.")
         wanted = _wanted(value)
-        df = df[df[key].map(_norm).isin(wanted)]
+        values = df[key].map(_norm)
+        match = values.isin(wanted - {None})
+        if None in wanted:
+            match |= values.isna()
+        df = df[match]
     return df
 
 
