@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -52,10 +53,28 @@ def test_rl_zoo3_model_loads_quantizes_and_matches_zoo_evaluation(zoo_logs: Path
 
 
 @pytest.mark.slow
+def test_model_zip_given_directly_keeps_its_normalisation(zoo_logs: Path) -> None:
+    """rl-zoo3 keeps vecnormalize.pkl in <EnvId>/ beside <EnvId>.zip: a zip path finds it as a folder does."""
+    model_zip = zoo_logs / "logs" / "ppo" / "CartPole-v1_1" / "CartPole-v1.zip"
+    done = run_quarl(zoo_logs, "policy.source=path", f"policy.path={model_zip}", "quant=fp32", "eval.episodes=10",
+                     "store.path=outputs/zip.sqlite", *QUIET)
+    assert "with its VecNormalize statistics" in done.stdout + done.stderr
+    with sqlite3.connect(zoo_logs / "outputs" / "zip.sqlite") as con:
+        reward = con.execute("SELECT reward_mean FROM runs WHERE quant = 'fp32'").fetchone()[0]
+    assert reward > 150  # without the statistics this policy scored 359 ± 110, with them 500
+
+
+@pytest.mark.slow
 def test_bad_pretrained_models_get_one_clear_line(zoo_logs: Path, tmp_path: Path) -> None:
     folder = zoo_logs / "logs" / "ppo" / "CartPole-v1_1"
     (tmp_path / "junk.zip").write_text("not a model")
+    bare = tmp_path / "bare"  # the zip and its config.yml (normalize: True) without the statistics
+    (bare / "CartPole-v1").mkdir(parents=True)
+    shutil.copy(folder / "CartPole-v1.zip", bare / "CartPole-v1.zip")
+    shutil.copy(folder / "CartPole-v1" / "config.yml", bare / "CartPole-v1" / "config.yml")
     cases = {
+        "holds a PPO model, not A2C: run it with algo=ppo": ["policy.source=path", f"policy.path={folder}", "algo=a2c"],
+        "was trained with normalize=True": ["policy.source=path", f"policy.path={bare / 'CartPole-v1.zip'}"],
         "cannot be loaded as an SB3 PPO model": ["policy.source=path", f"policy.path={tmp_path / 'junk.zip'}"],
         "was trained on another environment": ["policy.source=path", f"policy.path={folder}", "env=acrobot"],
         "does not exist": ["policy.source=path", f"policy.path={tmp_path / 'nowhere'}"],

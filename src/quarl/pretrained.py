@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -58,14 +59,52 @@ def _in_folder(folder: Path, env_id: str) -> Found:
     return Found(model, _first(extras, NORMALIZE_NAMES), _first(extras, ("config.yml",)))
 
 
+def _beside(model: Path, env_id: str, names: tuple[str, ...]) -> Optional[Path]:
+    """A file next to a model zip: in rl-zoo3's `<EnvId>/` folder beside it, or beside it."""
+    return _first(model.parent / env_id, names) or _first(model.parent, names)
+
+
 def locate(path: str | Path, env_id: str) -> Found:
     """The model zip, normalisation statistics and hyperparameters at `path` (a zip or a folder)."""
     p = Path(path).expanduser()
     if p.is_file():
-        return Found(p, _first(p.parent, NORMALIZE_NAMES), _first(p.parent, ("config.yml",)))
+        return Found(p, _beside(p, env_id, NORMALIZE_NAMES), _beside(p, env_id, ("config.yml",)))
     if p.is_dir():
         return _in_folder(p, env_id)
     raise QuarlError(f"policy.path={path} does not exist: give an rl-zoo3 log folder or an SB3 model zip.")
+
+
+def check_normalisation(found: Found, hyperparams: dict[str, str]) -> None:
+    """Refuse a model trained with observation normalisation whose statistics are not there: it
+    would run on raw observations and score far below what it learned."""
+    normalize = hyperparams.get("normalize", "False")
+    if found.normalize is None and normalize not in ("False", "false", "None", "{}"):
+        raise QuarlError(
+            f"{found.model} was trained with normalize={normalize} ({found.config}), but no "
+            f"{' or '.join(NORMALIZE_NAMES)} was found beside it or in its <EnvId>/ folder: put the "
+            "statistics saved with the model there, or point policy.path at the rl-zoo3 log folder."
+        )
+
+
+def saved_algorithm(model_zip: Path) -> Optional[str]:
+    """The algorithm that saved an SB3 model zip, read from its `data` (None when unknown): the
+    policy class tells DQN, SAC, TD3-style and actor-critic models apart; PPO saves a clip range
+    that A2C lacks; DDPG is TD3 with policy_delay=1 and no target noise."""
+    try:
+        with zipfile.ZipFile(model_zip) as archive:
+            data = json.loads(archive.read("data"))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return None  # not readable as SB3's format: the loader says why
+    module = str(data.get("policy_class", {}).get("__module__", ""))
+    if module.endswith("dqn.policies"):
+        return "dqn"
+    if module.endswith("sac.policies"):
+        return "sac"
+    if module.endswith("td3.policies"):
+        return "ddpg" if data.get("policy_delay") == 1 and data.get("target_noise_clip") == 0.0 else "td3"
+    if module == "stable_baselines3.common.policies":
+        return "ppo" if "clip_range" in data else "a2c"
+    return None
 
 
 def download(repo: str, cache: Path) -> Path:
@@ -98,6 +137,11 @@ def hyperparams(config: Optional[Path]) -> dict[str, Any]:
 def load_checked(model_zip: Path, cfg: Any) -> BaseAlgorithm:
     """Load `model_zip` as `cfg.algo` and check it acts in `cfg.env`'s spaces."""
     cls = algos.spec(cfg.algo.name).cls
+    saved = saved_algorithm(model_zip)
+    if saved is not None and saved != cfg.algo.name:
+        raise QuarlError(
+            f"{model_zip} holds a {saved.upper()} model, not {cfg.algo.name.upper()}: run it with algo={saved}."
+        )
     try:
         model = cls.load(model_zip, device="cpu")
     except Exception as exc:  # not a zip, not SB3's format, another algorithm: all fail in SB3's loader
@@ -127,6 +171,8 @@ def install(cfg: Any, folder: Path, tmp: Path, downloads: Path) -> None:
 
     source = cfg.policy.path if cfg.policy.source == "path" else download(cfg.policy.repo, downloads)
     found = locate(source, cfg.env.id)
+    saved_hyperparams = hyperparams(found.config)
+    check_normalisation(found, saved_hyperparams)
     model = load_checked(found.model, cfg)
     shutil.copyfile(found.model, tmp / MODEL_FILE)
     if found.normalize is not None:
@@ -135,7 +181,7 @@ def install(cfg: Any, folder: Path, tmp: Path, downloads: Path) -> None:
         "key": folder.name,
         "source": {"kind": cfg.policy.source, "from": str(source), "model": str(found.model),
                    "normalize": str(found.normalize) if found.normalize else None},
-        "hyperparams": hyperparams(found.config),
+        "hyperparams": saved_hyperparams,
         "train_time_s": None,
         "timesteps": int(model.num_timesteps),
         "versions": provenance.versions(),
