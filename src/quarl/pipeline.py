@@ -208,8 +208,8 @@ def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) ->
 
 def _kept(policy: CachedPolicy) -> dict[str, Any]:
     """Which training step's model the policy is and its evaluation reward then, where recorded."""
-    best = policy.meta.get("best") or {}
-    return {"kept_step": best.get("step"), "kept_eval_reward": best.get("reward")} if best else {}
+    kept = policy.meta.get("kept") or {}
+    return {"kept_step": kept.get("step"), "kept_eval_reward": kept.get("reward")} if kept else {}
 
 
 E_FLOOR = 0.02  # E is n/a when |R_fp32| is below this fraction of the env's return scale
