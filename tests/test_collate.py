@@ -25,8 +25,9 @@ from omegaconf import OmegaConf
 from scipy import stats as sps
 
 from quarl import cli, policies
-from quarl.collate import load, plots, published, stats, weights
-from quarl.collate.callback import CollateCallback, sweep_filters
+from quarl.collate import collate, load, plots, published, stats, tables, weights
+from quarl.errors import QuarlError
+from quarl.collate.callback import CollateCallback
 from quarl.collate.frame import select
 from quarl.quantize import fake_quantize
 from quarl.store import Store
@@ -109,7 +110,7 @@ def test_error_table_numbers_equal_a_direct_computation_from_the_store(collated:
             assert row["E_fp16 (%)"] == pytest.approx(e16, abs=1e-9) and row["E_int8 (%)"] == pytest.approx(e8, abs=1e-9)
             assert row["int8"] == pytest.approx(int8) and int(row["seeds"]) == len(SEEDS)
         mean = table.loc["mean"]
-        assert mean["fp32"] == pytest.approx(table.loc[list(ENVS), "fp32"].mean())
+        assert pd.isna(mean["fp32"]) and pd.isna(mean["int8"])  # rewards of different envs are not averaged
         assert mean["E_int8 (%)"] == pytest.approx(table.loc[list(ENVS), "E_int8 (%)"].mean())
         # published beside ours: the paper's CartPole row, blank for an env the paper did not run
         assert table.loc["cartpole", "fp32 (paper)"] == 500 and table.loc["cartpole", "E_int8 (%, paper)"] == 0
@@ -118,6 +119,7 @@ def test_error_table_numbers_equal_a_direct_computation_from_the_store(collated:
         md, tex = (collated / f"tables/errors_{algo}.md").read_text(), (collated / f"tables/errors_{algo}.tex").read_text()
         assert f"| {table.loc['cartpole', 'fp32']:.2f}" in md.replace("  ", " ") or f"{table.loc['cartpole', 'fp32']:.2f}" in md
         assert f"cartpole & {table.loc['cartpole', 'fp32']:.2f} & 500.00" in tex
+        assert "affine, per_tensor, bias fp32" in md and "affine, per\\_tensor, bias fp32" in tex
         # bits x env table
         bits = pd.read_csv(collated / f"tables/e_by_bits_{algo}.csv").astype({"bits": str}).set_index("bits")
         assert list(bits.index) == [str(b) for b in BITS] + ["fp16"]
@@ -154,7 +156,7 @@ def test_sweep_callback_wrote_the_same_collation_into_the_sweep_dir(sweep: Path,
     outs = list((sweep / "outputs/multirun").glob("*/*/collate"))
     assert len(outs) == 1, outs
     readme = (outs[0] / "README.md").read_text()
-    assert "quarl collate --store" in readme and "algo=a2c,ppo" in readme
+    assert "quarl collate --store" in readme and f"--sweep {outs[0].parent}" in readme
     for name in ("tables/errors_ppo.csv", "tables/e_by_bits_a2c.csv", "aggregate/aggregate.csv", "sweet_spot/points.csv"):
         assert (outs[0] / name).read_text() == (collated / name).read_text(), name
 
@@ -226,10 +228,15 @@ def test_stratified_bootstrap_matches_an_independent_computation():
     assert again == stats.stratified_bootstrap(samples, stats.iqm, n_resamples=20_000)  # fixed random state
 
 
-def test_bootstrap_of_two_seeds_is_exact_and_one_seed_has_no_interval():
-    # resampled means of {a, b}: a (1/4), (a+b)/2 (1/2), b (1/4) -> the 95% percentile interval is [a, b]
+def test_seed_interval_is_student_t_and_one_seed_has_no_interval():
+    # two seeds: mean 20, s = 14.14, standard error 10, t(0.975, 1) = 12.706
     ci = stats.seed_interval([10.0, 30.0])
-    assert (ci.estimate, ci.low, ci.high, ci.n_runs) == (20.0, 10.0, 30.0, 2)
+    assert ci.estimate == 20.0 and ci.n_runs == 2
+    assert ci.low == pytest.approx(20 - 127.062, abs=1e-3) and ci.high == pytest.approx(20 + 127.062, abs=1e-3)
+    x = np.array([3.0, 4.5, 2.0, 5.0])
+    lo, hi = sps.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=sps.sem(x))
+    assert stats.seed_interval(x).low == pytest.approx(lo) and stats.seed_interval(x).high == pytest.approx(hi)
+    assert stats.seed_interval([7.0, 7.0, 7.0]).low == 7.0  # every seed the same: zero width
     one = stats.seed_interval([12.5])
     assert one.estimate == 12.5 and np.isnan(one.low) and np.isnan(one.high) and not one.has_ci
     none = stats.stratified_bootstrap([[1.0], [2.0], [4.0]], stats.mean)
@@ -303,10 +310,7 @@ def test_filters_match_as_text_and_lists(store: Path):
 
 # ---------------------------------------------------------------- callback, published data, notebook
 
-def test_sweep_filters_and_a_failing_callback_never_fails_the_sweep(tmp_path: Path, caplog):
-    assert sweep_filters(["algo=dqn,ppo", "quant.bits=2,4", "quant=ptq,fp16", "seed=range(0,3)", "+sweep=x",
-                          "env=atari/breakout", "train.steps=5000", "store.path=s.sqlite"], {"seed": "5"}) == {
-        "algo": "dqn,ppo", "seed": "0,1,2", "env": "atari/breakout,breakout", "train.steps": "5000"}
+def test_a_failing_callback_never_fails_the_sweep(tmp_path: Path, caplog):
     cfg = OmegaConf.create({"store": {"path": str(tmp_path / "missing.sqlite")},
                             "hydra": {"sweep": {"dir": str(tmp_path / "sweep")}, "overrides": {"task": []},
                                       "runtime": {"cwd": str(tmp_path)}}})
@@ -337,3 +341,209 @@ def test_notebook_executes_against_the_sweep(store: Path, tmp_path: Path, monkey
     assert len(images) >= len(ENVS) + 3  # sweet spots, aggregate, heat map, weights
     text = "".join(o.get("text", "") for o in outputs)
     assert f"{len(Store(store).runs())} records selected" in text
+
+
+# ---------------------------------------------------------------- hand-made records (no training)
+
+from tests.records import ptq_study, record, write as write_records  # noqa: E402
+
+
+def _store(tmp_path: Path, records: list[dict], name: str = "r.sqlite") -> Path:
+    path = tmp_path / name
+    write_records(Store(path), records)
+    return path
+
+
+def _percentile_bootstrap(x: np.ndarray, rng: np.random.Generator, n: int = 400) -> tuple[float, float]:
+    means = x[rng.integers(0, len(x), (n, len(x)))].mean(axis=1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def test_seed_intervals_cover_at_their_stated_level_for_3_to_10_seeds():
+    """Simulated coverage of the per-cell interval: within 2 points of 95% for normal data at n = 3,
+    5, 10 (8000 draws each: the simulation's own standard error is 0.25 points); on a skewed
+    distribution (lognormal, sigma 0.5) it stays within 5 points, where a percentile bootstrap of
+    the mean misses by far more at n = 3."""
+    rng = np.random.default_rng(12)
+    for n in (3, 5, 10):
+        draws = rng.normal(3.0, 2.0, (8000, n))
+        cover = np.mean([(ci := stats.seed_interval(x)).low <= 3.0 <= ci.high for x in draws])
+        assert abs(cover - 0.95) <= 0.02, (n, cover)
+    mu = float(np.exp(0.5**2 / 2))
+    for n in (3, 5, 10):
+        draws = rng.lognormal(0.0, 0.5, (3000, n))
+        cover = np.mean([(ci := stats.seed_interval(x)).low <= mu <= ci.high for x in draws])
+        assert cover >= 0.90, (n, cover)
+    boot = np.mean([lo <= 3.0 <= hi for lo, hi in (_percentile_bootstrap(x, rng) for x in rng.normal(3, 2, (1500, 3)))])
+    assert boot < 0.85  # what the t interval replaced: a percentile bootstrap covers ~76% at n = 3
+
+
+def test_e_na_is_shown_with_its_note_and_never_enters_a_mean(tmp_path: Path):
+    records = ptq_study(algos=("ddpg",), envs=("pendulum",), bits=(4, 8), seeds=(0, 1))
+    note = "|R_fp32| = 0.03 is below 1% of the env's reward range (0.99)"
+    for seed in (0, 1):
+        records.append(record("ddpg", "mountaincar_continuous", "fp32", seed=seed, reward=-0.03, fp32=-0.03))
+        for b in (4, 8):
+            records.append(record("ddpg", "mountaincar_continuous", "ptq", b, seed, reward=-0.5, fp32=-0.03,
+                                  run={"rel_error": None, "rel_error_note": note}, action_agreement=0.9))
+    out = tmp_path / "out"
+    collate(_store(tmp_path, records), out)
+    md = (out / "tables/errors_ddpg.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| mountaincar_continuous"))
+    assert row.count("n/a") == 1 and note in md  # E_int8 n/a (E_fp16: no fp16 record there, a dash)
+    table = pd.read_csv(out / "tables/errors_ddpg.csv").set_index("env")
+    assert table.loc["mean", "E_int8 (%)"] == pytest.approx(table.loc["pendulum", "E_int8 (%)"])
+    bits = pd.read_csv(out / "tables/e_by_bits_ddpg.csv").astype({"bits": str}).set_index("bits")
+    assert bits.loc["8", "mean"] == pytest.approx(bits.loc["8", "pendulum"])
+    assert "n/a" in (out / "tables/e_by_bits_ddpg.md").read_text()
+    agg = pd.read_csv(out / "aggregate/aggregate.csv")
+    assert set(agg["n_tasks"]) == {1} and set(agg[agg["method"] == "ptq"]["n_runs"]) == {2}  # pendulum's only
+    points = pd.read_csv(out / "sweet_spot/points.csv")
+    mc = points[(points["env"] == "mountaincar_continuous") & (points["method"] == "ptq")]
+    assert mc["e_mean"].isna().all() and (mc["e_n"] == 0).all() and (mc["n"] == 2).all()
+    readme = (out / "README.md").read_text()
+    assert "E is n/a for 4 records" in readme and note in readme
+    heat = plots.heatmap(load(tmp_path / "r.sqlite"))
+    assert "n/a" in [t.get_text() for t in heat.axes[0].texts] and "n/a: E undefined" in heat.axes[0].get_title()
+
+
+def test_every_table_and_plot_names_its_quantizer_and_table_names_stay_stable(tmp_path: Path):
+    path = _store(tmp_path, ptq_study(schemes=("affine", "quarl_code")))
+    out = tmp_path / "out"
+    written = collate(path, out)
+    tables_written = sorted(p.name for p in written if p.parent.name == "tables")
+    assert tables_written == sorted(f"{t}_{a}.{x}" for t in ("errors", "e_by_bits", "agreement") for a in ("dqn", "ppo")
+                                    for x in ("md", "csv", "tex")) + [f"published_vs_reproduced.{x}" for x in ("csv", "md", "tex")]
+    for stem in ("errors_ppo", "e_by_bits_ppo", "agreement_ppo"):
+        md = (out / f"tables/{stem}.md").read_text()
+        assert "affine, per_tensor, bias fp32" in md and "quarl_code, per_tensor, bias fp32" in md, stem
+    errors = pd.read_csv(out / "tables/errors_ppo.csv")
+    assert set(errors["quantizer"]) == {"ptq (scheme=affine): affine, per_tensor, bias fp32",
+                                        "ptq (scheme=quarl_code): quarl_code, per_tensor, bias fp32"}
+    study = load(path)
+    titles = [plots.sweet_spot(study, "cartpole", ["ppo"]).axes[0].get_title(),
+              plots.sweet_spot(study, "cartpole").axes[0].get_title(),
+              plots.heatmap(study).axes[0].get_title(),
+              plots.aggregate(plots.aggregate_table(study, n_resamples=200), study.quantizers())._suptitle.get_text(),
+              plots.agreement(study, "cartpole", "ppo")._suptitle.get_text()]
+    for title in titles:
+        assert "affine, per_tensor, bias fp32" in title and "quarl_code" in title, title
+    assert "- quantizers: ptq: affine" in (out / "README.md").read_text()
+
+
+def test_error_table_mean_row_averages_e_only_and_the_settings_note_names_config_keys(tmp_path: Path):
+    records = [record("ppo", "cartpole", "fp32", seed=0, reward=186.0, fp32=186.0),
+               record("ppo", "cartpole", "ptq", 8, 0, reward=180.0, fp32=186.0),
+               record("ppo", "acrobot", "fp32", seed=0, reward=-500.0, fp32=-500.0),
+               record("ppo", "acrobot", "ptq", 8, 0, reward=-510.0, fp32=-500.0),
+               record("ppo", "acrobot", "ptq", 8, 0, reward=-520.0, fp32=-500.0, steps=2000)]
+    study = load(_store(tmp_path, records))
+    table = tables.error_table(study, "ppo", "ptq").set_index("env")
+    assert pd.isna(table.loc["mean", "fp32"]) and pd.isna(table.loc["mean", "int8"])  # not (186 - 500) / 2
+    assert table.loc["mean", "E_int8 (%)"] == pytest.approx(table.loc[["acrobot", "cartpole"], "E_int8 (%)"].mean())
+    note = next(n for n in study.notes if "differ in" in n and "cells have several records" in n)
+    assert "train.steps" in note and " e," not in note and not note.split("differ in ")[1].startswith("e")
+
+
+def test_agreement_table_and_plot(tmp_path: Path):
+    path = _store(tmp_path, ptq_study())
+    study = load(path)
+    table = tables.agreement_table(study, "ppo")
+    cp = table[(table["env"] == "cartpole") & (table["method"] == "ptq")].set_index("bits")
+    assert list(cp.index) == [2, 4, 6, 8] and cp.loc[8, "agreement"] >= cp.loc[2, "agreement"]
+    direct = study.seeds[(study.seeds["algo"] == "ppo") & (study.seeds["env"] == "cartpole") & (study.seeds["bits"] == 4)
+                         & (study.seeds["method"] == "ptq")]["action_agreement"]
+    lo, hi = sps.t.interval(0.95, len(direct) - 1, loc=direct.mean(), scale=sps.sem(direct))
+    assert cp.loc[4, "agreement"] == pytest.approx(direct.mean()) and cp.loc[4, "low"] == pytest.approx(lo)
+    assert "KL" in table.columns and "MAD" not in table.columns  # PPO measured KL; nobody measured MAD
+    assert "KL" not in tables.agreement_table(study, "dqn").columns
+    fig = plots.agreement(study, "cartpole", "ppo")
+    assert len(fig.axes) == 2 and "agreement" in fig.axes[1].get_ylabel()
+    out = tmp_path / "out"
+    written = {p.relative_to(out).as_posix() for p in collate(path, out)}
+    assert {"agreement/ppo_cartpole.png", "tables/agreement_ppo.md"} <= written
+    old = _store(tmp_path, [record("ppo", "cartpole", "fp32"), record("ppo", "cartpole", bits=4)], "old.sqlite")
+    written = {p.relative_to(tmp_path / "o2").as_posix() for p in collate(old, tmp_path / "o2")}
+    assert not [w for w in written if "agreement" in w] and "tables/errors_ppo.md" in written
+
+
+def test_collate_out_is_a_clean_folder(tmp_path: Path, caplog):
+    path = _store(tmp_path, ptq_study(algos=("ppo",), envs=("cartpole", "acrobot")))
+    out = tmp_path / "out"
+    first = collate(path, out)
+    assert (out / "sweet_spot/ppo_acrobot.png").is_file()
+    (out / "notes.txt").write_text("mine")  # a user's file beside the collation stays
+    second = collate(path, out, {"env": "cartpole"})
+    on_disk = {p for p in out.rglob("*") if p.is_file()}
+    assert on_disk == set(second) | {out / ".quarl-collate.json", out / "notes.txt"}
+    assert not (out / "sweet_spot/ppo_acrobot.png").exists() and len(first) > len(second)
+    listed = {line.split("](")[1][:-1] for line in (out / "README.md").read_text().splitlines() if line.startswith("- [")}
+    assert {out / f for f in listed} | {out / "README.md"} == set(second)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "thesis.tex").write_text("keep")
+    with caplog.at_level(logging.ERROR):
+        assert cli.main(["collate", "--store", str(path), "--out", str(other)]) == 1
+    assert "non-empty folder that no collation wrote" in caplog.text and "--overwrite" in caplog.text
+    assert (other / "thesis.tex").read_text() == "keep" and len(list(other.iterdir())) == 1
+    assert cli.main(["collate", "--store", str(path), "--out", str(other), "--overwrite"]) == 0
+    assert not (other / "thesis.tex").exists() and (other / "README.md").is_file()
+
+
+def test_sweep_collation_takes_the_sweep_own_cells(tmp_path: Path):
+    """Records of an earlier run in the same store (dqn/acrobot) stay out; the sweep's fp32
+    baselines come along although the sweep dir holds only its quantized cells' records."""
+    path = tmp_path / "r.sqlite"
+    earlier = ptq_study(algos=("dqn",), envs=("acrobot",), seeds=(0,), bits=(8,))
+    sweep = ptq_study(algos=("ppo",), envs=("cartpole",), seeds=(0, 1), bits=(2, 8))
+    write_records(Store(path), earlier)
+    write_records(Store(path), [r for r in sweep if r["run"]["quant"] == "fp32"])  # baselines from before
+    write_records(Store(path), [r for r in sweep if r["run"]["quant"] != "fp32"], run_root=tmp_path / "sweep")
+    out = tmp_path / "sweep/collate"
+    collate(path, out, sweep=tmp_path / "sweep")
+    study = load(path, cells={r["run"]["cell_key"] for r in sweep if r["run"]["quant"] != "fp32"})
+    assert set(study.done["algo"]) == {"ppo"} and (study.done["quant"] == "fp32").sum() == 2
+    assert not list(out.rglob("*dqn*")) and not list(out.rglob("*acrobot*"))
+    table = pd.read_csv(out / "tables/errors_ppo.csv").set_index("env")
+    assert table.loc["cartpole", "seeds"] == 2 and pd.notna(table.loc["cartpole", "fp32"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(QuarlError, match="--sweep .* holds no job"):
+        collate(path, tmp_path / "o", sweep=tmp_path / "empty")
+
+
+def _actorq_record(bits: int, seed: int, reach_at: float | None, end: float = 100.0) -> dict:
+    """An ActorQ DQN Acrobot record whose training return jumps from -300 to -50 at `reach_at` seconds
+    (None: never; the paper's target there is -107.45)."""
+    times = np.linspace(1, end, 60)
+    returns = [-50.0 if reach_at is not None and t >= reach_at else -300.0 for t in times]
+    rec = record("dqn", "acrobot", "actorq", seed=seed, reward=-60.0, fp32=None,
+                 config={"quant.actor_bits": bits, "actorq.update_period": 100},
+                 run={"train_time_s": end}, actor_action_agreement=0.95 if bits == 8 else None)
+    rec["curve"] = [{"step": int(10 * t), "reward": r, "length": 10, "wall_s": float(t), "actor": 0}
+                    for t, r in zip(times, returns)]
+    return rec
+
+
+def test_actorq_time_to_reward_is_censored_not_averaged_over_survivors(tmp_path: Path):
+    from quarl.collate import actorq
+
+    fp32 = [_actorq_record(32, s, reach_at=t) for s, t in zip((0, 1, 2), (40.0, 50.0, 60.0))]
+    int8 = [_actorq_record(8, s, reach_at=t) for s, t in zip((0, 1, 2), (20.0, None, 25.0))]
+    study = load(_store(tmp_path, fp32 + int8))
+    ttr = actorq.time_to_reward(study, Store(study.store).curves()).set_index("precision")
+    assert not ttr.loc["fp32", "censored"] and ttr.loc["int8", "censored"] and ttr.loc["int8", "reached"] == "2/3"
+    def reached(rec: dict) -> float:  # the first time the 10-episode mean return is at the paper's -107.45
+        c = pd.DataFrame(rec["curve"])
+        return float(c["wall_s"][c["reward"].rolling(10, min_periods=1).mean() >= -107.45].iloc[0])
+
+    assert ttr.loc["int8", "time_s"] == pytest.approx(np.mean([reached(int8[0]), 100.0, reached(int8[2])]))  # missed: run time
+    assert ttr.loc["fp32", "time_s"] == pytest.approx(np.mean([reached(r) for r in fp32]))
+    assert ttr.loc["int8", "speedup_bound"] == "<="  # int8's time is a lower bound: the speedup an upper one
+    assert ttr.loc["int8", "speedup_vs_fp32"] == pytest.approx(ttr.loc["fp32", "time_s"] / ttr.loc["int8", "time_s"])
+    assert ttr.loc["int8", "actor_agreement"] == pytest.approx(0.95)
+    shown = actorq.ttr_display(ttr.reset_index()).set_index("precision")
+    assert shown.loc["int8", "time_s"].startswith("≥ ") and shown.loc["int8", "speedup_vs_fp32"].startswith("≤ ")
+    assert not shown.loc["fp32", "time_s"].startswith("≥")
+    out = tmp_path / "out"
+    collate(study.store, out)
+    assert "≥ " in (out / "actorq/time_to_reward.md").read_text() and "Censored" in (out / "actorq/time_to_reward.md").read_text()

@@ -39,7 +39,8 @@ def _own_cells(runs: pd.DataFrame, cells: set[str]) -> pd.DataFrame:
     own = runs[runs["cell_key"].isin(cells)]
     keys = ["policy_key"] + [k for k in ("eval.episodes", "eval.deterministic") if k in runs.columns]
     wanted = set(map(tuple, own[keys].astype(str).to_numpy()))
-    base = runs[(runs["quant"] == "fp32") & [tuple(r) in wanted for r in runs[keys].astype(str).to_numpy()]]
+    same = pd.Series([tuple(r) in wanted for r in runs[keys].astype(str).to_numpy()], index=runs.index, dtype=bool)
+    base = runs[(runs["quant"] == "fp32") & same]
     return runs[runs["cell_key"].isin(set(own["cell_key"]) | set(base["cell_key"]))]
 
 

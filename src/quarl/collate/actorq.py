@@ -4,8 +4,14 @@ over fp32 actors (beside the published one), and the actors' runtime breakdown.
 Inputs: the `actorq` records of a `Study` (one per (algo, env, actor bits, seed, settings)), their
 training curves (every actor episode's return, env step and wall time) and the `actors` table.
 A run's return at time t is the mean return of the last `RETURN_WINDOW` episodes that ended by t (all
-actors pooled): the curve a time-to-reward is read from. Intervals: mean ± 1.96 standard errors
-across seeds (normal approximation: a bootstrap per time point is not worth its cost here).
+actors pooled): the curve a time-to-reward is read from. Intervals: the Student-t 95% interval of
+the mean across seeds at each time point, mean ± t(0.975, n-1) · SE.
+
+Time to reward is censored, not averaged over survivors: a seed that never reached the target
+counts at its whole run time (a lower bound on its time to reward). A precision's time is then
+exact only when every seed reached the target, and otherwise a bound ("≥ x"); a speedup over
+fp32 is given as a number only when both precisions' times are exact, as a bound when one is
+(fp32 censored: "≥", this precision censored: "≤"), and not at all when both are.
 """
 
 from __future__ import annotations
@@ -22,13 +28,14 @@ from quarl.actorq.settings import RETURN_WINDOW
 from quarl.collate import plots, tables
 from quarl.collate.frame import Study
 from quarl.collate.published import bare_name
+from quarl.collate.stats import t_quantile
 from quarl.store import Store
 
 GRID = 100  # wall-time points per convergence curve
 ORDER = ["fp32", "fp16", "int8"]  # precisions in plots and tables
 PARTS = ["inference_s", "env_s", "pull_s", "deserialize_s", "load_s"]
-PART_NAMES = {"inference_s": "step (inference)", "env_s": "env", "pull_s": "pull", "deserialize_s": "deserialize",
-              "load_s": "load_state_dict"}
+PART_NAMES = {"inference_s": "inference", "env_s": "env", "pull_s": "pull", "deserialize_s": "deserialize",
+              "load_s": "load"}  # as the ActorQ log names them
 
 
 def published() -> pd.DataFrame:
@@ -64,9 +71,31 @@ def target(algo: str, env: str, per_run: dict[str, pd.DataFrame], rows: pd.DataF
     return float(best.min()), "lowest best return over precisions"
 
 
+def _run_end(curve: pd.DataFrame, record: pd.Series) -> tuple[float, float]:
+    """Wall seconds and env steps a run lasted (its training time, else its last curve point)."""
+    wall = record.get("train_time_s")
+    wall = float(wall) if pd.notna(wall) else float(curve["wall_s"].max() if len(curve) else np.nan)
+    return wall, float(curve["step"].max() if len(curve) else np.nan)
+
+
+def _bounded(value: float, censored: bool) -> str:
+    """'123.4' or '≥ 123.4' for the Markdown table."""
+    return "–" if pd.isna(value) else f"{'≥ ' if censored else ''}{value:.4g}"
+
+
+def _speedup(fp32: float, fp32_censored: bool, this: float, this_censored: bool) -> tuple[float, str]:
+    """fp32 time / this precision's time and its kind: '=' exact, '>=' / '<=' a bound, '' none."""
+    if pd.isna(fp32) or pd.isna(this) or (fp32_censored and this_censored):
+        return np.nan, ""
+    kind = ">=" if fp32_censored else "<=" if this_censored else "="
+    return fp32 / this, kind
+
+
 def time_to_reward(study: Study, curves: pd.DataFrame) -> pd.DataFrame:
     """Per (algo, env, update period, precision): wall seconds and env steps until the target return,
-    mean over the seeds that reached it, and the speedup of each precision over fp32 actors."""
+    mean over every seed (a seed that missed it counts at its run time: then the value is a lower
+    bound, `censored`), and the speedup over fp32 actors with its kind (`speedup_bound`: '=' exact,
+    '>=' / '<=' a bound, '' none when both are censored)."""
     done = runs(study)
     paper = published()
     out = []
@@ -74,27 +103,62 @@ def time_to_reward(study: Study, curves: pd.DataFrame) -> pd.DataFrame:
         per_run = {k: smoothed(curves, k) for k in rows["cell_key"]}
         goal, source = target(algo, env, per_run, rows)
         for precision, group in rows.groupby("precision"):
-            times, steps = [], []
-            for key in group["cell_key"]:
-                reached = per_run[key][per_run[key]["return"] >= goal]
-                if len(reached):
-                    times.append(reached["wall_s"].iloc[0])
-                    steps.append(reached["step"].iloc[0])
+            times, steps, reached = [], [], 0
+            for _, record in group.iterrows():
+                curve = per_run[record["cell_key"]]
+                hit = curve[curve["return"] >= goal]
+                if len(hit):
+                    reached += 1
+                    times.append(hit["wall_s"].iloc[0])
+                    steps.append(hit["step"].iloc[0])
+                else:
+                    wall, step = _run_end(curve, record)
+                    times.append(wall)
+                    steps.append(step)
+            agreement = pd.to_numeric(group.get("actor_action_agreement"), errors="coerce")
             out.append({"algo": algo, "env": env, "update_period": period, "precision": precision, "target": goal,
-                        "target_from": source, "time_s": np.mean(times) if times else np.nan,
-                        "env_steps": np.mean(steps) if steps else np.nan,
-                        "reached": f"{len(times)}/{len(group)}", "seeds": len(group)})
+                        "target_from": source, "time_s": np.mean(times), "env_steps": np.mean(steps),
+                        "censored": reached < len(group), "reached": f"{reached}/{len(group)}", "seeds": len(group),
+                        "actor_agreement": agreement.mean() if agreement is not None else np.nan})
     table = pd.DataFrame(out)
     if table.empty:
         return table
-    fp32 = table[table["precision"] == "fp32"].set_index(["algo", "env", "update_period"])["time_s"]
-    table["speedup_vs_fp32"] = [fp32.get((r.algo, r.env, r.update_period), np.nan) / r.time_s for r in table.itertuples()]
+    fp32 = table[table["precision"] == "fp32"].set_index(["algo", "env", "update_period"])
+    speed = [_speedup(fp32["time_s"].get((r.algo, r.env, r.update_period), np.nan),
+                      bool(fp32["censored"].get((r.algo, r.env, r.update_period), False)), r.time_s, r.censored)
+             for r in table.itertuples()]
+    table["speedup_vs_fp32"] = [v for v, _ in speed]
+    table["speedup_bound"] = [k for _, k in speed]
     keys = paper.set_index(["algo", "key"])
     table["speedup (paper)"] = [
         keys["int8_speedup"].get((r.algo, bare_name(r.env)), np.nan) if r.precision == "int8" else np.nan
         for r in table.itertuples()
     ]
+    if table["actor_agreement"].isna().all():
+        table = table.drop(columns="actor_agreement")
     return table
+
+
+TTR_CAPTION = (
+    f"time_s / env_steps: until the mean return of the last {RETURN_WINDOW} training episodes reaches the target, "
+    "mean over every seed; reached: seeds that reached it. Censored: where a seed did not reach the target it counts "
+    "at its whole run time, so the value is a lower bound (≥; CSV: censored = True), never a mean over the seeds "
+    "that happened to reach it. speedup_vs_fp32: fp32 actors' time / this precision's, a number only when every "
+    "seed of both reached the target; ≥ x when fp32's time is a bound, ≤ x when this precision's is, – when both "
+    "are (CSV: speedup_bound). actor_agreement: the actors' quantized policy's action agreement with the fp32 "
+    "learner's (where measured). speedup (paper): QuaRL's int8 speedup (arXiv 1910.01055).")
+
+
+def ttr_display(table: pd.DataFrame) -> pd.DataFrame:
+    """The time-to-reward table as the Markdown shows it: censored times as '≥ x', speedups with
+    their bound ('≥ 1.2', '≤ 0.8'), '–' where both precisions are censored."""
+    shown = table.drop(columns=["censored", "speedup_bound"]).astype(object)
+    shown["time_s"] = [_bounded(v, c) for v, c in zip(table["time_s"], table["censored"])]
+    shown["env_steps"] = [_bounded(v, c) for v, c in zip(table["env_steps"], table["censored"])]
+    marks = {"=": "", ">=": "≥ ", "<=": "≤ "}
+    shown["speedup_vs_fp32"] = ["–" if not k else f"{marks[k]}{v:.3g}"
+                                for v, k in zip(table["speedup_vs_fp32"], table["speedup_bound"])]
+    return shown
 
 
 def convergence(study: Study, curves: pd.DataFrame, algo: str, env: str):
@@ -123,12 +187,13 @@ def convergence(study: Study, curves: pd.DataFrame, algo: str, env: str):
                 se = np.nanstd(y, axis=0, ddof=1) / np.sqrt(n)
             line, = ax.plot(grid, mean, label=f"{precision} actors (n = {len(lines)})")
             if len(lines) > 1:
-                ax.fill_between(grid, mean - 1.96 * se, mean + 1.96 * se, color=line.get_color(), alpha=0.2, linewidth=0)
+                half = np.array([t_quantile(0.95, k - 1) if k > 1 else np.nan for k in n]) * se
+                ax.fill_between(grid, mean - half, mean + half, color=line.get_color(), alpha=0.2, linewidth=0)
             counts.append(len(lines))
         ax.set_xlabel("wall time (s)")
         ax.set_ylabel(f"training return (mean of last {RETURN_WINDOW} episodes)")
         ax.set_title(f"ActorQ {algo.upper()} on {env}")
-        ax.legend(title="shaded: ±1.96 SE across seeds" if max(counts, default=1) > 1 else "one seed: no interval")
+        ax.legend(title="shaded: 95% Student-t CI across seeds" if max(counts, default=1) > 1 else "one seed: no interval")
     return fig
 
 
@@ -150,7 +215,7 @@ def breakdown_figure(table: pd.DataFrame, algo: str, env: str):
     periods = sorted(rows["update_period"].unique())
     columns = [f"{PART_NAMES[p]} (ms/step)" for p in PARTS]
     with plots.styled():
-        fig, axes = plots.new_figure(3.6 * len(periods) + 1.5, 4.0, ncols=len(periods), sharey=True)
+        fig, axes = plots.new_figure(3.6 * len(periods) + 0.6, 4.6, ncols=len(periods), sharey=True)
         for ax, period in zip(axes[0], periods):
             r = rows[rows["update_period"] == period].set_index("precision").reindex(ORDER).dropna(how="all")
             bottom = np.zeros(len(r))
@@ -160,7 +225,8 @@ def breakdown_figure(table: pd.DataFrame, algo: str, env: str):
             ax.set_title(f"pull every {period} steps")
             ax.set_xlabel("actor precision")
         axes[0, 0].set_ylabel("ms per actor step")
-        axes[0, -1].legend(fontsize=8)
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        fig.legend(handles[::-1], labels[::-1], loc="outside right upper", frameon=False, title="part (as in the log)")
         fig.suptitle(f"ActorQ {algo.upper()} on {env}: where an actor's time goes")
     return fig
 
@@ -178,11 +244,8 @@ def write_actorq(study: Study, out: Path) -> list[Path]:
         written += plots.save(fig, folder / f"convergence_{name}")
     ttr = time_to_reward(study, curves)
     if len(ttr):
-        written += tables.write(ttr, folder / "time_to_reward", "ActorQ: time to reward",
-                                f"time_s / env_steps: until the mean return of the last {RETURN_WINDOW} training episodes "
-                                "reaches the target (mean over the seeds that reached it; reached: seeds). "
-                                "speedup_vs_fp32: fp32 actors' time / this precision's. "
-                                "speedup (paper): QuaRL's int8 speedup (arXiv 1910.01055).")
+        written += tables.write(ttr, folder / "time_to_reward", "ActorQ: time to reward", TTR_CAPTION,
+                                shown=ttr_display(ttr))
     bd = breakdown(study, actors)
     if len(bd):
         written += tables.write(bd, folder / "breakdown", "ActorQ: actor runtime breakdown",

@@ -324,6 +324,8 @@ def heatmap(study: Study) -> Figure:
             sns.heatmap(grid, ax=ax, cmap="vlag", center=0, vmin=-vmax, vmax=vmax, annot=text.to_numpy(), fmt="",
                         annot_kws={"fontsize": 8}, linewidths=0.5, linecolor="white", xticklabels=labels,
                         cbar_kws={"label": "E (%): reward lost vs fp32" + (" (scale clipped at ±100)" if vmax >= 100 else "")})
+        for i, j in zip(*np.nonzero(undefined.to_numpy())):  # seaborn leaves NaN cells blank: say n/a there
+            ax.text(j + 0.5, i + 0.5, "n/a", ha="center", va="center", fontsize=8, color="0.3")
         ax.set_facecolor("0.9")  # cells that were not run, or whose E is n/a
         ax.set_xlabel("method and weight bits")
         ax.set_ylabel("algorithm / environment")

@@ -228,9 +228,15 @@ def latex_escape(text: str) -> str:
     return "".join(marks.get(ch, ch) for ch in text)
 
 
-def write(df: pd.DataFrame, stem: Path, title: str, caption: str, floatfmt: str = ".2f") -> list[Path]:
-    """`stem`.md, .csv and .tex of one data frame (floats shown with `floatfmt`); returns the paths."""
-    return write_sections([("", df)], stem, title, caption, floatfmt)
+def write(df: pd.DataFrame, stem: Path, title: str, caption: str, floatfmt: str = ".2f",
+          shown: pd.DataFrame | None = None) -> list[Path]:
+    """`stem`.md, .csv and .tex of one data frame (floats shown with `floatfmt`; the Markdown shows
+    `shown` instead where given, e.g. with bounds written '≥ x'); returns the paths."""
+    paths = write_sections([("", df)], stem, title, caption, floatfmt)
+    if shown is not None:
+        table = _display(shown, floatfmt).to_markdown(index=False, disable_numparse=True)
+        paths[0].write_text(f"## {title}\n\n{caption}\n\n{table}\n")
+    return paths
 
 
 def write_sections(sections: list[tuple[str, pd.DataFrame]], stem: Path, title: str, caption: str,
