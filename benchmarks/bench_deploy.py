@@ -9,14 +9,17 @@ and a short budget (`CNN_STEPS`, about 11 minutes on one thread of a 2-core x86)
 
 For every backend of `quarl.deploy` (and torch's own `quantize_dynamic` int8 as a reference, not
 a quarl backend): median and p90 latency per action (batch 1, one thread, after warm-up), speedup
-over fp32 eager torch, bytes of the stored tensors, and the reward of the trained policy executed
-with that backend: the same 10 seeded CartPole episodes for the MLPs, and `--cnn-episodes` seeded
+over fp32 eager torch and over int8 (`onnx_int8`), bytes of the stored tensors, and the reward of
+the trained policy executed with that backend. The weight-only backends execute the policy quarl
+quantizes for them (column `policy`): `onnx_int4` the PTQ 4-bit policy (quarl's default affine, per
+tensor) with its own weights, `onnx_int2` the PTQ 2-bit one, and `auto` is run on the fp32 policy
+and on the PTQ 4-bit one (where it may pick `onnx_int4`). Rewards: the same 10 seeded CartPole episodes for the MLPs, and `--cnn-episodes` seeded
 Breakout episodes (quarl's evaluation: whole games, raw score, capped at `--cnn-frames` emulator
 frames) for the CNN, whose int8 runner is calibrated on real Breakout frames. `auto` is what quarl
 runs by default.
 
 Usage: python benchmarks/bench_deploy.py [--policies DIR] [--episodes 10] [--cnn-episodes 10]
-       [--cnn-frames 10000] [--jobs 2] [--no-reward]
+       [--cnn-frames 10000] [--jobs 2] [--no-reward] [--networks "MLP 3x2048,..."]
 """
 
 from __future__ import annotations
@@ -50,10 +53,14 @@ from quarl.deploy import ActingNetwork, Runner, acting_network, compile_network,
 from quarl.deploy.backends import TorchRunner
 from quarl.evaluate import episode_seeds, evaluate
 from quarl.policies import obtain
+from quarl.quantize import LAYER_TYPES, fake_quantize
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT.parent / "shared" / "paper" / "deployment_int8.csv"
 BACKENDS = ("torch", "onnx", "onnx_int8", "torch_fp16", "torch_bf16", "auto")
+# weight-only backends, each on the policy quarl quantized to its bits (PTQ, affine, per tensor),
+# and auto on that 4-bit policy
+NBITS_ROWS = (("onnx_int4", 4), ("onnx_int2", 2), ("auto", 4))
 REFERENCE = "torch.ao int8 (ref.)"
 
 # PPO recipes per actor size, found by trying a few on 2 cores: rl-zoo3's tuned CartPole settings
@@ -179,6 +186,17 @@ class TorchDynamicInt8(TorchRunner):
         self.nbytes = weights + biases + others
 
 
+def ptq(net: ActingNetwork, bits: int) -> ActingNetwork:
+    """A copy of `net` with quarl's PTQ at `bits` (its defaults: affine, per tensor, biases kept):
+    the weights `quantize_policy` gives the same layers."""
+    net = copy.deepcopy(net)
+    with torch.no_grad():
+        for layer in net.body.modules():
+            if isinstance(layer, LAYER_TYPES):
+                layer.weight.copy_(fake_quantize(layer.weight, bits))
+    return net
+
+
 def latency(runners: dict[str, Any], obs: np.ndarray, rounds: int, budget_s: float) -> dict[str, dict[str, float]]:
     """measure() of every runner in interleaved rounds; per runner the median over rounds of the
     round medians (and of the p90s), so a busy moment of a shared machine hits all backends alike."""
@@ -200,18 +218,25 @@ def bench_network(label: str, net: ActingNetwork, example: np.ndarray, reward: O
     logging.getLogger("quarl.deploy.backends").setLevel(logging.ERROR)  # auto's choice is a table column
     runners: dict[str, Any] = {b: compile_network(net, b, example) for b in BACKENDS}
     runners[REFERENCE] = TorchDynamicInt8(net)
+    policies = {name: "fp32" for name in runners}
+    quantized = {bits: ptq(net, bits) for bits in {b for _, b in NBITS_ROWS}}
+    for backend, bits in NBITS_ROWS:
+        name = f"{backend} [{bits}-bit]"
+        runners[name], policies[name] = compile_network(quantized[bits], backend, example), f"PTQ {bits}-bit"
     times = latency(runners, example, rounds, budget_s)
-    base = times["torch"]["median_ms"]
+    base, int8 = times["torch"]["median_ms"], times["onnx_int8"]["median_ms"]
     fp32_bytes = runners["torch"].nbytes
     rows = []
     for name, r in runners.items():
         row = {
             "network": label,
-            "backend": name if name != "auto" else f"auto -> {r.backend}",
+            "policy": policies[name],
+            "backend": f"auto -> {r.backend}" if name.startswith("auto") else name.split(" [")[0],
             "precision": r.precision,
             "median ms": times[name]["median_ms"],
             "p90 ms": times[name]["p90_ms"],
             "speedup": base / times[name]["median_ms"],
+            "vs int8": int8 / times[name]["median_ms"],
             "bytes": r.nbytes,
             "x smaller": fp32_bytes / r.nbytes,
         }
@@ -233,7 +258,7 @@ def published_vs_ours(table: pd.DataFrame) -> Optional[pd.DataFrame]:
         if ours.empty:
             continue
         fp32 = ours[ours.backend == "torch"].iloc[0]
-        int8 = ours[ours.backend == "onnx_int8"].iloc[0]
+        int8 = ours[(ours.backend == "onnx_int8") & (ours.policy == "fp32")].iloc[0]
         rows.append({"policy": p["policy"], "network": label, "paper fp32 ms (RPi 3b)": p["fp32_time_ms"],
                      "paper int8 ms": p["int8_time_ms"], "paper speedup": p["speedup"],
                      "ours fp32 ms": fp32["median ms"], "ours int8 ms": int8["median ms"], "ours speedup": int8["speedup"]})
@@ -266,11 +291,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved latency rounds")
     parser.add_argument("--budget", type=float, default=1.5, help="seconds of timed calls per backend and network")
     parser.add_argument("--no-reward", action="store_true", help="latency and bytes only: train nothing")
+    parser.add_argument("--networks", default=",".join([*MLPS, CNN]), help="comma-separated networks to measure")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     start = time.perf_counter()
 
-    names = [*MLPS, CNN]
+    names = [n.strip() for n in args.networks.split(",")]
+    unknown = [n for n in names if n not in [*MLPS, CNN]]
+    if unknown:
+        parser.error(f"--networks: {', '.join(unknown)} not known: choose from {', '.join([*MLPS, CNN])}")
     if args.no_reward:
         models = {name: untrained(name, args.policies) for name in names}
     else:
@@ -302,13 +331,22 @@ def main() -> None:
         print(published.to_markdown(index=False, floatfmt=".4g"))
 
     print("\n## Checks\n")
-    big = table[(table.network == "MLP 3x2048") & (table.backend == "onnx_int8")].iloc[0]
-    print(f"- MLP 3x2048 int8 vs fp32 eager: {big['speedup']:.2f}x faster (target >= 3x), "
-          f"{big['x smaller']:.2f}x smaller (limit 4x)")
-    for _, row in table[table.backend.str.startswith("auto")].iterrows():
+    rows_of = {(r["network"], r["backend"].split(" -> ")[0], r["policy"]): r for r in table.to_dict("records")}
+    if "MLP 3x2048" in names:
+        int8 = rows_of["MLP 3x2048", "onnx_int8", "fp32"]
+        int4 = rows_of["MLP 3x2048", "onnx_int4", "PTQ 4-bit"]
+        int2 = rows_of["MLP 3x2048", "onnx_int2", "PTQ 2-bit"]
+        print(f"- MLP 3x2048 int8 vs fp32 eager: {int8['speedup']:.2f}x faster (target >= 3x), "
+              f"{int8['x smaller']:.2f}x smaller (limit 4x)")
+        print(f"- MLP 3x2048 int4 vs int8: {int4['vs int8']:.2f}x faster (target >= 1.5x); vs fp32 eager "
+              f"{int4['speedup']:.2f}x faster, {int4['x smaller']:.2f}x smaller (target about 8x, limit 8x)")
+        print(f"- MLP 3x2048 int2 vs int4: {int4['median ms'] / int2['median ms']:.2f}x faster; vs int8 "
+              f"{int2['vs int8']:.2f}x, {int2['x smaller']:.2f}x smaller than fp32")
+    for row in table[table.backend.str.startswith("auto")].to_dict("records"):
         verdict = "ok" if row["speedup"] >= 1 else "SLOWER than fp32 eager"
-        print(f"- {row['network']}: default backend {row['backend']} runs at {row['speedup']:.2f}x fp32 eager ({verdict})")
-    if not args.no_reward:
+        print(f"- {row['network']} ({row['policy']} policy): auto runs {row['backend'].split(' -> ')[1]} at "
+              f"{row['speedup']:.2f}x fp32 eager ({verdict})")
+    if not args.no_reward and CNN in names:
         cnn = table[table.network == CNN].set_index("backend")["reward"]
         random_score = atari_reward(eval_env, args.cnn_episodes)(RandomActions(eval_env))
         print(f"- {CNN} on {cnn_env.id}: reward fp32 {cnn['torch']:.4g}, int8 (onnx_int8) {cnn['onnx_int8']:.4g}, "
