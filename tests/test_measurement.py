@@ -115,3 +115,35 @@ def test_actor_policy_evaluation_does_not_depend_on_n_envs():
 
     assert reward(1, True) == reward(4, True)
     assert reward(1, False) != reward(4, False)  # one activation scale for four episodes changes actions
+
+
+def test_settings_outside_the_keys_do_not_change_a_trained_policy(tmp_path):
+    """train.checkpoint_every is left out of the policy key: saving checkpoints must leave the
+    trained weights exactly as they are."""
+    import torch
+    from stable_baselines3 import DQN
+
+    from quarl.training import train
+    from tests.conftest import compose_cfg
+
+    weights = []
+    for i, overrides in enumerate((["train.checkpoint_every=0"], ["train.checkpoint_every=100"])):
+        cfg = compose_cfg("algo=dqn", "train.steps=600", *overrides)
+        folder = tmp_path / f"policy{i}"
+        folder.mkdir()
+        train(cfg, folder, progress=False, checkpoints=tmp_path / f"ckpt{i}")
+        weights.append(DQN.load(folder / "model.zip").policy.state_dict())
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+
+
+def test_a_gpu_training_is_another_policy_and_a_cpu_one_keeps_its_key(monkeypatch):
+    import torch
+
+    from quarl.keys import policy_key
+    from tests.conftest import compose_cfg
+
+    cpu = policy_key(compose_cfg("train.device=cpu"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert policy_key(compose_cfg("train.device=auto")) == cpu  # auto without a GPU trains on the CPU
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert policy_key(compose_cfg("train.device=auto")) != cpu

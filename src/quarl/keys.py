@@ -76,9 +76,17 @@ def env_spec(cfg: Any) -> dict[str, Any]:
     return {k: v for k, v in env.items() if k not in MEASUREMENT_ONLY_ENV_KEYS}
 
 
+def training_device(cfg: Any) -> str:
+    """The device a training really runs on: cuda where asked for (or auto) and present, else cpu."""
+    import torch  # only here: the keys of a CPU run need no torch
+
+    return "cuda" if cfg.train.device in ("cuda", "auto") and torch.cuda.is_available() else "cpu"
+
+
 def training_spec(cfg: Any) -> dict[str, Any]:
-    """Everything that changes the trained policy (not the device or progress bars): QAT settings
-    count for QAT policies only, so every PTQ cell shares one fp32 policy."""
+    """Everything that changes the trained policy (not progress bars, logging or checkpoints): QAT
+    settings count for QAT policies only, so every PTQ cell shares one fp32 policy; a GPU training
+    counts as another policy (a CPU one keeps the key it always had)."""
     spec = {
         "algo": OmegaConf.to_container(cfg.algo, resolve=True),
         "env": env_spec(cfg),
@@ -89,6 +97,8 @@ def training_spec(cfg: Any) -> dict[str, Any]:
         spec[cfg.quant.method] = quant_spec(cfg)
     if cfg.train.get("keep_best"):  # the saved policy is the best evaluated one, not the last
         spec["keep_best"] = {"every": keep_best_every(cfg), "episodes": int(cfg.train.eval_episodes)}
+    if training_device(cfg) != "cpu":  # GPU kernels round differently: another policy
+        spec["device"] = training_device(cfg)
     if cfg.policy.source != "train":  # a pretrained policy is identified by where it comes from
         spec = {"env": spec["env"], "algo": cfg.algo.name, "source": OmegaConf.to_container(cfg.policy, resolve=True)}
     return spec
