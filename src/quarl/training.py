@@ -157,7 +157,7 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
     curves = open_curves(live, cfg.train.tracking, run_name(cfg), launch_dir(), resume_step=done if resuming else None)
     how = f"QAT {cfg.quant.bits}-bit" if cfg.quant.method == "qat" else "fp32"
     bar = Progress(steps, f"Training {how} {algo_cfg.name}", interval_s=cfg.train.log_interval_s,
-                   interactive=progress or None, enabled=progress or cfg.train.progress, initial=done)
+                   interactive=progress or None, enabled=progress or cfg.train.progress, initial=done, logger=log)
     logged = TrainingLog(curves, bar, dump_every=max(1, steps // CURVE_ROWS))
     model.set_logger(Logger(str(live), [CurvesOutput(curves)]))
     callbacks: list[BaseCallback] = [logged] + ([schedule] if schedule is not None else [])
