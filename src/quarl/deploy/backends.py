@@ -5,20 +5,31 @@
 | `torch`      | fp32      | eager PyTorch: the reference                               |
 | `onnx`       | fp32      | ONNX Runtime                                               |
 | `onnx_int8`  | int8      | ONNX Runtime: dynamic (MLPs) / static, calibrated (CNNs)   |
+| `onnx_int4`  | int4      | ONNX Runtime MatMulNBits: 4-bit weights, int8 activations (quarl.deploy.nbits) |
+| `onnx_int2`  | int2      | ONNX Runtime MatMulNBits: 2-bit weights, int8 activations  |
 | `torch_fp16` | fp16      | eager PyTorch, weight layers in float16                    |
 | `torch_bf16` | bf16      | eager PyTorch, weight layers in bfloat16                   |
-| `auto`       | int8/fp32 | `onnx_int8` where it is measured faster than fp32, else the faster fp32 backend |
+| `auto`       | any above | the fastest low-precision backend that keeps the policy, where measured faster than fp32; else the faster fp32 backend |
 
-Chosen by measurement (benchmarks/bench_deploy.py, batch 1, one thread, 2-core x86 with AVX-512
-VNNI): ONNX Runtime int8 is the fastest int8 path for every policy size (3x2048 MLP 3.6x over fp32
-eager torch, 4096-512-1024 5.2x, Nature CNN 5.4x), ahead of torch's `quantize_dynamic` (2.4x, 1.7x
+Chosen by measurement (benchmarks/bench_deploy.py, batch 1, one thread): ONNX Runtime int8 is the
+fastest int8 path for every policy size (3x2048 MLP 3.6x over fp32 eager torch, 4096-512-1024 5.2x,
+Nature CNN 5.4x on a 2-core x86 with AVX-512 VNNI), ahead of torch's `quantize_dynamic` (2.4x, 1.7x
 and 1.1x, and 2x *slower* than fp32 at 3x64; `torch.ao.quantization` is also deprecated), so that
 is not a backend. For small MLPs int8 loses to fp32 on ONNX Runtime, which is itself 5-7x faster
 than eager torch there (per-call overhead dominates): `auto` measures and falls back, saying so.
 fp16 and bf16 give no CPU speed at batch 1 (0.5x-1.1x); they exist to execute half-precision
-policies for real and halve the bytes. 4-bit weights (ONNX Runtime MatMulNBits) reach 4.8x at
-3x2048 but use block-wise scales that do not match quarl's 4-bit schemes and are slower than fp32
-below ~1000 units: not a backend.
+policies for real and halve the bytes.
+
+4-bit and 2-bit weights (`onnx_int4`, `onnx_int2`) execute the policy's own weights where quarl
+quantized it to at most that many bits (any scheme with zero on the grid, per tensor or per
+channel: stored exactly, block scales all equal), and round any other weights block-wise (ONNX
+Runtime's RTN, blocks of 128), saying so; convolutions and layers with fewer than 16 inputs stay
+fp32. On a 2-core AMD EPYC with AVX2 only (no VNNI; 32 MB L3, which holds the 3x2048 MLP's 8.4 MB
+of int8 weights), 3x2048 MLP, ONNX Runtime 1.31: int4 is 7.7x smaller than fp32 and 0.8x-1.2x the
+speed of int8 (quiet machine vs. one busy with other work), int2 14x smaller and 1.15x-1.8x int8,
+1.5x int4 (so 2-bit is a backend too); with fewer than ~1000 units both are within noise of int8 and
+fp32. `auto` considers them only where they execute the policy's own weights, or where their action
+agreement meets `min_agreement`.
 
 A Runner maps a batch of raw observations (numpy) to actions (numpy), exactly like the acting
 network it was compiled from, up to the backend's arithmetic.
@@ -70,10 +81,11 @@ class Runner(ABC):
 
     Attributes:
         backend: the backend that runs it (a key of BACKENDS).
-        precision: "fp32", "int8", "fp16" or "bf16".
+        precision: "fp32", "int8", "int4", "int2", "fp16" or "bf16".
         nbytes: bytes of the stored tensors it computes with (weights as stored by the backend:
-            int8 weights 1 byte each plus their scales and zero points; biases and normalisation
-            constants included).
+            int8 weights 1 byte each plus their scales and zero points; 4-/2-bit weights packed two
+            / four to a byte plus a float32 scale and a packed zero point per block; layers left in
+            fp32, biases and normalisation constants included).
         threads: intra-op threads (ONNX Runtime runners; torch runners use torch's setting).
         net: the float32 acting network it was compiled from (shapes, dtypes, action kind).
         reason: why this backend runs it (set by backend="auto").
@@ -134,7 +146,7 @@ class TorchRunner(Runner):
 
 
 class OnnxRunner(Runner):
-    """ONNX Runtime on the CPU, fp32 or int8."""
+    """ONNX Runtime on the CPU: fp32, int8, or 4-/2-bit weights (NbitsRunner)."""
 
     def __init__(self, net: ActingNetwork, backend: str, model: bytes, threads: int) -> None:
         self.net, self.backend, self.precision = net, backend, BACKENDS[backend]
