@@ -252,3 +252,21 @@ def test_quarl_export_writes_a_standalone_int8_policy_from_the_store(scratch):
     assert act.returncode == 0, act.stderr
     ambiguous = subprocess.run([*cli[:4], "--out", "x.onnx"], cwd=scratch, capture_output=True, text=True, env=ENV)
     assert ambiguous.returncode == 1 and "2 finished records match" in ambiguous.stderr
+
+
+def test_invalid_cell_in_a_sweep_leaves_no_record_and_plan_calls_it_invalid(scratch):
+    sweep = ["-m", "quant.bits=1,8", *FAST]
+    done = run_quarl(scratch, *sweep)
+    runs = results.load(scratch / "outputs/results.sqlite")
+    assert sorted(runs["quant"]) == ["fp32", "ptq"] and set(runs["status"]) == {"done"}
+    assert "is invalid and was not run: quant.bits=1 is out of range" in log_of(done)
+    overrides = [a for a in sweep[1:] if not a.startswith("hydra.")]
+    plan = subprocess.run([sys.executable, "-m", "quarl.cli", "plan", *overrides], cwd=scratch, capture_output=True,
+                          text=True, env=ENV, timeout=300)
+    assert "invalid" in plan.stdout and "1 done" in plan.stdout, plan.stdout + plan.stderr
+
+
+def test_negative_seed_gets_one_sentence(scratch):
+    done = run_quarl(scratch, *FAST, "seed=-1", check=False)
+    assert done.returncode == 1 and "seed=-1 must be an integer >= 0" in log_of(done)
+    assert "Traceback" not in log_of(done)

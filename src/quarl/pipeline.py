@@ -17,7 +17,7 @@ from omegaconf import OmegaConf, open_dict
 from quarl import provenance, schema
 from quarl.algos import check_action_kind
 from quarl.envs import action_kind, make_env
-from quarl.errors import IncompatibleCell
+from quarl.errors import IncompatibleCell, QuarlError
 from quarl.evaluate import Evaluation, evaluate
 from quarl.fidelity import STATES, Fidelity, executed_fidelity, greedy_actions, policy_fidelity
 from quarl.keys import MEASUREMENT, cell_key, policy_key, qat_delay, train_steps
@@ -230,8 +230,15 @@ def run_cell(ctx: Context) -> None:
     that fails as failed (traceback in its run dir), and the sweep goes on; both are re-run by the
     same command once fixed. A single run raises instead."""
     cfg = ctx.cfg
-    store = Store(ctx.path(cfg.store.path))
     key, label = cell_key(cfg), _label(cfg)
+    try:  # before anything is written: an invalid cell leaves no record and no marker
+        schema.check(cfg)
+    except QuarlError as exc:
+        if not ctx.multirun:
+            raise
+        log.error("%s is invalid and was not run: %s", label, exc)
+        return
+    store = Store(ctx.path(cfg.store.path))
     status = store.status(key)
     if not cfg.force and status in ("done", "skipped"):
         log.info("Skipping %s: already in the store as %s (cell %s; force=true runs it again).", label, status, key)
@@ -267,7 +274,6 @@ def _record_failure(ctx: Context, store: Store, started: str, exc: Exception) ->
 
 def _run(ctx: Context, store: Store, started: str) -> None:
     cfg = ctx.cfg
-    schema.check(cfg)
     if cfg.quant.method == "qat" and cfg.quant.delay is None:
         cfg.quant.delay = qat_delay(cfg)  # recorded as the step it really switched on
     label = _label(cfg)

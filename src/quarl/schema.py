@@ -247,6 +247,8 @@ def _check_train(cfg: Any) -> None:
 
 def check(cfg: Any) -> None:
     """Reject values that are well-typed but meaningless, naming the field and what is allowed."""
+    if cfg.seed < 0:
+        raise QuarlError(f"seed={cfg.seed} must be an integer >= 0 (Gymnasium seeds environments with it).")
     q = cfg.quant
     _one_of("quant.method", q.method, QUANT_METHODS)
     if q.method == "ptq" and not (2 <= q.bits <= 16 or q.bits == 32):
