@@ -45,8 +45,8 @@ def test_backward_is_straight_through_inside_the_range_and_zero_outside():
     x = torch.tensor([-2.0, -0.5, 0.3, 0.9, 2.0], requires_grad=True)
     fq(x).sum().backward()
     assert x.grad.tolist() == [0.0, 1.0, 1.0, 1.0, 0.0]
-    # paper scheme: straight through everywhere (the formula does not clamp)
-    fq = qat.FakeQuant(4, "paper")
+    # QuaRL's formulas: straight through everywhere (they do not clamp)
+    fq = qat.FakeQuant(4, "quarl_code")
     fq.enabled.fill_(True)
     x = torch.tensor([-2.0, 0.3, 2.0], requires_grad=True)
     fq(x).sum().backward()

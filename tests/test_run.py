@@ -80,7 +80,7 @@ def test_incompatible_cell_is_skipped_in_a_sweep_and_fails_a_single_run(scratch)
     [
         (["quant.bits=1"], "quant.bits=1 is out of range: use 2..16, or 32"),
         (["quant.bits=40"], "quant.bits=40 is out of range"),
-        (["quant.scheme=fancy"], "quant.scheme=fancy is not allowed: choose one of affine, symmetric, paper"),
+        (["quant.scheme=fancy"], "quant.scheme=fancy is not allowed: choose one of affine, symmetric, quarl_code, published"),
         (["eval.episodes=0"], "eval.episodes=0 must be a positive number of episodes"),
         (["algo=dqn", "env=mountaincar_continuous"], "algo=dqn needs discrete actions"),
         (["store.path=/proc/forbidden/results.sqlite"], "store.path=/proc/forbidden/results.sqlite cannot be opened"),

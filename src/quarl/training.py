@@ -118,13 +118,18 @@ def run_name(cfg: Any) -> RunName:
     return RunName(name, sweep_group(cfg.train.tracking.group), tags, training_spec(cfg))
 
 
+KEEP_BEST_ENVS = 4  # keep-best evaluations step this many episodes side by side
+
+
 def _keep_best(cfg: Any, schedule: Optional[qat.QATSchedule], curves: Curves, progress: Progress) -> KeepBest:
     def on_eval(step: int, mean: float, std: float) -> None:
         curves.scalars(step, {"eval/mean_reward": mean, "eval/std_reward": std})
         progress.update(0, eval=mean)
 
     eligible = (lambda: schedule.enabled_at is not None) if schedule is not None else (lambda: True)
-    return KeepBest(cfg.env, cfg.seed, keep_best_every(cfg), int(cfg.train.eval_episodes), int(cfg.eval.n_envs),
+    # a fixed number of episodes side by side: eval.n_envs is not in the policy key, so it must not
+    # touch the float rounding that decides which model is kept
+    return KeepBest(cfg.env, cfg.seed, keep_best_every(cfg), int(cfg.train.eval_episodes), KEEP_BEST_ENVS,
                     eligible=eligible, on_eval=on_eval)
 
 
