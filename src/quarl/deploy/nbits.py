@@ -118,6 +118,8 @@ def _grid(w: np.ndarray, bits: int) -> Optional[tuple[np.ndarray, np.ndarray]]:
     the tensor, else one per row; None if `w` is on no such grid."""
     levels = 2**bits
     w64 = w.astype(np.float64)
+    if len(np.unique(w64[0])) > levels:  # on no grid, per tensor or per row (fp32 weights: decided here)
+        return None
     step = _step(np.unique(w64), levels)
     if step is not None:
         steps = np.full(w.shape[0], step)
