@@ -14,9 +14,9 @@ from typing import Any, Callable, Optional
 import numpy as np
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
-from tqdm.auto import tqdm
 
 from quarl.envs import make_env
+from quarl.progress import Progress
 
 ObsTransform = Callable[[np.ndarray], np.ndarray]
 
@@ -93,7 +93,8 @@ def evaluate(
 
     Up to `n_envs` episodes run at once. Their observations go through one batched
     `model.predict`, or, with `per_observation`, one call each (policies executed for real);
-    either way the results do not depend on `n_envs` for deterministic policies. With
+    either way the results do not depend on `n_envs` for deterministic policies. `progress` shows
+    a bar on a terminal and a log line every half minute elsewhere. With
     `keep_states`, about that many of the raw observations acted on are kept (an equal share per
     episode, seeded) in `Evaluation.states`.
     """
@@ -105,7 +106,7 @@ def evaluate(
     running: dict[int, tuple[int, Any]] = {}  # env slot -> (episode index, current observation)
     next_episode = 0
     start = time.perf_counter()
-    bar = tqdm(total=episodes, desc=desc, disable=not progress, leave=False)
+    bar = Progress(episodes, desc, unit="episode", enabled=progress)  # a bar on a terminal, else log lines
     try:
         for slot, env in enumerate(envs):
             running[slot] = (next_episode, env.reset(seed=seeds[next_episode])[0])
@@ -127,7 +128,7 @@ def evaluate(
                 if not (terminated or truncated):
                     running[slot] = (episode, ob)
                     continue
-                bar.update(1)
+                bar.update(1, last_return=rewards[episode])
                 if next_episode < episodes:
                     running[slot] = (next_episode, envs[slot].reset(seed=seeds[next_episode])[0])
                     next_episode += 1

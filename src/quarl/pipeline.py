@@ -22,6 +22,7 @@ from quarl.evaluate import Evaluation, evaluate
 from quarl.fidelity import STATES, Fidelity, executed_fidelity, greedy_actions, policy_fidelity
 from quarl.keys import MEASUREMENT, cell_key, policy_key, qat_delay, train_steps
 from quarl.policies import CachedPolicy, obtain
+from quarl.progress import activity
 from quarl.quantize import policy_bytes, quantize_policy
 from quarl.store import Store, write_json
 
@@ -110,7 +111,7 @@ def store_record(store: Store, record: dict[str, Any], json_copy: Path) -> None:
 def _episodes(ctx: Context, cfg: Any, actor: Any, obs_transform: Any, desc: str, **kw: Any) -> Evaluation:
     return evaluate(actor, cfg.env, episodes=cfg.eval.episodes, seed=cfg.seed, n_envs=cfg.eval.n_envs,
                     deterministic=cfg.eval.deterministic, obs_transform=obs_transform,
-                    progress=cfg.eval.progress and ctx.interactive, desc=desc, **kw)
+                    progress=cfg.eval.progress, desc=desc, **kw)
 
 
 def _evaluate(ctx: Context, cfg: Any, policy: CachedPolicy, desc: str, **kw: Any) -> tuple[Evaluation, int, Any]:
@@ -157,15 +158,18 @@ def _execute(ctx: Context, cfg: Any, model: Any, baseline: Baseline, obs_transfo
     example = np.asarray(env.reset(seed=cfg.seed)[0])[None]
     space = env.action_space
     env.close()
-    runner = compile_policy(model, backend, example, obs_transform=obs_transform)
+    with activity(f"Compiling the policy for quant.backend={backend}"):
+        runner = compile_policy(model, backend, example, obs_transform=obs_transform)
     reference = compile_policy(baseline.policy.load(), "torch", example, obs_transform=baseline.policy.obs_transform())
     ev = _episodes(ctx, cfg, runner, None, f"{runner.backend} eval", per_observation=True)
     fidelity = executed_fidelity(baseline.reference_actions(), runner, baseline.states, space)
     log.info("Executed on %s (%s): reward %.2f, action agreement %.3f%s", runner.backend, runner.precision, ev.mean,
              fidelity.agreement, f"; {runner.reason}" if runner.reason else "")
+    with activity("Measuring batch-1 latency"):
+        latency, fp32_latency = measure(runner, example)["median_ms"], measure(reference, example)["median_ms"]
     return {"backend": runner.backend, "backend_precision": runner.precision, "backend_reward": ev.mean,
-            "backend_bytes": runner.nbytes, "latency_ms": measure(runner, example)["median_ms"],
-            "fp32_latency_ms": measure(reference, example)["median_ms"], **fidelity.fields("backend_")}
+            "backend_bytes": runner.nbytes, "latency_ms": latency, "fp32_latency_ms": fp32_latency,
+            **fidelity.fields("backend_")}
 
 
 def _states_file(policy: CachedPolicy, key: str) -> Path:

@@ -137,7 +137,7 @@ def run_actorq_cell(ctx: Any, store: Any, started: str) -> None:
         result = train(settings, learner, make_transport(settings), progress=cfg.train.progress and ctx.interactive,
                        curves=open_run_curves(cfg, ctx.run_dir))
     run_eval = dict(episodes=cfg.eval.episodes, seed=cfg.seed, n_envs=cfg.eval.n_envs,
-                    deterministic=True, progress=cfg.eval.progress and ctx.interactive)
+                    deterministic=True, progress=cfg.eval.progress)
     learner.policy.eval()
     fp32_policy = GreedyPolicy(lambda x: learner.policy(torch.as_tensor(x, device=device)).detach().cpu().numpy(),
                                settings)
