@@ -10,15 +10,8 @@ COMMON=(store.path=outputs/campaign/results.sqlite store.policies=outputs/campai
         hydra.callbacks.collate.enabled=false train.progress=false eval.progress=false)
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-archive() {  # the campaign's records, as JSON, into docs/reproduction/records/
-  python - <<'PY'
-import json, pathlib
-out = pathlib.Path("docs/reproduction/records"); out.mkdir(parents=True, exist_ok=True)
-for path in sorted(pathlib.Path("outputs/campaign").rglob("*record.json")):
-    record = json.loads(path.read_text())
-    if record["run"]["status"] == "done":
-        (out / f"{record['run']['cell_key']}.json").write_text(json.dumps(record, indent=1, sort_keys=True))
-PY
+archive() {  # the campaign's records, as JSON, into docs/reproduction/records/, and the report
+  quarl report --archive outputs/campaign
 }
 
 sweep() {  # sweep NAME [OVERRIDES...]

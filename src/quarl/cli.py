@@ -37,7 +37,7 @@ def cmd_results(args: argparse.Namespace) -> None:
         return
     table = df if args.all else summary(df)
     with pd.option_context("display.max_rows", None, "display.width", 250, "display.max_columns", None):
-        print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep=""))
 
 
 def cmd_rebuild(args: argparse.Namespace) -> None:
@@ -130,6 +130,22 @@ def cmd_matrix(args: argparse.Namespace) -> None:
     print("\n" + "\n".join(f"{k:>10}: {v}" for k, v in LEGEND.items()))
 
 
+def cmd_report(args: argparse.Namespace) -> None:
+    from quarl import reproduction
+
+    folder, sweeps = args.records.parent, args.sweeps
+    if args.archive is not None:
+        print(f"{args.records} holds {reproduction.archive(args.archive, args.records)} records")
+    if args.check:
+        diff = reproduction.check(args.records, folder, sweeps)
+        if diff:
+            raise QuarlError(f"{folder / reproduction.REPORT} differs from what {args.records} gives "
+                             f"({len(diff)} diff lines, first: {diff[0]!r}): run `quarl report` and commit it.")
+        print(f"{folder / reproduction.REPORT} matches {args.records}.")
+        return
+    print(f"Wrote {reproduction.write(args.records, folder, sweeps)}")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="quarl", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -168,6 +184,14 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="e.g. algo=dqn")
     st.add_argument("--store", type=Path, default=DEFAULT_STORE)
     st.set_defaults(func=cmd_status)
+    rp = sub.add_parser("report", help="write the reproduction report (published vs quarl) from archived records")
+    rp.add_argument("records", type=Path, nargs="?", default=Path("docs/reproduction/records"),
+                    help="folder of record JSON files; the report is written beside it")
+    rp.add_argument("--sweeps", type=Path, default=Path("sweeps"), help="the named sweeps (for the not-run table)")
+    rp.add_argument("--check", action="store_true", help="only check that the committed report matches the records")
+    rp.add_argument("--archive", type=Path, default=None, metavar="ROOT",
+                    help="first copy the done records under ROOT (run dirs) into the records folder")
+    rp.set_defaults(func=cmd_report)
     mx = sub.add_parser("matrix", help="which algorithm runs on which env (tuned, default, n/a)")
     mx.add_argument("--suite", default=None, help="only this suite: classic, box2d, atari, bullet, mujoco, dmc")
     mx.set_defaults(func=cmd_matrix)

@@ -1,0 +1,392 @@
+"""The reproduction report: QuaRL's published numbers beside quarl's, regenerated from records.
+
+The campaign (`docs/reproduction/campaign.sh`) archives every record it lands as JSON under
+`docs/reproduction/records/`. `quarl report` rebuilds a results store from those files in a
+temporary folder and writes `docs/reproduction/README.md`: for every published cell the published
+value, quarl's mean with its Student-t 95% interval and n, action agreement where it applies, and a
+verdict; then the sweet spots, the noise of E against action agreement, QAT vs PTQ, and the
+experiments not run here with their commands and costs. Reasons for disagreements that the records
+cannot show by themselves (a different quantizer, an env version) live in `reasons.yaml` beside the
+report; a disagreement with no reason says so. `quarl report --check` fails when the committed
+report differs from what the records give.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+import yaml
+
+from quarl.collate import published
+from quarl.collate.stats import Interval, seed_interval
+from quarl.errors import QuarlError
+from quarl.store import Store, find_records, rebuild
+
+log = logging.getLogger(__name__)
+
+REPORT, REASONS, WALL_TIMES, FIGURES = "README.md", "reasons.yaml", "wall_times.txt", "figures"
+SWEET_FIGURE = "sweet_spot_cartpole.png"
+TABLE_ENVS = {"cartpole": "CartPole-v1", "mountaincar_continuous": "MountainCarContinuous-v0"}
+SWEET_BITS = (2, 3, 4, 5, 6, 7, 8, 32)
+NO_REASON = "no reason established yet"
+PUBLISHED_COLUMN = {ours: theirs for theirs, ours in published.COLUMNS.items()}  # "E_int8 (%)" -> "e_int8_pct"
+
+
+def load_runs(records: Path) -> pd.DataFrame:
+    """The done records under `records` (JSON files), as the store's `runs` table."""
+    if not records.is_dir():
+        raise QuarlError(f"{records} is not a folder of records: give the campaign's docs/reproduction/records.")
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store(Path(tmp) / "report.sqlite")
+        rebuild(records, store)
+        runs = store.runs()
+    return runs[runs["status"] == "done"].reset_index(drop=True)
+
+
+def _is(column: pd.Series, value: Any) -> pd.Series:
+    """Column equals `value`, whatever type SQLite gave it (True/1, 8/8.0, 'affine')."""
+    if isinstance(value, bool):
+        return column.map(lambda v: v is not None and not pd.isna(v) and bool(v) == value)
+    if isinstance(value, (int, float)):
+        return pd.to_numeric(column, errors="coerce") == value
+    return column.astype(str) == str(value)
+
+
+def select(runs: pd.DataFrame, **where: Any) -> pd.DataFrame:
+    """Rows whose columns (`quant__bits` for `quant.bits`) equal the values; missing column: none."""
+    mask = pd.Series(True, index=runs.index)
+    for key, value in where.items():
+        column = key.replace("__", ".")
+        if column not in runs.columns:
+            return runs.iloc[0:0]
+        mask &= _is(runs[column], value)
+    return runs[mask]
+
+
+def threshold(env: str) -> Optional[float]:
+    """Gymnasium's reward threshold for the env (the return that counts as solved), if it has one."""
+    env_id = TABLE_ENVS.get(env)
+    try:
+        return gym.spec(env_id).reward_threshold if env_id else None
+    except gym.error.Error:
+        return None
+
+
+def fmt(x: float, digits: int = 2) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def shown(ci: Interval, digits: int = 2, bounds: tuple[float, float] = (-math.inf, math.inf)) -> str:
+    """`mean [low, high]` (clipped to the quantity's `bounds`), or the mean with why there is no interval."""
+    if ci.n_runs == 0:
+        return "not run yet"
+    if not ci.has_ci:
+        return f"{fmt(ci.estimate, digits)} (one seed: no interval)"
+    low, high = max(ci.low, bounds[0]), min(ci.high, bounds[1])
+    return f"{fmt(ci.estimate, digits)} [{fmt(low, digits)}, {fmt(high, digits)}]"
+
+
+FRACTION = (0.0, 1.0)  # action agreement: intervals clipped to what a fraction can be
+
+
+def inside(value: float, ci: Interval, tolerance: float = 1e-6) -> bool:
+    """The published value lies in the interval (a zero-width interval: equals the mean)."""
+    if not ci.has_ci:
+        return False
+    return ci.low - tolerance <= value <= ci.high + tolerance
+
+
+@dataclass
+class Row:
+    algo: str
+    env: str
+    quantity: str
+    published: float
+    ours: Interval
+    agreement: Optional[Interval]
+    verdict: str
+
+
+def _values(rows: pd.DataFrame, column: str, scale: float = 1.0) -> np.ndarray:
+    return pd.to_numeric(rows[column], errors="coerce").dropna().to_numpy(dtype=float) * scale
+
+
+def _not_learned(fp32: pd.DataFrame, env: str) -> str:
+    limit = threshold(env)
+    if limit is None or fp32.empty:
+        return ""
+    below = int((pd.to_numeric(fp32["reward_mean"], errors="coerce") < limit).sum())
+    return f"{below} of {len(fp32)} fp32 policies below the env's reward threshold {limit:g}" if below else ""
+
+
+def ptq_table(runs: pd.DataFrame, reasons: dict[str, str]) -> list[Row]:
+    """The published classic-control rows of the PTQ table against the campaign's records."""
+    base = select(runs, train__keep_best=True)
+    rows: list[Row] = []
+    for _, pub in published.table().iterrows():
+        env = next((e for e in TABLE_ENVS if published.bare_name(e) == pub["key"]), None)
+        if env is None:
+            continue
+        algo = str(pub["algo"])
+        cells = select(base, algo=algo, env=env)
+        fp32 = select(cells, quant="fp32")
+        fp16 = select(cells, quant="fp16")
+        int8 = select(cells, quant="ptq", quant__bits=8, quant__scheme="symmetric", quant__granularity="per_tensor",
+                      quant__quantize_bias=False)
+        measured = {
+            "fp32": (fp32, "reward_mean", 1.0, None),
+            "fp16": (fp16, "reward_mean", 1.0, fp16),
+            "E_fp16 (%)": (fp16, "rel_error", 100.0, None),
+            "int8": (int8, "reward_mean", 1.0, int8),
+            "E_int8 (%)": (int8, "rel_error", 100.0, None),
+        }
+        for quantity, (frame, column, scale, agreeing) in measured.items():
+            value = float(pub[PUBLISHED_COLUMN[quantity]])
+            ours = seed_interval(_values(frame, column, scale)) if not frame.empty else seed_interval([])
+            agreement = seed_interval(_values(agreeing, "action_agreement")) if agreeing is not None else None
+            rows.append(Row(algo, env, quantity, value, ours,
+                            agreement, _verdict(algo, env, quantity, value, ours, fp32, frame, reasons)))
+    return rows
+
+
+def _verdict(algo: str, env: str, quantity: str, value: float, ours: Interval, fp32: pd.DataFrame,
+             frame: pd.DataFrame, reasons: dict[str, str]) -> str:
+    if ours.n_runs == 0:
+        if quantity.startswith("E_") and not frame.empty:
+            return "n/a: every fp32 reward too close to 0 for E"
+        return "not run yet"
+    if inside(value, ours):
+        return "agrees (published value inside the interval)"
+    why = [r for r in (_not_learned(fp32, env), reasons.get(f"{algo}/{env}/{quantity}")) if r]
+    return "disagrees: " + ("; ".join(why) if why else NO_REASON)
+
+
+def sweet_spot(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataFrame:
+    """Reward and action agreement per bit width (the released code's formula) and fp16, across seeds."""
+    base = select(runs, algo=algo, env=env, train__keep_best=True)
+    out = []
+    for bits in SWEET_BITS:
+        cells = select(base, quant="ptq", quant__bits=bits, quant__scheme="quarl_code")
+        out.append(_summary(str(bits), cells))
+    out.append(_summary("fp16", select(base, quant="fp16")))
+    return pd.DataFrame(out)
+
+
+def _summary(label: str, cells: pd.DataFrame) -> dict[str, Any]:
+    reward = seed_interval(_values(cells, "reward_mean")) if not cells.empty else seed_interval([])
+    agreement = seed_interval(_values(cells, "action_agreement")) if not cells.empty else seed_interval([])
+    errors = _values(cells, "rel_error") if not cells.empty else np.empty(0)
+    agree = _values(cells, "action_agreement") if not cells.empty else np.empty(0)
+    return {"bits": label, "reward": reward, "agreement": agreement, "n": reward.n_runs,
+            "sd_E": float(np.std(errors, ddof=1)) if errors.size > 1 else float("nan"),
+            "sd_agreement": float(np.std(agree, ddof=1)) if agree.size > 1 else float("nan")}
+
+
+def qat_vs_ptq(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataFrame:
+    """QAT against PTQ of the fp32 policy at equal bits (affine, per tensor), across seeds."""
+    base = select(runs, algo=algo, env=env, train__keep_best=True, quant__scheme="affine",
+                  quant__granularity="per_tensor")
+    rows = []
+    for bits in range(2, 9):
+        qat = select(base, quant="qat", quant__bits=bits)
+        ptq = select(base, quant="ptq", quant__bits=bits)
+        if qat.empty and ptq.empty:
+            continue
+        q = seed_interval(_values(qat, "reward_mean")) if not qat.empty else seed_interval([])
+        p = seed_interval(_values(ptq, "reward_mean")) if not ptq.empty else seed_interval([])
+        if q.has_ci and p.has_ci and q.low > p.high:
+            verdict = "QAT higher (intervals apart)"
+        elif q.has_ci and p.has_ci and p.low > q.high:
+            verdict = "PTQ higher (intervals apart)"
+        elif q.has_ci and p.has_ci:
+            verdict = "no difference shown (intervals overlap)"
+        else:
+            verdict = "too few seeds to tell"
+        rows.append({"bits": bits, "qat": q, "ptq": p, "verdict": verdict})
+    return pd.DataFrame(rows)
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def not_run_here(sweeps: Path) -> str:
+    """Every named sweep with what it reproduces, its cost and command, read from its header."""
+    rows = []
+    for path in sorted(sweeps.glob("*.yaml")):
+        header = [line[2:] for line in path.read_text().splitlines() if line.startswith("# ") and "@package" not in line]
+        text = " ".join(header)
+        cost = re.search(r"Cost[^:]*: (.*?)(?= Quantizer:| Policies:| Run:|$)", text)
+        run = re.search(r"Run: (.*?)(?=\s{2,}|\(|$)", text)
+        rows.append([f"`{path.stem}`", (cost.group(1) if cost else "see its header").strip(),
+                     f"`{run.group(1).strip()}`" if run else f"`python run.py -m +sweep={path.stem}`"])
+    return _markdown(["sweep", "cost (its header)", "command"], rows)
+
+
+def figure(runs: pd.DataFrame, algos: list[str], out: Path) -> Path:
+    """Reward and action agreement vs bits for each algorithm on CartPole (the released code's
+    formula), mean and 95% interval over seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tables = {a: sweet_spot(runs, a) for a in algos}
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    x = np.arange(len(SWEET_BITS) + 1)
+    labels = [*map(str, SWEET_BITS[:-1]), "fp32", "fp16"]
+    for algo, table in tables.items():
+        for ax, column in zip(axes, ("reward", "agreement")):
+            mean = np.array([ci.estimate for ci in table[column]])
+            err = np.array([[ci.estimate - ci.low, ci.high - ci.estimate] if ci.has_ci else [0, 0]
+                            for ci in table[column]]).T
+            n = int(table["n"].max())
+            ax.errorbar(x, mean, yerr=err, marker="o", capsize=3, label=f"{algo} (n={n} seeds)")
+    for ax, title in zip(axes, ("reward (mean, 95% t-interval)", "action agreement with fp32")):
+        ax.set_xticks(x, labels)
+        ax.set_xlabel("weight bits (quant.scheme=quarl_code, per tensor, biases fp32)")
+        ax.set_title(f"CartPole: {title}")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / SWEET_FIGURE
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return path
+
+
+def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> str:
+    """The report's Markdown from the records (and its figure, written into `folder`)."""
+    runs = load_runs(records)
+    reasons_file = folder / REASONS
+    reasons = yaml.safe_load(reasons_file.read_text()) or {} if reasons_file.exists() else {}
+    table = ptq_table(runs, reasons)
+    wall = (folder / WALL_TIMES).read_text().strip() if (folder / WALL_TIMES).exists() else "none yet"
+    parts = [INTRO.format(n=len(runs), files=sum(1 for _ in records.glob("*.record.json")))]
+    parts.append("## PTQ table, classic-control rows\n\n" + TABLE_NOTE + "\n\n" + _markdown(
+        ["algo", "env", "quantity", "published", "quarl mean [95% CI]", "n", "action agreement", "verdict"],
+        [[r.algo, r.env, r.quantity, fmt(r.published), shown(r.ours), str(r.ours.n_runs),
+          shown(r.agreement, 3, FRACTION) if r.agreement is not None else "", r.verdict] for r in table]))
+    kept = _kept(runs)
+    if kept:
+        parts.append("### The fp32 policies\n\n" + KEPT_NOTE + "\n\n" + kept)
+    algos = ["dqn", "a2c", "ppo"]
+    sweet = []
+    for algo in algos:
+        t = sweet_spot(runs, algo)
+        sweet.append(f"**{algo}** on CartPole:\n\n" + _markdown(
+            ["weight bits", "reward [95% CI]", "action agreement [95% CI]", "n", "sd of E", "sd of agreement"],
+            [[r["bits"], shown(r["reward"]), shown(r["agreement"], 3, FRACTION), str(r["n"]), fmt(r["sd_E"], 4),
+              fmt(r["sd_agreement"], 4)] for _, r in t.iterrows()]))
+    has_sweet = any((sweet_spot(runs, a)["n"] > 0).any() for a in algos)
+    if has_sweet and figures:
+        figure(runs, algos, folder / FIGURES)
+    parts.append("## PTQ sweet spots\n\n" + SWEET_NOTE + "\n\n" + "\n\n".join(sweet)
+                 + (f"\n\n![sweet spots]({FIGURES}/{SWEET_FIGURE})" if has_sweet else ""))
+    qat = []
+    for algo in algos:
+        t = qat_vs_ptq(runs, algo)
+        if not t.empty:
+            qat.append(f"**{algo}** on CartPole:\n\n" + _markdown(
+                ["bits", "QAT reward [95% CI]", "n", "PTQ reward [95% CI]", "n", "verdict"],
+                [[str(r["bits"]), shown(r["qat"]), str(r["qat"].n_runs), shown(r["ptq"]), str(r["ptq"].n_runs),
+                  r["verdict"]] for _, r in t.iterrows()]))
+    parts.append("## QAT vs PTQ\n\n" + QAT_NOTE + "\n\n" + ("\n\n".join(qat) if qat else "Not run yet."))
+    parts.append("## Not run yet or not run here\n\n" + LATER_NOTE + "\n\n" + not_run_here(sweeps))
+    parts.append("## Wall time of each part on this machine\n\n```\n" + wall + "\n```")
+    return "\n\n".join(parts).rstrip() + "\n"
+
+
+def _kept(runs: pd.DataFrame) -> str:
+    fp32 = select(runs, quant="fp32", train__keep_best=True)
+    if fp32.empty or "kept_step" not in fp32.columns:
+        return ""
+    rows = []
+    for (algo, env), group in fp32.groupby(["algo", "env"], sort=True):
+        group = group.sort_values("seed")
+        steps = ", ".join(f"{int(s)}" if not pd.isna(s) else "?" for s in group["kept_step"])
+        rewards = ", ".join(fmt(r, 1) for r in group["reward_mean"])
+        rows.append([algo, env, str(len(group)), steps, rewards, _not_learned(group, env) or "none"])
+    return _markdown(["algo", "env", "seeds", "kept step per seed", "study fp32 reward per seed",
+                      "flagged: fp32 did not learn"], rows)
+
+
+INTRO = """# QuaRL reproduced with quarl
+
+QuaRL's published numbers (arXiv 1910.01055) beside quarl's, for the experiments run on this
+machine (2 CPU cores). Generated by `quarl report` from {files} archived records ({n} done cells)
+in `records/`; do not edit by hand: run
+
+```bash
+bash docs/reproduction/campaign.sh          # the campaign, resumable (skips done cells)
+quarl report                                # this file, from docs/reproduction/records
+```
+
+Every quarl number is a mean over seeds with its Student-t 95% confidence interval and n (the
+seeds behind it; intervals of action agreement are clipped to [0, 1]). A verdict "agrees" means the published value lies inside that interval; a
+disagreement says why (from the records, or from `reasons.yaml` beside this file). E is
+(R_fp32 - R_q) / |R_fp32| in percent; action agreement is the fraction of the states the fp32
+policy visits where the quantized policy acts the same (README: What a record measures)."""
+
+TABLE_NOTE = """Sweep `ptq_table_classic` (five seeds): int8 is symmetric per-tensor weights with fp32 biases,
+the closest to the TFLite weight quantization behind the published column (the sweep's header
+says why); fp16 casts weights and biases. The paper reports one run per cell, without an
+interval."""
+
+KEPT_NOTE = """Every policy is the best of its training's periodic evaluations (`train.keep_best=true`, as
+rl-zoo3's EvalCallback keeps `best_model.zip`), on evaluation seeds disjoint from the study's. The
+paper quantized rl-zoo agents that had solved their tasks; a policy below the env's reward
+threshold is flagged here and in the verdicts rather than averaged in silently."""
+
+SWEET_NOTE = """Sweep `ptq_classic` (five seeds): weights at 2..8 bits with the formula of QuaRL's released code
+(`quant.scheme=quarl_code`, per tensor, biases fp32), which made the published sweet-spot plots;
+fp16 from `ptq_table_classic`. `sd of E` and `sd of agreement` are the standard deviations
+across seeds: how much each measure of the same cells moves from seed to seed."""
+
+QAT_NOTE = """Sweep `qat_classic` at 2, 4, 6 and 8 bits, three seeds: QAT (fake quantization from half the
+budget, affine per tensor) against PTQ of the fp32 policy with the same quantizer. The paper's
+finding is that QAT keeps reward down to 5-6 bits and beats PTQ at equal bits."""
+
+LATER_NOTE = """The campaign runs part by part; what has no records yet, and the larger rows meant for a
+cluster or a GPU, are listed with the exact command and the cost each sweep's header states."""
+
+
+def archive(root: Path, records: Path) -> int:
+    """Copy every done record found under `root` (run dirs' JSON copies) into `records`, one file a
+    cell named by its key; returns how many files it holds now."""
+    records.mkdir(parents=True, exist_ok=True)
+    for record in find_records(root):
+        if record["run"]["status"] == "done":
+            text = json.dumps(record, indent=1, sort_keys=True, default=str)
+            (records / f"{record['run']['cell_key']}.record.json").write_text(text + "\n")
+    return sum(1 for _ in records.glob("*.record.json"))
+
+
+def write(records: Path, folder: Path, sweeps: Path) -> Path:
+    """Regenerate the report (and its figure) in `folder`."""
+    text = build(records, folder, sweeps)
+    path = folder / REPORT
+    path.write_text(text)
+    return path
+
+
+def check(records: Path, folder: Path, sweeps: Path) -> list[str]:
+    """Lines where the committed report and the records' report differ (empty: they match)."""
+    import difflib
+
+    committed = (folder / REPORT).read_text() if (folder / REPORT).exists() else ""
+    fresh = build(records, folder, sweeps, figures=False)
+    return list(difflib.unified_diff(committed.splitlines(), fresh.splitlines(), "committed", "from records",
+                                     lineterm="", n=0))
