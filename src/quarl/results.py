@@ -25,8 +25,9 @@ from quarl.store import RUN_COLUMNS, Store, flatten
 
 DEFAULT_STORE = Path("outputs/results.sqlite")
 #: Config keys that never change a stored number (left out when looking for keys that tell records apart).
-NEUTRAL_KEYS = frozenset({"force", "train.progress", "eval.progress", "eval.n_envs", "train.device"})
-NEUTRAL_PREFIXES = ("store.", "hydra.")
+NEUTRAL_KEYS = frozenset({"force", "train.progress", "eval.progress", "eval.n_envs", "train.device",
+                          "train.log_interval_s", "actorq.log_interval_s"})
+NEUTRAL_PREFIXES = ("store.", "hydra.", "train.tracking.")
 #: Methods without a bit width, and the width they stand for.
 FLOAT_BITS = {"fp32": 32, "fp16": 16, "bf16": 16}
 _NULL = ("null", "none", "nan", "")
@@ -136,22 +137,40 @@ def value_text(value: Any) -> str:
     return str(v)
 
 
+def _present(runs: pd.DataFrame) -> list[set[str]]:
+    """Per record, the config keys its stored config has (a key added to quarl after a record was
+    written is absent from it, which is not the same as a value of null)."""
+    out = []
+    for text in runs["config"] if "config" in runs.columns else [None] * len(runs):
+        try:
+            out.append(set(flatten(json.loads(text))))
+        except (TypeError, ValueError):
+            out.append(set(runs.columns))
+    return out
+
+
 def differing_keys(runs: pd.DataFrame, exclude: Iterable[str] = (), by: Iterable[str] = ("algo", "env", "quant")) -> list[str]:
     """Config keys that tell `runs` apart beyond the columns `by` (algo, env, quant method).
 
-    A key counts when records that share `by` disagree on it (a missing value is a value):
-    ``train.steps`` of two budgets, ``quant.scheme``, ``seed``. Keys that only follow `by` (an
-    algorithm's hyperparameters, a method's own options) do not.
+    A key counts when records that share `by` disagree on it (null is a value: ``train.steps=null``
+    is the default budget): ``train.steps`` of two budgets, ``quant.scheme``, ``seed``. Keys that
+    only follow `by` (an algorithm's hyperparameters, a method's own options) do not, nor does a
+    key that records written by an older quarl lack altogether.
     """
     skip = set(exclude)
     groups = [c for c in by if c in runs.columns]
+    present = _present(runs)
     out = []
     for key in config_keys(runs):
         if key in skip or key in groups:
             continue
-        values = runs[key].map(value_text)
-        spread = values.groupby([runs[c].astype(str) for c in groups]).nunique() if groups else values.nunique()
-        if (pd.Series(spread) > 1).any():
+        has = pd.Series([key in p for p in present], index=runs.index, dtype=bool)
+        values = runs.loc[has, key].map(value_text)
+        if values.empty:
+            continue
+        spread = (values.groupby([runs.loc[has, c].astype(str) for c in groups]).nunique() if groups
+                  else pd.Series([values.nunique()]))
+        if (spread > 1).any():
             out.append(key)
     return out
 

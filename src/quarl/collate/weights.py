@@ -267,7 +267,7 @@ def histogram_figure(pw: PolicyWeights, rep: WeightReport, log_y: bool = False) 
             s = stats_rows.loc[name] if name in stats_rows.index else None
             detail = (f"step {s['step']:.2g} · to zero {s['zero_frac']:.1%} · clipped {s['clipped_frac']:.1%}"
                       if s is not None else "")
-            shown = f" · every {every}th level drawn" if every > 1 else ""
+            shown = f"\n1 in {every} grid levels drawn" if every > 1 else ""
             ax.set_title(f"{name} ({'×'.join(str(d) for d in w.shape)})\n{detail}{shown}", fontsize=8.5)
             ax.set_xlabel("weight value")
             ax.set_ylabel("count (log)" if log_y else "count")
