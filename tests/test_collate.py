@@ -548,3 +548,25 @@ def test_actorq_time_to_reward_is_censored_not_averaged_over_survivors(tmp_path:
     out = tmp_path / "out"
     collate(study.store, out)
     assert "≥ " in (out / "actorq/time_to_reward.md").read_text() and "Censored" in (out / "actorq/time_to_reward.md").read_text()
+
+
+def test_plots_stay_readable(tmp_path: Path):
+    """Bit ticks evenly spaced (4..8 no longer run together), heat-map labels wrapped, the weight
+    grid thinned where its ticks would merge, the ActorQ legend named as the log, beside the bars."""
+    from quarl.collate import actorq
+
+    scale = plots.bit_scale([2, 3, 4, 5, 6, 7, 8, 16, 32])
+    assert np.allclose(np.diff([scale[b] for b in sorted(scale)]), 1.0)
+    assert plots._wrap("ptq (scheme=quarl_code) 4") == "ptq\nscheme=\nquarl_code\n4 bits"
+    levels = np.linspace(-1, 1, 256)
+    drawn, every = weights._drawn_levels(levels, ax_width_px=320, span=2.2)
+    assert every > 1 and len(drawn) < 256 and np.median(np.diff(drawn)) / 2.2 * 320 >= weights.MIN_TICK_PX
+    assert weights._drawn_levels(levels[::64], 320, 2.2)[1] == 1  # a 2-bit grid: every level
+    fig = actorq.breakdown_figure(pd.DataFrame([{"algo": "dqn", "env": "acrobot", "update_period": 100, "precision": p,
+                                                 **{f"{n} (ms/step)": 1.0 for n in actorq.PART_NAMES.values()}}
+                                                for p in actorq.ORDER]), "dqn", "acrobot")
+    legend = fig.legends[0]
+    assert [t.get_text() for t in legend.get_texts()] == ["load", "deserialize", "pull", "env", "inference"]
+    fig.canvas.draw()
+    box, bars = legend.get_window_extent(), fig.axes[0].get_window_extent()
+    assert box.x0 >= bars.x1  # beside the bars, not over them

@@ -1,0 +1,38 @@
+"""What a user reads first: `python run.py --help` and the n/a message of a cell that cannot run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from quarl.algos import check_action_kind, runnable
+from quarl.errors import IncompatibleCell
+from tests.conftest import ENV, ROOT
+
+
+def test_help_lists_the_groups_a_user_chooses_from(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "run.py"), "--help"], cwd=tmp_path, capture_output=True,
+                          text=True, env=ENV, timeout=300)
+    assert done.returncode == 0, done.stderr
+    choices = done.stdout.split("== Config ==")[0]
+    for line in ("algo=NAME", "env=NAME", "quant=NAME", "hydra/launcher=NAME", "+sweep=NAME"):
+        assert line in choices, line
+    assert "ptq_classic" in choices and "slurm" in choices and "atari/: " in choices and "d4pg" in choices
+    assert "schema" not in choices and "tuned/" not in choices
+    assert not list(tmp_path.iterdir())  # --help runs nothing and writes nothing
+
+
+@pytest.mark.parametrize("method, suggested, absent", [
+    ("ptq", "pick an algorithm from a2c, ppo, ddpg, td3, sac; d4pg with quant=actorq", None),
+    ("qat", "pick an algorithm from a2c, ppo, ddpg, td3, sac; d4pg with quant=actorq", None),
+    ("actorq", "pick an algorithm from d4pg)", "ppo"),
+])
+def test_na_message_suggests_only_what_runs_with_the_method(method, suggested, absent):
+    with pytest.raises(IncompatibleCell) as err:
+        check_action_kind("dqn", "Pendulum-v1", "continuous", method)
+    assert suggested in str(err.value)
+    if absent:
+        assert absent not in str(err.value).split("n/a:")[1]
+    assert runnable("discrete", "actorq") == ["dqn"] and "d4pg" not in runnable("continuous", "ptq")
