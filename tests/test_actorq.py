@@ -252,4 +252,4 @@ def test_collation_writes_convergence_time_to_reward_and_breakdown(tmp_path):
     assert int8["speedup (paper)"] == pytest.approx(3.70) and int8["reached"] == "2/2"
     bd = pd.read_csv(tmp_path / "out/actorq/breakdown.csv")
     assert set(bd["update_period"]) == {10, 1000}
-    assert bd.loc[bd["precision"] == "int8", "step (inference) (ms/step)"].iloc[0] == pytest.approx(0.125)
+    assert bd.loc[bd["precision"] == "int8", "inference (ms/step)"].iloc[0] == pytest.approx(0.125)
