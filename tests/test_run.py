@@ -270,3 +270,23 @@ def test_negative_seed_gets_one_sentence(scratch):
     done = run_quarl(scratch, *FAST, "seed=-1", check=False)
     assert done.returncode == 1 and "seed=-1 must be an integer >= 0" in log_of(done)
     assert "Traceback" not in log_of(done)
+
+
+def test_a_cached_policy_that_fails_for_another_reason_is_kept(tmp_path, monkeypatch):
+    """Only a damaged file earns the advice to delete a policy that may have taken hours to train."""
+    from quarl.errors import QuarlError
+    from quarl.policies import obtain
+    from tests.conftest import compose_cfg
+
+    policy = obtain(compose_cfg("train.steps=600", "eval.episodes=1"), tmp_path)
+    from stable_baselines3 import PPO
+
+    def incompatible(*args, **kwargs):
+        raise AttributeError("'PPO' object has no attribute 'from_a_newer_version'")
+
+    monkeypatch.setattr(PPO, "load", incompatible)
+    with pytest.raises(QuarlError) as err:
+        policy.load()
+    message = str(err.value)
+    assert "AttributeError" in message and "keep the folder" in message and "delete" not in message
+    assert isinstance(err.value.__cause__, AttributeError)  # the cause is kept for a full traceback

@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import shutil
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -32,6 +34,10 @@ from quarl.tracking import CURVES_DIR
 from quarl.training import CURVE_FILE, META_FILE, MODEL_FILE, NORMALIZE_FILE, QAT_FILE, train
 
 log = logging.getLogger(__name__)
+
+# How a damaged file fails to load (a truncated or overwritten zip, pickle or torch file).
+DAMAGED = (zipfile.BadZipFile, EOFError, pickle.UnpicklingError, json.JSONDecodeError, FileNotFoundError)
+DAMAGED_SIGNS = ("PytorchStreamReader", "zip archive", "zip-file", "not a zip file", "invalid load key", "truncated")
 
 
 @dataclass
@@ -76,8 +82,8 @@ class CachedPolicy:
             return model
         except QuarlError:
             raise
-        except Exception as exc:  # a damaged zip fails in many ways (zipfile, pickle, torch, KeyError)
-            raise self._corrupt(exc) from None
+        except Exception as exc:
+            raise self._unreadable(exc) from exc
 
     def obs_transform(self) -> Optional[Callable[[np.ndarray], np.ndarray]]:
         """The saved observation normalisation, or None when the policy was trained without it."""
@@ -86,8 +92,8 @@ class CachedPolicy:
             return None
         try:
             normalizer = VecNormalize.load(str(path), DummyVecEnv([lambda: make_env(self.cfg.env)]))
-        except Exception as exc:  # damaged pickle
-            raise self._corrupt(exc) from None
+        except Exception as exc:
+            raise self._unreadable(exc) from exc
         normalizer.training = False
         return normalizer.normalize_obs
 
@@ -95,6 +101,22 @@ class CachedPolicy:
         return QuarlError(
             f"The cached policy in {self.folder} cannot be read ({type(exc).__name__}: {exc}); "
             "delete that folder and run again to retrain it."
+        )
+
+    def _unreadable(self, exc: Exception) -> QuarlError:
+        """A load that failed: damaged files get the advice to retrain; anything else (a version
+        mismatch, a bug) names the exception and keeps the policy that may have taken hours."""
+        if isinstance(exc, DAMAGED) or any(sign in str(exc) for sign in DAMAGED_SIGNS):
+            return self._corrupt(exc)
+        try:
+            saved_with = json.loads((self.folder / META_FILE).read_text()).get("versions", {})
+        except (OSError, json.JSONDecodeError):
+            saved_with = {}
+        shown = ", ".join(f"{k} {v}" for k, v in sorted(saved_with.items()) if k in ("stable-baselines3", "torch"))
+        return QuarlError(
+            f"The cached policy in {self.folder} cannot be read ({type(exc).__name__}: {exc}). Its files do not look "
+            f"damaged: keep the folder; it was saved with {shown or 'versions not recorded'}, so check the installed "
+            "packages against those (a damaged file would say so)."
         )
 
 
