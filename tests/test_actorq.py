@@ -55,9 +55,10 @@ def test_tiny_run_completes_and_records_curve_and_breakdown(scratch, algo, backe
     assert "int8 actor policy" in done.stdout + done.stderr
 
 
-@pytest.mark.parametrize("backend", ["local", "ray"])
-def test_killed_actor_is_restarted_and_the_run_finishes(scratch, backend):
-    args = [*DQN, "train.steps=30000", "actorq.log_interval_s=0.5", f"actorq.backend={backend}"]
+def run_killing_actor_0(scratch, backend: str, *overrides: str, before_kill=None) -> str:
+    """A DQN ActorQ run whose actor 0 process is SIGKILLed once training is under way (after
+    `before_kill(pid)`); checks that it was restarted once and the run finished; returns the log."""
+    args = [*DQN, "train.steps=30000", "actorq.log_interval_s=0.5", f"actorq.backend={backend}", *overrides]
     proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args], cwd=scratch, env=ENV, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     lines, victim = [], None
@@ -66,6 +67,8 @@ def test_killed_actor_is_restarted_and_the_run_finishes(scratch, backend):
         if "Actor 0 started (" in line:  # local: "(pid N)", ray: "(Ray actor ID on HOST, pid N)"
             victim = int(line.split("pid ")[1].split(")")[0])
         if victim and "env steps" in line:  # training is under way
+            if before_kill:
+                before_kill(victim)
             os.kill(victim, signal.SIGKILL)
             break
     lines += proc.stdout.readlines()
@@ -76,6 +79,12 @@ def test_killed_actor_is_restarted_and_the_run_finishes(scratch, backend):
     run, _, actors = stored(scratch)
     assert run["status"] == "done" and run["actor_restarts"] == 1
     assert actors.set_index("actor").loc[0, "restarts"] == 1
+    return log
+
+
+@pytest.mark.parametrize("backend", ["local", "ray"])
+def test_killed_actor_is_restarted_and_the_run_finishes(scratch, backend):
+    run_killing_actor_0(scratch, backend)
 
 
 @pytest.mark.parametrize("comm_bits", [8, 32])

@@ -20,6 +20,24 @@ log = logging.getLogger("quarl")
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
+class FirstOnly(logging.Filter):
+    """Lets the first record containing `text` through and drops its repeats: submitit warns
+    "Bypassing sacct error" on every poll of a SLURM cluster without accounting."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text, self.seen = text, False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.text not in record.getMessage():
+            return True
+        if self.seen:
+            return False
+        self.seen = True
+        record.msg, record.args = f"{record.getMessage()} (shown once; the sweep goes on)", None
+        return True
+
+
 def job(cfg: DictConfig) -> None:
     """Run the cell `cfg`; a user mistake ends the process with one line and exit code 1."""
     hc = HydraConfig.get()
@@ -64,4 +82,5 @@ def main() -> None:
     schema.register()
     if not OmegaConf.has_resolver("quarl_groups"):
         OmegaConf.register_new_resolver("quarl_groups", help_groups)
+    logging.getLogger("submitit").addFilter(FirstOnly("Bypassing sacct error"))
     hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(job)()
