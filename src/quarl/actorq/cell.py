@@ -54,7 +54,7 @@ def learner_threads(settings: Settings, device: torch.device) -> Iterator[int]:
     """A CPU learner runs on the cores its local actors leave (one each), at least one: torch's
     default of every core makes each update wait on busy cores (measured 4x slower on 2 cores)."""
     previous = torch.get_num_threads()
-    local_actors = settings.actors if settings.backend == "local" or not settings.ray_address else 0
+    local_actors = settings.actors  # a joined Ray cluster places actors on this node too (it is one of its nodes)
     threads = previous if device.type != "cpu" else max(1, (os.cpu_count() or 1) - local_actors)
     torch.set_num_threads(threads)
     try:
