@@ -1,8 +1,15 @@
-"""Evaluation: a fixed set of seeded episodes, stepped side by side with batched inference.
+"""Evaluation: a fixed set of seeded episodes, stepped side by side.
 
-A policy that is executed for real (int8 ONNX Runtime, ActorQ actors) is called on one observation
-at a time, as it is deployed: dynamic int8 picks its activation scale per call, so a batch would
-quantize each episode's activations with a scale set by the other episodes.
+Every action is computed from its own observation alone, so no number depends on how many episodes
+run at once (`eval.n_envs`, not part of a cell's key):
+
+- deterministic SB3 policies (fp32, PTQ, QAT) run their acting network one observation per call
+  (`quarl.greedy.GreedyActor`: the actions `predict` gives, without `predict`'s overhead);
+- a policy that is executed for real (int8 ONNX Runtime, ActorQ actors) is called on one
+  observation at a time, as it is deployed: dynamic int8 picks its activation scale per call, so a
+  batch would quantize each episode's activations with a scale set by the other episodes;
+- stochastic evaluation (`deterministic=False`) samples from `predict` on the batch of episodes in
+  flight.
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 
 from quarl.envs import make_env
+from quarl.errors import QuarlError
+from quarl.greedy import ENGINES, greedy_actor
 from quarl.progress import Progress
 
 ObsTransform = Callable[[np.ndarray], np.ndarray]
@@ -70,10 +79,45 @@ class StateSample:
         return np.stack([s for kept in self.kept for s in kept])
 
 
-def _act(model: Any, obs: np.ndarray, deterministic: bool, per_observation: bool) -> np.ndarray:
-    if not per_observation:
-        return model.predict(obs, deterministic=deterministic)[0]
-    return np.concatenate([model.predict(obs[i : i + 1], deterministic=deterministic)[0] for i in range(len(obs))])
+Actor = Callable[[np.ndarray], np.ndarray]
+
+
+def _per_observation(model: Any, deterministic: bool, obs_transform: Optional[ObsTransform]) -> Actor:
+    def act(obs: np.ndarray) -> np.ndarray:
+        if obs_transform is not None:
+            obs = obs_transform(obs)
+        return np.concatenate([model.predict(obs[i : i + 1], deterministic=deterministic)[0] for i in range(len(obs))])
+
+    return act
+
+
+def _batched(model: Any, deterministic: bool, obs_transform: Optional[ObsTransform]) -> Actor:
+    def act(obs: np.ndarray) -> np.ndarray:
+        return model.predict(obs_transform(obs) if obs_transform is not None else obs, deterministic=deterministic)[0]
+
+    return act
+
+
+def actor_for(model: Any, deterministic: bool = True, obs_transform: Optional[ObsTransform] = None,
+              per_observation: bool = False, engine: str = "auto") -> Actor:
+    """How `evaluate` computes the actions of a batch of raw observations (see the module docstring).
+
+    `engine`: "auto" (GreedyActor's choice), "onnx" or "torch" for deterministic SB3 policies, or
+    "predict": SB3's `predict` on the whole batch, as quarl evaluated before (results then depend
+    on `n_envs` in the last bits).
+    """
+    if engine not in (*ENGINES, "predict"):
+        raise QuarlError(f"engine={engine} is not known: choose one of {', '.join((*ENGINES, 'predict'))}.")
+    if per_observation:
+        return _per_observation(model, deterministic, obs_transform)
+    if not deterministic or engine == "predict":
+        return _batched(model, deterministic, obs_transform)
+    actor = greedy_actor(model, obs_transform, engine)
+    if actor is not None:
+        return actor
+    if isinstance(model, BaseAlgorithm):  # a policy the acting network does not cover
+        return _per_observation(model, deterministic, obs_transform)
+    return _batched(model, deterministic, obs_transform)
 
 
 def evaluate(
@@ -88,18 +132,21 @@ def evaluate(
     desc: str = "evaluate",
     per_observation: bool = False,
     keep_states: int = 0,
+    engine: str = "auto",
 ) -> Evaluation:
     """Run `episodes` episodes, episode i reset with `episode_seeds(seed, episodes)[i]`.
 
-    Up to `n_envs` episodes run at once. Their observations go through one batched
-    `model.predict`, or, with `per_observation`, one call each (policies executed for real);
-    either way the results do not depend on `n_envs` for deterministic policies. `progress` shows
+    Up to `n_envs` episodes run at once; each action is computed from its own observation (SB3
+    models through `quarl.greedy.GreedyActor`, anything else with `per_observation` one `predict`
+    call each), so the results do not depend on `n_envs` for deterministic policies; other objects
+    with `predict` (and stochastic evaluation) get the batch of episodes in flight. `progress` shows
     a bar on a terminal and a log line every half minute elsewhere. With
     `keep_states`, about that many of the raw observations acted on are kept (an equal share per
     episode, seeded) in `Evaluation.states`.
     """
     seeds = episode_seeds(seed, episodes)
     torch.manual_seed(seed)
+    act = actor_for(model, deterministic, obs_transform, per_observation, engine)
     sample = StateSample(seed, episodes, -(-keep_states // episodes)) if keep_states else None
     envs = [make_env(env_cfg) for _ in range(min(n_envs, episodes))]
     rewards, lengths = [0.0] * episodes, [0] * episodes
@@ -117,9 +164,7 @@ def evaluate(
             if sample is not None:
                 for slot, ob in zip(slots, obs):
                     sample.offer(running[slot][0], ob)
-            if obs_transform is not None:
-                obs = obs_transform(obs)
-            actions = _act(model, obs, deterministic, per_observation)
+            actions = act(obs)
             for slot, action in zip(slots, actions):
                 episode, _ = running[slot]
                 ob, reward, terminated, truncated, _ = envs[slot].step(action)

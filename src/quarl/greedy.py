@@ -1,0 +1,137 @@
+"""Greedy actions of an SB3 policy without SB3's `predict` around them, one observation per call.
+
+`model.predict(obs, deterministic=True)` converts, checks and copies on every call; for the small
+networks of most RL policies that is most of the time an evaluation spends outside the environment.
+`GreedyActor` runs the policy's acting network itself (`quarl.deploy.acting_network`: the same
+layers, the same preprocessing and action post-processing), on one observation per call:
+
+- discrete actions: ONNX Runtime fp32 (3-8x faster than eager torch at batch 1 for small MLPs). Its
+  float arithmetic differs from torch's in the last bits, which changes an action only where the
+  two largest logits / Q-values are tied to within that rounding: measured 0 flips in 15,000
+  greedy steps of trained and untrained DQN/A2C/PPO policies (tests/test_fast_eval.py);
+- continuous actions: eager torch on the very kernels `predict` runs at batch 1, called layer by
+  layer without module hooks, so the actions are bit for bit `predict`'s. (A last-bit difference in
+  a continuous action changes every later state of the episode, so a faster runtime would change
+  the reward in its last digits.)
+
+One observation per call makes every action independent of how many episodes run side by side:
+torch's and BLAS's batched kernels round a row differently with the batch it sits in, so a batched
+evaluation's rewards would depend on `eval.n_envs`, which is not part of a cell's key.
+Observation normalisation (VecNormalize) is applied in numpy exactly as before `predict`.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import warnings
+from typing import Any, Callable, Optional
+
+import numpy as np
+import torch
+import torch.nn as nn
+from stable_baselines3.common.base_class import BaseAlgorithm
+
+from quarl.deploy.acting import ActingNetwork, acting_network
+from quarl.errors import QuarlError
+
+log = logging.getLogger(__name__)
+
+ObsTransform = Optional[Callable[[np.ndarray], np.ndarray]]
+ENGINES = ("auto", "onnx", "torch")
+
+
+def _leaves(module: nn.Module) -> list[nn.Module]:
+    """The modules a Sequential tree applies in order (other modules stay whole)."""
+    if isinstance(module, nn.Sequential):
+        return [leaf for child in module for leaf in _leaves(child)]
+    return [module]
+
+
+class _TorchSteps:
+    """The acting network's modules called one after the other through `forward` (the same ops as
+    calling the network, without the per-module hook machinery)."""
+
+    def __init__(self, net: ActingNetwork) -> None:
+        self.steps = [m.forward for m in (*_leaves(net.prep), *_leaves(net.body), net.head)]
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            x = torch.from_numpy(obs)
+            for step in self.steps:
+                x = step(x)
+            return x.numpy()
+
+
+class _OnnxSession:
+    """The acting network in ONNX Runtime, fp32, one intra-op thread."""
+
+    def __init__(self, net: ActingNetwork, example: np.ndarray) -> None:
+        from quarl.deploy import onnx_io
+
+        onnx_io.require("onnxruntime", "Evaluating with ONNX Runtime")
+        buffer = io.BytesIO()
+        # TorchScript-based export: ~0.1 s for a policy network, against seconds for torch.export's.
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(net, (torch.from_numpy(example),), buffer, dynamo=False, input_names=["obs"],
+                              output_names=["action"], dynamic_axes={"obs": {0: "batch"}, "action": {0: "batch"}})
+        self.session = onnx_io.session(buffer.getvalue(), threads=1)
+        self.run = self.session.run
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        return self.run(None, {"obs": obs})[0]
+
+
+class GreedyActor:
+    """`actor(obs_batch)` -> the greedy actions `model.predict(obs_transform(obs_batch),
+    deterministic=True)` gives, computed one observation per call (see the module docstring).
+
+    Args:
+        model: an SB3 model (DQN, A2C, PPO, DDPG, TD3, SAC): fp32, PTQ (fake-quantized in place) or
+            QAT (its fake-quant layers are folded into the copy the actor runs).
+        obs_transform: the policy's observation normalisation (`CachedPolicy.obs_transform()`), or None.
+        engine: "auto" (ONNX Runtime for discrete actions, torch for continuous ones), "onnx" or "torch".
+
+    Raises:
+        QuarlError: a policy the acting network does not cover (dict observations, multi-discrete
+            actions, normalised image observations); the caller then evaluates with `predict`.
+    """
+
+    def __init__(self, model: BaseAlgorithm, obs_transform: ObsTransform = None, engine: str = "auto") -> None:
+        if engine not in ENGINES:
+            raise QuarlError(f"engine={engine} is not known: choose one of {', '.join(ENGINES)}.")
+        net = acting_network(model)  # normalisation stays outside, in numpy, as before predict
+        if obs_transform is not None and net.obs_dtype == np.uint8:
+            raise QuarlError("Normalised image observations are evaluated with predict.")
+        self.net, self.transform, self.dtype = net, obs_transform, net.obs_dtype
+        example = np.zeros((1, *net.obs_shape), dtype=net.obs_dtype)
+        if engine == "auto":
+            engine = "onnx" if net.action_kind == "discrete" else "torch"
+        self.engine = engine
+        self._run: Callable[[np.ndarray], np.ndarray] = _TorchSteps(net)
+        if engine == "onnx":
+            try:
+                self._run = _OnnxSession(net, example)
+            except Exception as exc:  # the exporter fails in many ways; torch computes the same actions
+                log.warning("Evaluating in torch: the policy network did not export to ONNX (%s: %s).",
+                            type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+                self.engine = "torch"
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        if self.transform is not None:
+            obs = self.transform(obs)
+        obs = np.asarray(obs).astype(self.dtype, copy=False)
+        return np.concatenate([self._run(obs[i : i + 1]) for i in range(len(obs))])
+
+
+def greedy_actor(model: Any, obs_transform: ObsTransform = None, engine: str = "auto") -> Optional[GreedyActor]:
+    """A GreedyActor for an SB3 model, or None for anything else (a Runner, an ActorQ policy) and
+    for policies the acting network does not cover."""
+    if not isinstance(model, BaseAlgorithm):
+        return None
+    try:
+        return GreedyActor(model, obs_transform, engine)
+    except QuarlError as exc:
+        log.debug("Evaluating with predict: %s", exc)
+        return None
