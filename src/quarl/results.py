@@ -184,7 +184,7 @@ def values_text(runs: pd.DataFrame, key: str, limit: int = 4) -> str:
 
 def _natural(level: pd.Index) -> pd.Index:
     """An index level as ranks in natural order (numbers as numbers, 'null' last), for sort_index."""
-    key = lambda v: (str(v) == "null", _sort_number(str(v)), str(v))  # noqa: E731
+    key = lambda v: (str(v) == "null", _sort_number(str(v)), str(v))  # noqa: E731  (seeds stay ints)
     rank = {v: i for i, v in enumerate(sorted(set(level), key=key))}
     return level.map(rank)
 
@@ -228,13 +228,14 @@ def status(store: str | Path, filters: Mapping[str, Any] | None = None) -> tuple
     fixed = ["algo", "env", "seed", "quant", "quant.bits"]
     differ = differing_keys(runs, exclude=fixed)
     quant_keys = [k for k in differ if k.startswith("quant.")]
-    row_keys = [k for k in ["algo", "env", "seed"] if k in runs.columns] + [k for k in differ if k not in quant_keys]
+    extra = [k for k in differ if k not in quant_keys]
+    row_keys = [k for k in ["algo", "env", "seed"] if k in runs.columns] + extra
     bits = runs["quant.bits"] if "quant.bits" in runs.columns else pd.Series(None, index=runs.index)
     labels = [setting_label(q, b) for q, b in zip(runs["quant"], bits)]
     for key in quant_keys:
         labels = [lab if runs.at[i, "quant"] in FLOAT_BITS or _norm(runs.at[i, key]) is None
                   else f"{lab} {key.split('.', 1)[1]}={value_text(runs.at[i, key])}" for i, lab in zip(runs.index, labels)]
-    shown = runs.assign(setting=labels, **{k: runs[k].map(value_text) for k in row_keys})
+    shown = runs.assign(setting=labels, **{k: runs[k].map(value_text) for k in extra})  # null: a value
     grid = shown.pivot_table(index=row_keys, columns="setting", values="status",
                              aggfunc=lambda s: "/".join(sorted(set(s))), dropna=False)
     grid = grid.dropna(how="all").reindex(columns=sorted(grid.columns, key=setting_order))
