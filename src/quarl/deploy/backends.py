@@ -24,11 +24,13 @@ policies for real and halve the bytes.
 quantized it to at most that many bits (any scheme with zero on the grid, per tensor or per
 channel: stored exactly, block scales all equal), and round any other weights block-wise (ONNX
 Runtime's RTN, blocks of 128), saying so; convolutions and layers with fewer than 16 inputs stay
-fp32. On a 2-core AMD EPYC with AVX2 only (no VNNI; 32 MB L3, which holds the 3x2048 MLP's 8.4 MB
-of int8 weights), 3x2048 MLP, ONNX Runtime 1.31: int4 is 7.7x smaller than fp32 and 0.8x-1.2x the
-speed of int8 (quiet machine vs. one busy with other work), int2 14x smaller and 1.15x-1.8x int8,
-1.5x int4 (so 2-bit is a backend too); with fewer than ~1000 units both are within noise of int8 and
-fp32. `auto` considers them only where they execute the policy's own weights, or where their action
+fp32. Measured on a 2-core AMD EPYC with AVX2 only (no VNNI; its 32 MB L3 holds the 3x2048 MLP's
+8.4 MB of int8 weights), ONNX Runtime 1.31, 3x2048 MLP at batch 1: int4 is 7.7x smaller than fp32;
+next to int8 it runs at 0.8x on a quiet machine (load ~1.5) and 1.2x-2.9x while other work loads
+the two cores (load 6-8: three bench_deploy runs), where fewer weight bytes win. int2 is 14x smaller,
+1.15x-4.2x int8 and 1.5x-1.8x int4, so 2-bit is a backend too (its 2-bit blocks of 256 have no fast
+kernel: blocks of 128). Below ~1000 units both are within noise of int8 and ONNX fp32.
+`auto` considers them only where they execute the policy's own weights, or where their action
 agreement meets `min_agreement`.
 
 A Runner maps a batch of raw observations (numpy) to actions (numpy), exactly like the acting
