@@ -13,10 +13,14 @@ over fp32 eager torch and over int8 (`onnx_int8`), bytes of the stored tensors, 
 the trained policy executed with that backend. The weight-only backends execute the policy quarl
 quantizes for them (column `policy`): `onnx_int4` the PTQ 4-bit policy (quarl's default affine, per
 tensor) with its own weights, `onnx_int2` the PTQ 2-bit one, and `auto` is run on the fp32 policy
-and on the PTQ 4-bit one (where it may pick `onnx_int4`). Rewards: the same 10 seeded CartPole episodes for the MLPs, and `--cnn-episodes` seeded
-Breakout episodes (quarl's evaluation: whole games, raw score, capped at `--cnn-frames` emulator
-frames) for the CNN, whose int8 runner is calibrated on real Breakout frames. `auto` is what quarl
-runs by default.
+and on the PTQ 4-bit one (where it may pick `onnx_int4`). Rewards: the same 10 seeded CartPole
+episodes for the MLPs, and `--cnn-episodes` seeded Breakout episodes (quarl's evaluation: whole
+games, raw score, capped at `--cnn-frames` emulator frames) for the CNN, whose int8 runner is
+calibrated on real Breakout frames. `auto` is what quarl runs by default.
+
+The latency ratios depend on the machine's load: on a 2-core x86 (AVX2, no VNNI) the 3x2048 MLP's
+int4 ran at 0.8x int8 when the machine was quiet and 1.2x-2.9x int8 while other work loaded both
+cores (its 8.4 MB of int8 weights then compete for the cache); note the load beside a table.
 
 Usage: python benchmarks/bench_deploy.py [--policies DIR] [--episodes 10] [--cnn-episodes 10]
        [--cnn-frames 10000] [--jobs 2] [--no-reward] [--networks "MLP 3x2048,..."]
