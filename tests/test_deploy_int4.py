@@ -8,7 +8,6 @@ import sys
 
 import numpy as np
 import pytest
-import torch
 import torch.nn as nn
 from omegaconf import OmegaConf
 from stable_baselines3 import DQN, PPO
