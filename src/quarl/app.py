@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from pathlib import Path
@@ -13,7 +14,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from quarl import schema
 from quarl.errors import QuarlError
-from quarl.pipeline import Context, run_cell
 
 log = logging.getLogger("quarl")
 
@@ -40,6 +40,8 @@ class FirstOnly(logging.Filter):
 
 def job(cfg: DictConfig) -> None:
     """Run the cell `cfg`; a user mistake ends the process with one line and exit code 1."""
+    from quarl.pipeline import Context, run_cell  # torch and SB3: not needed where every cell is skipped
+
     hc = HydraConfig.get()
     ctx = Context(
         cfg=cfg,
@@ -59,8 +61,10 @@ HELP_GROUPS = (("algo", "algo=NAME"), ("env", "env=NAME (other suites: env=SUITE
                ("hydra/launcher", "hydra/launcher=NAME (with -m)"), ("sweep", "+sweep=NAME (with -m; sweeps/README.md)"))
 
 
+@functools.lru_cache(maxsize=None)
 def help_groups() -> str:
-    """The user's config groups and their options, read from the conf folder (for `--help`)."""
+    """The user's config groups and their options, read from the conf folder (for `--help`; read
+    once: Hydra resolves it for every job it composes)."""
     lines = []
     for group, how in HELP_GROUPS:
         folder = CONF_DIR / group

@@ -14,8 +14,9 @@ import numpy as np
 from filelock import FileLock
 from omegaconf import OmegaConf, open_dict
 
-from quarl import provenance, schema
+from quarl import calibration, provenance, schema
 from quarl.algos import check_action_kind
+from quarl.cells import finished, label, log_skip
 from quarl.envs import action_kind, make_env
 from quarl.errors import IncompatibleCell, QuarlError
 from quarl.evaluate import Evaluation, evaluate
@@ -47,12 +48,6 @@ class Context:
     @property
     def interactive(self) -> bool:
         return sys.stderr.isatty()
-
-
-def _label(cfg: Any) -> str:
-    q = cfg.quant
-    method = f"{q.method} {q.bits}-bit {q.scheme} {q.granularity}" if q.method in ("ptq", "qat") else q.method
-    return f"{cfg.algo.name}/{cfg.env.name} seed={cfg.seed} {method}"
 
 
 def fp32_config(cfg: Any) -> Any:
@@ -119,7 +114,7 @@ def _evaluate(ctx: Context, cfg: Any, policy: CachedPolicy, desc: str, **kw: Any
     model = policy.load()  # a QAT policy comes quantized: its own fake-quant graph, ranges frozen
     size = policy_bytes(model, cfg.quant)  # counted on the fp32 weights (QuaRL's formulas count their levels)
     if cfg.quant.method != "qat":
-        quantize_policy(model, cfg.quant)
+        quantize_policy(model, cfg.quant, calibrate=calibration.calibrator(cfg, policy))  # PTQ activation ranges
     ev = _episodes(ctx, cfg, model, policy.obs_transform(), desc, **kw)
     return ev, size, model
 
@@ -206,7 +201,7 @@ def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) ->
             )
             name = "record.json" if ctx.cfg.quant.method == "fp32" else "baseline.record.json"
             store_record(store, record, ctx.run_dir / name)
-            log.info("Recorded fp32 baseline of %s: %.2f ± %.2f", _label(cfg), ev.mean, ev.std)
+            log.info("Recorded fp32 baseline of %s: %.2f ± %.2f", label(cfg), ev.mean, ev.std)
         return Baseline(ev.mean if reward is None else reward, model_bytes, policy, ev.states)
 
 
@@ -234,18 +229,18 @@ def run_cell(ctx: Context) -> None:
     that fails as failed (traceback in its run dir), and the sweep goes on; both are re-run by the
     same command once fixed. A single run raises instead."""
     cfg = ctx.cfg
-    key, label = cell_key(cfg), _label(cfg)
+    key, name = cell_key(cfg), label(cfg)
     try:  # before anything is written: an invalid cell leaves no record and no marker
         schema.check(cfg)
     except QuarlError as exc:
         if not ctx.multirun:
             raise
-        log.error("%s is invalid and was not run: %s", label, exc)
+        log.error("%s is invalid and was not run: %s", name, exc)
         return
     store = Store(ctx.path(cfg.store.path))
     status = store.status(key)
-    if not cfg.force and status in ("done", "skipped"):
-        log.info("Skipping %s: already in the store as %s (cell %s; force=true runs it again).", label, status, key)
+    if finished(cfg, status):
+        log_skip(cfg, status)
         return
     started = provenance.now()
     if status is None:  # a marker for `quarl status`, replaced by the final record
@@ -262,10 +257,10 @@ def run_cell(ctx: Context) -> None:
 
 def _record_failure(ctx: Context, store: Store, started: str, exc: Exception) -> None:
     """In a sweep: record a cell that raised as skipped (n/a) or failed, and go on."""
-    cfg, label = ctx.cfg, _label(ctx.cfg)
+    cfg, name = ctx.cfg, label(ctx.cfg)
     if isinstance(exc, IncompatibleCell):
         store_record(store, make_record(cfg, "skipped", started, ctx.run_dir, message=str(exc)), ctx.run_dir / "record.json")
-        log.warning("Skipping %s: %s", label, exc)
+        log.warning("Skipping %s: %s", name, exc)
     else:
         error_file = ctx.run_dir / "error.txt"
         error_file.parent.mkdir(parents=True, exist_ok=True)
@@ -273,14 +268,14 @@ def _record_failure(ctx: Context, store: Store, started: str, exc: Exception) ->
         first_line = (str(exc).splitlines() or [""])[0]
         record = make_record(cfg, "failed", started, ctx.run_dir, message=f"{type(exc).__name__}: {first_line}")
         store_record(store, record, ctx.run_dir / "record.json")
-        log.error("%s failed: %s (traceback in %s)", label, first_line, error_file)
+        log.error("%s failed: %s (traceback in %s)", name, first_line, error_file)
 
 
 def _run(ctx: Context, store: Store, started: str) -> None:
     cfg = ctx.cfg
     if cfg.quant.method == "qat" and cfg.quant.delay is None:
         cfg.quant.delay = qat_delay(cfg)  # recorded as the step it really switched on
-    label = _label(cfg)
+    name = label(cfg)
     check_action_kind(cfg.algo.name, cfg.env.id, action_kind(cfg.env), cfg.quant.method)
     if cfg.quant.method == "actorq":
         from quarl.actorq.cell import run_actorq_cell  # torch.multiprocessing and Ray only when used
@@ -295,7 +290,7 @@ def _run(ctx: Context, store: Store, started: str) -> None:
     fp32_policy = obtain(fp32_config(cfg), policies, progress=progress)
     baseline = _baseline(ctx, store, fp32_policy, started)
     if cfg.quant.method == "fp32":
-        log.info("%s: fp32 reward %.2f", label, baseline.reward)
+        log.info("%s: fp32 reward %.2f", name, baseline.reward)
         return
     policy = obtain(cfg, policies, progress=progress) if cfg.quant.method == "qat" else fp32_policy
     ev, size, model = _evaluate(ctx, cfg, policy, f"{cfg.quant.method} eval")
@@ -306,11 +301,11 @@ def _run(ctx: Context, store: Store, started: str) -> None:
         cfg, "done", started, ctx.run_dir, evaluation=ev, fp32_reward=baseline.reward, rel_error=error,
         rel_error_note=note, train_time_s=policy.meta["train_time_s"], policy_bytes=size,
         fp32_bytes=baseline.nbytes, trained=policy.trained, curve=policy.curve if policy is not fp32_policy else [],
-        **fidelity.fields(), **_kept(policy), **executed,
+        **fidelity.fields(), **_kept(policy), **executed, **calibration.record_fields(model),
     )
     store_record(store, record, ctx.run_dir / "record.json")
     shown = "n/a" if error is None else f"{100 * error:.2f}%"
     if note:
-        log.warning("%s: %s.", label, note)
+        log.warning("%s: %s.", name, note)
     log.info("%s: fp32 %.2f | quantized %.2f ± %.2f | E = %s | action agreement %.3f | %d -> %d bytes",
-             label, baseline.reward, ev.mean, ev.std, shown, fidelity.agreement, baseline.nbytes, size)
+             name, baseline.reward, ev.mean, ev.std, shown, fidelity.agreement, baseline.nbytes, size)

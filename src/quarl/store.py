@@ -13,11 +13,12 @@ import logging
 import sqlite3
 from contextlib import closing
 from pathlib import Path
-from typing import Any, Iterator, Mapping
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from quarl.errors import QuarlError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +95,12 @@ def _quote(name: str) -> str:
 class Store:
     """A results store at `path` (created on first use)."""
 
+    _ready: set[Path] = set()  # stores this process created or migrated already
+
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        if self.path.resolve() in Store._ready and self.path.exists():  # opened before: schema is there
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with closing(self._connect()) as con:
@@ -103,6 +108,7 @@ class Store:
                 _migrate(con)
         except (OSError, sqlite3.Error) as exc:
             raise QuarlError(f"store.path={self.path} cannot be opened as a results store ({exc}).") from None
+        Store._ready.add(self.path.resolve())
 
     def _connect(self) -> sqlite3.Connection:
         con = sqlite3.connect(self.path, timeout=120, isolation_level=None)
@@ -169,26 +175,28 @@ class Store:
                 con.execute(f"DELETE FROM {table} WHERE cell_key = ?", (cell_key,))
             con.execute("COMMIT")
 
+    def _frame(self, sql: str) -> pd.DataFrame:
+        import pandas as pd  # only where frames are read: a sweep's check of its cells needs none
+
+        with closing(self._connect()) as con:
+            return pd.read_sql_query(sql, con)
+
     def runs(self) -> pd.DataFrame:
         """Every run record, one row each."""
-        with closing(self._connect()) as con:
-            return pd.read_sql_query("SELECT * FROM runs ORDER BY started_at", con)
+        return self._frame("SELECT * FROM runs ORDER BY started_at")
 
     def episodes(self) -> pd.DataFrame:
         """Every evaluation episode, one row each."""
-        with closing(self._connect()) as con:
-            return pd.read_sql_query("SELECT * FROM episodes ORDER BY cell_key, episode", con)
+        return self._frame("SELECT * FROM episodes ORDER BY cell_key, episode")
 
     def curves(self) -> pd.DataFrame:
         """Training curves: the return of every training episode and the env step it ended at
         (ActorQ: also the wall time since training started and the actor that played it)."""
-        with closing(self._connect()) as con:
-            return pd.read_sql_query("SELECT * FROM curves ORDER BY cell_key, step", con)
+        return self._frame("SELECT * FROM curves ORDER BY cell_key, step")
 
     def actors(self) -> pd.DataFrame:
         """ActorQ's per-actor time breakdown: one row per (cell, actor)."""
-        with closing(self._connect()) as con:
-            return pd.read_sql_query("SELECT * FROM actors ORDER BY cell_key, actor", con)
+        return self._frame("SELECT * FROM actors ORDER BY cell_key, actor")
 
 
 def _migrate(con: sqlite3.Connection) -> None:

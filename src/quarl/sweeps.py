@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import copy
+import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from hydra import compose, initialize_config_dir
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -16,12 +16,14 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig
 
 from quarl import schema
-from quarl.algos import spec
-from quarl.envs import action_kind
 from quarl.errors import QuarlError
 from quarl.keys import cell_key
-from quarl.results import select
 from quarl.store import Store
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+log = logging.getLogger(__name__)
 
 SHOWN = ("algo", "env", "quant", "quant.bits", "seed")
 
@@ -41,6 +43,9 @@ def expand(conf_dir: Path, args: list[str]) -> list[list[str]]:
 
 
 def _state(cfg: Any, store: Store) -> tuple[str, str]:
+    from quarl.algos import spec  # SB3 and torch: only where a plan needs them
+    from quarl.envs import action_kind
+
     try:
         schema.check(cfg)
     except QuarlError as exc:
@@ -76,8 +81,33 @@ class Composer:
         return cfg
 
 
+def finished_jobs(configs: dict[int, DictConfig], cwd: Path) -> dict[int, str]:
+    """The stored status of each of a sweep's composed jobs (by index) whose cell is in the store
+    already (done or skipped as n/a, force off); `cwd` is the launch folder that relative store paths are against. A job that
+    cannot be keyed here is left to run, where it is reported."""
+    from quarl.cells import finished
+
+    stores: dict[Path, Store] = {}
+    found: dict[int, str] = {}
+    for index, cfg in configs.items():
+        try:
+            path = Path(str(cfg.store.path)).expanduser()
+            path = path if path.is_absolute() else cwd / path
+            if not path.exists():  # nothing stored yet (and opening would create the file)
+                continue
+            store = stores[path] if path in stores else stores.setdefault(path, Store(path))
+            status = store.status(cell_key(cfg))
+            if finished(cfg, status):
+                found[index] = str(status)
+        except Exception as exc:  # noqa: BLE001 - the job itself reports it, with the context it needs
+            log.debug("Job %d is left to run: %s", index, exc)
+    return found
+
+
 def plan(conf_dir: Path, args: list[str], store_path: Path | None = None) -> pd.DataFrame:
     """One row per job of the sweep: its cell, and whether it is done, to run, n/a or invalid."""
+    import pandas as pd
+
     schema.register()
     rows = []
     stores: dict[Path, Store] = {}

@@ -1,0 +1,86 @@
+"""quarl's sweeper: Hydra's basic sweeper, but a cell already in the results store is passed over
+before a job is launched for it (no Hydra job set-up, no SLURM job), and the sweep's jobs are
+checked by composing each set of config-group choices once instead of every job in full.
+
+Chosen in conf/config.yaml (`hydra.sweeper._target_`). A skipped cell's config is still written
+to `<sweep dir>/<override dirname>/.hydra/config.yaml`, as its job would have, so collating the
+sweep (`quarl collate --sweep`, the end-of-sweep callback) counts it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from hydra._internal.config_loader_impl import get_overrides_dirname
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+
+class QuarlSweeper(BasicSweeper):
+    """`BasicSweeper` that launches only the cells the store does not hold yet."""
+
+    def _compose(self, batch: Sequence[Sequence[str]]) -> dict[int, DictConfig]:
+        """Each job's config, composed once per set of group choices (quarl.sweeps.Composer); a job
+        that does not compose so is composed by Hydra, which raises its own error if it is invalid."""
+        from quarl.app import CONF_DIR
+        from quarl.errors import QuarlError
+        from quarl.sweeps import Composer
+
+        assert self.hydra_context is not None and self.config is not None
+        composer, configs = Composer(CONF_DIR), {}
+        for index, job in enumerate(batch):
+            try:
+                configs[index] = composer(list(job))
+            except QuarlError:
+                self.hydra_context.config_loader.load_sweep_config(self.config, list(job))
+        return configs
+
+    def _record_skipped(self, job: Sequence[str], cfg: DictConfig) -> None:
+        """Write the job's config where its job dir would be (collation reads the sweep's cells there)."""
+        assert self.config is not None
+        names = self.config.hydra.job.config.override_dirname
+        overrides = OverridesParser.create().parse_overrides(list(job))
+        subdir = get_overrides_dirname(overrides, list(names.exclude_keys), names.item_sep, names.kv_sep)
+        folder = Path(str(self.config.hydra.sweep.dir)) / subdir / ".hydra"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
+
+    def _pending(self, batch: Sequence[Sequence[str]]) -> list[Sequence[str]]:
+        from quarl.cells import log_skip
+        from quarl.sweeps import finished_jobs
+
+        assert self.config is not None
+        tic = time.perf_counter()
+        configs = self._compose(batch)
+        done = finished_jobs(configs, Path(str(self.config.hydra.runtime.cwd)))
+        for index, status in sorted(done.items()):
+            log_skip(configs[index], status)
+            self._record_skipped(batch[index], configs[index])
+        log.debug("Checked %d jobs in %.2f s", len(batch), time.perf_counter() - tic)
+        return [job for index, job in enumerate(batch) if index not in done]
+
+    def sweep(self, arguments: list[str]) -> Any:
+        assert self.config is not None and self.launcher is not None and self.hydra_context is not None
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        self.overrides = self.split_arguments(parser.parse_overrides([*self._parse_config(), *arguments]),
+                                              self.max_batch_size)
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        returns, initial_job_idx = [], 0
+        while not self.is_done():
+            batch = self._pending(self.get_job_batch())
+            if not batch:
+                continue
+            results = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
+            for result in results:
+                _ = result.return_value  # raises if the job failed, as Hydra's basic sweeper does
+            initial_job_idx += len(batch)
+            returns.append(results)
+        return returns
