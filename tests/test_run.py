@@ -225,6 +225,8 @@ def test_real_int8_execution_lands_reward_latency_and_bytes(scratch):
     [
         (["quant=fp16", "quant.backend=onnx_int8"], "quant.backend=onnx_int8 executes integer policies of at most 8 bits"),
         (["quant.bits=12", "quant.backend=onnx_int8"], "not quant=ptq with quant.bits=12"),
+        (["quant.bits=8", "quant.backend=onnx_int4"], "quant.backend=onnx_int4 executes policies with at most 4-bit"),
+        (["quant.bits=4", "quant.backend=onnx_int2"], "use quant.bits<=2, or quant.backend=onnx_int8/auto"),
         (["quant.backend=tensorrt"], "quant.backend=tensorrt is not allowed: choose one of fake, auto, torch, onnx"),
     ],
 )

@@ -48,6 +48,15 @@ SUITES: dict[str, Suite] = {
 }
 
 
+def missing(env: str, module: str, exc: ImportError, extra: str) -> str:
+    """One sentence naming the module that is really missing (a suite's package, or one it imports)."""
+    install = f"pip install -c constraints.txt -e '.[{extra}]'"
+    if exc.name in (None, module):
+        return f"env={env} needs the '{module}' package, which is not installed: {install}"
+    return (f"env={env} needs the '{module}' package, whose import failed because '{exc.name}' is not installed "
+            f"({exc}): {install}, or pip install {exc.name}")
+
+
 def require_suite(env_cfg: Any) -> None:
     """Import the suite's packages (registering its env ids), or say which extra installs them."""
     if env_cfg.suite not in SUITES:
@@ -59,11 +68,8 @@ def require_suite(env_cfg: Any) -> None:
     for module in suite.modules:
         try:
             imported = importlib.import_module(module)
-        except ImportError:
-            raise QuarlError(
-                f"env={env_cfg.name} needs the '{module}' package, which is not installed: "
-                f"pip install -c constraints.txt -e '.[{suite.extra}]'"
-            ) from None
+        except ImportError as exc:
+            raise QuarlError(missing(env_cfg.name, module, exc, suite.extra)) from None
         if module == "ale_py":
             gym.register_envs(imported)
         if module == "mujoco":  # its warnings (deprecated model attributes) go to logging, not MUJOCO_LOG.TXT
@@ -74,6 +80,8 @@ def _gym_make(env_cfg: Any) -> gym.Env:
     require_suite(env_cfg)
     try:
         return gym.make(env_cfg.id, **dict(env_cfg.kwargs))
+    except ImportError as exc:  # an env module imports a package the suite's extra should have brought
+        raise QuarlError(missing(env_cfg.name, exc.name or "?", exc, SUITES[env_cfg.suite].extra)) from None
     except gym.error.DependencyNotInstalled as exc:
         raise QuarlError(f"env.id={env_cfg.id} needs a package that is not installed: {exc}") from None
     except gym.error.Error as exc:

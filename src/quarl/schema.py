@@ -6,6 +6,7 @@ keys and wrong types at composition time. `check` adds the rules a type cannot e
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -63,11 +64,15 @@ class QuantConfig:
     scheme: str = "affine"
     granularity: str = "per_tensor"
     quantize_bias: bool = False
-    act_bits: int = 8  # QAT: bits of each layer's input activation (32: not quantized)
+    act_bits: int = 8  # QAT: bits of each layer's input activation; PTQ: of every layer's input but the first (32: not quantized)
     delay: Optional[int] = None  # QAT: env steps before fake quant is on (None: half the budget)
     freeze_after: Optional[int] = None  # QAT: env step at which ranges stop moving (None: end of training)
     backend: str = "fake"  # also execute the quantized policy for real: auto or one of quarl.deploy.CHOICES
     actor_bits: int = 8  # ActorQ: precision the actors execute the policy in (8: int8, 16: fp16, 32: fp32)
+    input_bits: int = 32  # PTQ: bits of the observation entering the network, after normalisation (32: not quantized)
+    calibration: str = "minmax"  # PTQ activations/inputs: static ranges from the min/max (minmax) or percentile of calibration rollouts
+    calibration_episodes: int = 5  # PTQ: fp32 episodes (seeds disjoint from the evaluation's) the ranges come from
+    layer_bits: Any = None  # PTQ: weight bits of named inference layers (null: every layer at bits)
 
 
 @dataclass
@@ -188,6 +193,33 @@ def _check_qat(cfg: Any) -> None:
         )
 
 
+CALIBRATIONS = ("minmax", "percentile")
+
+
+def _check_ptq(cfg: Any) -> None:
+    q = cfg.quant
+    for name in ("act_bits", "input_bits"):
+        if not (2 <= q[name] <= 16 or q[name] == 32):
+            raise QuarlError(f"quant.{name}={q[name]} is out of range: use 2..16, or 32 for unquantized "
+                             f"{'activations' if name == 'act_bits' else 'inputs'}.")
+    _one_of("quant.calibration", q.calibration, CALIBRATIONS)
+    if q.calibration_episodes < 1:
+        raise QuarlError(f"quant.calibration_episodes={q.calibration_episodes} must be a positive number of episodes "
+                         "(the fp32 rollouts activation and input ranges are calibrated on).")
+    if q.layer_bits is None:
+        return
+    if not isinstance(q.layer_bits, Mapping):
+        raise QuarlError(f"quant.layer_bits={q.layer_bits} is not allowed: give {{LAYER:BITS,...}} (names from quarl "
+                         "sensitivity, bits 2..16 or 32), or null for every layer at quant.bits.")
+    for layer, bits in q.layer_bits.items():
+        if not isinstance(bits, int) or isinstance(bits, bool) or not (2 <= bits <= 16 or bits == 32):
+            raise QuarlError(f"quant.layer_bits.{layer}={bits} is out of range: use 2..16, or 32 for unchanged weights.")
+    if q.layer_bits:
+        from quarl.layers import check_layer_names  # builds the policy network: only where layers are named
+
+        check_layer_names(cfg)
+
+
 def _check_actorq(cfg: Any) -> None:
     a = cfg.actorq
     if cfg.algo.name not in ("dqn", "d4pg"):
@@ -256,6 +288,8 @@ def check(cfg: Any) -> None:
             f"quant.bits={q.bits} is out of range: use 2..16, or 32 for unchanged weights "
             "(quant=fp16 / quant=bf16 for half precision)."
         )
+    if q.method == "ptq":
+        _check_ptq(cfg)
     if q.method == "qat":
         _check_qat(cfg)
     if q.method == "actorq":
@@ -264,6 +298,12 @@ def check(cfg: Any) -> None:
         raise QuarlError(f"algo=d4pg is trained by ActorQ only: use quant=actorq (not quant={q.method}).")
     _check_policy(cfg)
     _one_of("quant.backend", q.backend, EXEC_BACKENDS)
+    nbits = {"onnx_int4": 4, "onnx_int2": 2}.get(q.backend)
+    if nbits is not None and not (q.method in ("ptq", "qat") and q.bits <= nbits):
+        raise QuarlError(
+            f"quant.backend={q.backend} executes policies with at most {nbits}-bit weights, not quant={q.method} "
+            f"with quant.bits={q.bits}: use quant.bits<={nbits}, or quant.backend=onnx_int8/auto."
+        )
     if q.backend == "onnx_int8" and not (q.method in ("ptq", "qat") and q.bits <= 8):
         raise QuarlError(
             f"quant.backend=onnx_int8 executes integer policies of at most 8 bits, not quant={q.method} "

@@ -98,7 +98,8 @@ class RayTransport(Transport):
             if address:
                 ray.init(address=address, runtime_env={"env_vars": env}, logging_level=logging.WARNING)
             else:
-                ray.init(num_cpus=max(os.cpu_count() or 1, actors), runtime_env={"env_vars": env},
+                # address="local": a new local Ray, never a cluster a stale /tmp/ray file points at
+                ray.init(address="local", num_cpus=max(os.cpu_count() or 1, actors), runtime_env={"env_vars": env},
                          include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
             self.owns_ray = True
         else:

@@ -4,9 +4,10 @@
   (raw observations -> actions, exactly as `model.predict(..., deterministic=True)`).
 - `compile_network(net, backend, example_obs)` / `compile_policy(model, backend, example_obs,
   obs_transform)`: a `Runner` on one of `CHOICES` ("auto", "torch", "onnx", "onnx_int8",
-  "torch_fp16", "torch_bf16"); `runner(obs)` -> actions, `runner.nbytes`, `runner.backend`.
+  "onnx_int4", "onnx_int2", "torch_fp16", "torch_bf16"); `runner(obs)` -> actions, `runner.nbytes`,
+  `runner.backend`.
 - `measure(runner, obs)`: batch-1, one-thread latency (median and p90 ms).
-- `export(model, path, precision)`: a standalone ONNX file (fp32 or int8) that acts with
+- `export(model, path, precision)`: a standalone ONNX file (fp32, int8, int4 or int2) that acts with
   onnxruntime and numpy only (examples/act_onnx.py).
 
 Backends that need ONNX (`onnx`, `onnx_int8`, export) need `pip install onnx onnxscript onnxruntime`.
