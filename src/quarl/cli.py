@@ -77,7 +77,9 @@ def cmd_export(args: argparse.Namespace) -> None:
     policy = cached(cfg if cfg.quant.method == "qat" else fp32_config(cfg), Path(cfg.store.policies))
     model = policy.load()
     if cfg.quant.method != "qat":
-        quantize_policy(model, cfg.quant)
+        from quarl.calibration import calibrator
+
+        quantize_policy(model, cfg.quant, calibrate=calibrator(cfg, policy))  # the record's own calibration
     print(export(model, args.out, precision=args.precision, obs_transform=policy.obs_transform(), env_id=cfg.env.id))
 
 

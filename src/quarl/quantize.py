@@ -1,4 +1,5 @@
-"""Post-training quantization of policy weights (quantize-dequantize, "fake" quantization).
+"""Post-training quantization of policy weights (quantize-dequantize, "fake" quantization), and of
+activations and inputs with calibrated static ranges (`quarl.calibration`).
 
 Schemes, for a tensor (or one output channel) W quantized to n bits:
 
@@ -17,13 +18,15 @@ Schemes, for a tensor (or one output channel) W quantized to n bits:
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable, Iterable, Optional
 
 import torch
 import torch.nn as nn
 from stable_baselines3.common.base_class import BaseAlgorithm
 
 from quarl.algos import spec
+from quarl.errors import QuarlError
+from quarl.keys import ptq_activation_bits
 
 LAYER_TYPES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 FLOAT_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -103,55 +106,107 @@ def fake_quantize(w: torch.Tensor, bits: int, scheme: str = "affine", granularit
 
 
 def inference_layers(model: BaseAlgorithm) -> dict[str, nn.Module]:
-    """The weight layers the policy computes actions with (not critics or target networks)."""
+    """The weight layers the policy computes actions with (not critics or target networks), by
+    their name in `model.policy`, in the order they act (the first one takes the observation)."""
+    return policy_layers(model.policy, _algo_name(model))
+
+
+def policy_layers(policy: nn.Module, algo: str) -> dict[str, nn.Module]:
+    """`inference_layers` of an SB3 policy network of algorithm `algo` (e.g. "dqn")."""
     layers: dict[str, nn.Module] = {}
-    for root in spec(_algo_name(model)).inference_roots:
-        module = model.policy.get_submodule(root)
+    for root in spec(algo).inference_roots:
+        module = policy.get_submodule(root)
         for name, sub in module.named_modules():
             if isinstance(sub, LAYER_TYPES):
                 layers[f"{root}.{name}" if name else root] = sub
     return layers
 
 
+def layer_bits(quant: Any) -> dict[str, int]:
+    """`quant.layer_bits` as a plain dict ({} where absent or null)."""
+    value = quant.get("layer_bits") if hasattr(quant, "get") else getattr(quant, "layer_bits", None)
+    return {str(k): int(v) for k, v in (value or {}).items()}
+
+
+def check_layers(names: Iterable[str], quant: Any) -> None:
+    """Raise a QuarlError naming a `quant.layer_bits` layer that is not among the policy's `names`."""
+    names = list(names)
+    for layer in layer_bits(quant):
+        if layer not in names:
+            raise QuarlError(f"quant.layer_bits names {layer}, which this policy does not have: its layers are "
+                             f"{', '.join(names)}.")
+
+
+def _bits_of(name: str, quant: Any) -> int:
+    return layer_bits(quant).get(name, quant.bits)
+
+
 def _algo_name(model: BaseAlgorithm) -> str:
     return type(model).__name__.lower()
 
 
-def _quantized(t: torch.Tensor, quant: Any, granularity: str) -> torch.Tensor:
+def _quantized(t: torch.Tensor, quant: Any, granularity: str, bits: int) -> torch.Tensor:
     if quant.method in FLOAT_DTYPES:
         return t.to(FLOAT_DTYPES[quant.method]).to(t.dtype)
-    return fake_quantize(t, quant.bits, quant.scheme, granularity)
+    return fake_quantize(t, bits, quant.scheme, granularity)
+
+
+Calibrate = Callable[[BaseAlgorithm], Any]
 
 
 @torch.no_grad()
-def quantize_policy(model: BaseAlgorithm, quant: Any) -> None:
-    """Quantize the inference layers of `model` in place; it still acts through `model.predict`."""
+def quantize_policy(model: BaseAlgorithm, quant: Any, calibrate: Optional[Calibrate] = None) -> None:
+    """Quantize the inference layers of `model` in place; it still acts through `model.predict`.
+
+    Weights go to `quant.bits` (`quant.layer_bits` per named layer). PTQ with `quant.act_bits` or
+    `quant.input_bits` below 32 also quantizes every layer's input with a static range: `calibrate`
+    (see `quarl.calibration.calibrator`) is called on the fp32 model first and returns the ranges.
+    """
     if quant.method == "fp32":
         return
-    for layer in inference_layers(model).values():
-        layer.weight.copy_(_quantized(layer.weight, quant, quant.granularity))
+    layers = inference_layers(model)
+    check_layers(layers, quant)
+    ranges = None
+    if quant.method == "ptq" and ptq_activation_bits(quant) != (32, 32):
+        if calibrate is None:
+            raise ValueError("quant.act_bits / quant.input_bits below 32 need calibrate= (quarl.calibration.calibrator)")
+        ranges = calibrate(model)  # on the fp32 weights, before they are quantized
+    for name, layer in layers.items():
+        bits = _bits_of(name, quant)
+        layer.weight.copy_(_quantized(layer.weight, quant, quant.granularity, bits))
         if layer.bias is not None and (quant.quantize_bias or quant.method in FLOAT_DTYPES):
-            layer.bias.copy_(_quantized(layer.bias, quant, "per_tensor"))
+            layer.bias.copy_(_quantized(layer.bias, quant, "per_tensor", bits))
+    if ranges is not None:
+        from quarl.calibration import quantize_activations  # it builds on quarl.deploy, which imports this module
+
+        quantize_activations(model, ranges, *ptq_activation_bits(quant))
 
 
-def _tensor_bytes(t: torch.Tensor, quant: Any, granularity: str, quantized: bool) -> int:
-    if not quantized or quant.method == "fp32" or quant.bits == 32:
+def _tensor_bytes(t: torch.Tensor, quant: Any, granularity: str, quantized: bool, bits: Optional[int] = None) -> int:
+    bits = quant.bits if bits is None else bits
+    if not quantized or quant.method == "fp32" or bits == 32:
         return 4 * t.numel()
     if quant.method in FLOAT_DTYPES:
         return 2 * t.numel()
     ranges = t.shape[0] if granularity == "per_channel" and t.dim() > 1 else 1
     range_bytes = 4 if quant.scheme in ("symmetric", "quarl_code") else 8  # scale (+ zero point)
-    bits = formula_bits(t, quant.bits, quant.scheme) if quant.scheme in FORMULA_SCHEMES else quant.bits
-    return math.ceil(t.numel() * bits / 8) + ranges * range_bytes
+    stored = formula_bits(t, bits, quant.scheme) if quant.scheme in FORMULA_SCHEMES else bits
+    return math.ceil(t.numel() * stored / 8) + ranges * range_bytes
+
+
+def layer_bytes(name: str, layer: nn.Module, quant: Any) -> int:
+    """Bytes of one inference layer's parameters when stored as `quant` describes (fp32 weights)."""
+    bits = _bits_of(name, quant)
+    total = _tensor_bytes(layer.weight, quant, quant.granularity, True, bits)
+    if layer.bias is not None:
+        bias_quantized = quant.quantize_bias or quant.method in FLOAT_DTYPES
+        total += _tensor_bytes(layer.bias, quant, "per_tensor", bias_quantized, bits)
+    return total
 
 
 def policy_bytes(model: BaseAlgorithm, quant: Any) -> int:
     """Bytes of the inference layers' parameters when stored as `quant` describes; pass the fp32
     model (QuaRL's formulas count the levels its weights span)."""
-    total = 0
-    for layer in inference_layers(model).values():
-        total += _tensor_bytes(layer.weight, quant, quant.granularity, quantized=True)
-        if layer.bias is not None:
-            bias_quantized = quant.quantize_bias or quant.method in FLOAT_DTYPES
-            total += _tensor_bytes(layer.bias, quant, "per_tensor", quantized=bias_quantized)
-    return total
+    layers = inference_layers(model)
+    check_layers(layers, quant)
+    return sum(layer_bytes(name, layer, quant) for name, layer in layers.items())

@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping
 
 from matplotlib.figure import Figure
 
-from quarl.collate import actorq, plots, stats, tables, weights
+from quarl.collate import actorq, plots, precision, stats, tables, weights
 from quarl.collate.frame import FLOAT_BITS, Study
 from quarl.errors import QuarlError
 
@@ -267,6 +267,7 @@ def write_all(study: Study, out: Path, filters: Mapping[str, Any], bits: int, co
         written += _guard(study, "the aggregate plots", lambda: write_aggregate(study, out))
         written += _guard(study, "the action-agreement plots", lambda: write_agreement(study, out))
         written += _guard(study, "the weight report", lambda: write_weights(study, out, bits, log_y))
+        written += _guard(study, "the precision grids", lambda: precision.write_precision(study, out))
     if study.store is not None and (study.done["quant"] == "actorq").any():
         written += _guard(study, "the ActorQ outputs", lambda: actorq.write_actorq(study, out))
     written = write_readme(study, out, filters, bits, command, written)
