@@ -6,6 +6,7 @@ import copy
 import logging
 import sys
 import traceback
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from quarl.evaluate import Evaluation, evaluate
 from quarl.fidelity import STATES, Fidelity, executed_fidelity, greedy_actions, policy_fidelity
 from quarl.keys import MEASUREMENT, cell_key, policy_key, qat_delay, train_steps
 from quarl.policies import CachedPolicy, obtain
+from quarl.training import MODEL_FILE
 from quarl.progress import activity
 from quarl.quantize import policy_bytes, quantize_policy
 from quarl.store import Store, write_json
@@ -103,6 +105,35 @@ def store_record(store: Store, record: dict[str, Any], json_copy: Path) -> None:
     write_json(record, json_copy)
 
 
+_LOADED: OrderedDict[tuple[str, int], tuple[Any, Any]] = OrderedDict()
+LOADED_MAX = 4  # policies kept in memory per process (a sweep's cells come policy by policy)
+
+
+def loaded(policy: CachedPolicy) -> tuple[Any, Any]:
+    """The policy's model and observation transform, read from disk once per process: a sweep's
+    cells and a cell's baseline, evaluation and fidelity share them. Read-only: quantize a
+    `fresh_model`."""
+    try:
+        stamp = (policy.folder / MODEL_FILE).stat().st_mtime_ns
+    except OSError:  # let load() say what is wrong with the folder
+        stamp = -1
+    key = (str(policy.folder), stamp)
+    if key not in _LOADED:
+        _LOADED[key] = (policy.load(), policy.obs_transform())
+        while len(_LOADED) > LOADED_MAX:
+            _LOADED.popitem(last=False)
+    _LOADED.move_to_end(key)
+    return _LOADED[key]
+
+
+def fresh_model(policy: CachedPolicy) -> Any:
+    """A copy of the policy's model that may be changed (quantized in place), without the empty
+    experience buffers a loaded model allocates (an Atari DQN's would be gigabytes once copied)."""
+    model = loaded(policy)[0]
+    buffers = (getattr(model, name, None) for name in ("replay_buffer", "rollout_buffer"))
+    return copy.deepcopy(model, {id(b): None for b in buffers if b is not None})
+
+
 def _episodes(ctx: Context, cfg: Any, actor: Any, obs_transform: Any, desc: str, **kw: Any) -> Evaluation:
     return evaluate(actor, cfg.env, episodes=cfg.eval.episodes, seed=cfg.seed, n_envs=cfg.eval.n_envs,
                     deterministic=cfg.eval.deterministic, obs_transform=obs_transform,
@@ -111,11 +142,11 @@ def _episodes(ctx: Context, cfg: Any, actor: Any, obs_transform: Any, desc: str,
 
 def _evaluate(ctx: Context, cfg: Any, policy: CachedPolicy, desc: str, **kw: Any) -> tuple[Evaluation, int, Any]:
     """Evaluate the (fake-)quantized policy; returns the evaluation, its bytes and the model."""
-    model = policy.load()  # a QAT policy comes quantized: its own fake-quant graph, ranges frozen
+    model = fresh_model(policy)  # a QAT policy comes quantized: its own fake-quant graph, ranges frozen
     size = policy_bytes(model, cfg.quant)  # counted on the fp32 weights (QuaRL's formulas count their levels)
     if cfg.quant.method != "qat":
         quantize_policy(model, cfg.quant, calibrate=calibration.calibrator(cfg, policy))  # PTQ activation ranges
-    ev = _episodes(ctx, cfg, model, policy.obs_transform(), desc, **kw)
+    ev = _episodes(ctx, cfg, model, loaded(policy)[1], desc, **kw)
     return ev, size, model
 
 
@@ -130,13 +161,13 @@ class Baseline:
 
     def fidelity(self, model: Any, policy: CachedPolicy) -> Fidelity:
         """Action fidelity of a (fake-)quantized SB3 model to this fp32 policy."""
-        return policy_fidelity(self.policy.load(), self.policy.obs_transform(), model, policy.obs_transform(),
+        return policy_fidelity(*loaded(self.policy), model, loaded(policy)[1],
                                self.states)
 
     def reference_actions(self) -> np.ndarray:
         """The fp32 policy's greedy actions on the states."""
-        transform = self.policy.obs_transform()
-        return greedy_actions(self.policy.load(), transform(self.states) if transform is not None else self.states)
+        reference, transform = loaded(self.policy)
+        return greedy_actions(reference, transform(self.states) if transform is not None else self.states)
 
 
 EXEC_FOR_METHOD = {"fp16": "torch_fp16", "bf16": "torch_bf16"}
@@ -155,7 +186,8 @@ def _execute(ctx: Context, cfg: Any, model: Any, baseline: Baseline, obs_transfo
     env.close()
     with activity(f"Compiling the policy for quant.backend={backend}"):
         runner = compile_policy(model, backend, example, obs_transform=obs_transform)
-    reference = compile_policy(baseline.policy.load(), "torch", example, obs_transform=baseline.policy.obs_transform())
+    fp32_model, fp32_transform = loaded(baseline.policy)
+    reference = compile_policy(fp32_model, "torch", example, obs_transform=fp32_transform)
     ev = _episodes(ctx, cfg, runner, None, f"{runner.backend} eval", per_observation=True)
     fidelity = executed_fidelity(baseline.reference_actions(), runner, baseline.states, space)
     log.info("Executed on %s (%s): reward %.2f, action agreement %.3f%s", runner.backend, runner.precision, ev.mean,
@@ -185,7 +217,7 @@ def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) ->
     key = cell_key(cfg)
     states_file = _states_file(policy, key)
     with FileLock(str(ctx.path(ctx.cfg.store.policies) / f"{key}.eval.lock")):
-        model_bytes = policy_bytes(policy.load(), cfg.quant)
+        model_bytes = policy_bytes(loaded(policy)[0], cfg.quant)
         reward = store.reward(key)
         if reward is not None and states_file.exists():
             with np.load(states_file) as data:
@@ -295,7 +327,7 @@ def _run(ctx: Context, store: Store, started: str) -> None:
     policy = obtain(cfg, policies, progress=progress) if cfg.quant.method == "qat" else fp32_policy
     ev, size, model = _evaluate(ctx, cfg, policy, f"{cfg.quant.method} eval")
     fidelity = baseline.fidelity(model, policy)
-    executed = {} if cfg.quant.backend == "fake" else _execute(ctx, cfg, model, baseline, policy.obs_transform())
+    executed = {} if cfg.quant.backend == "fake" else _execute(ctx, cfg, model, baseline, loaded(policy)[1])
     error, note = relative_error(baseline.reward, ev.mean, cfg.env.return_scale)
     record = make_record(
         cfg, "done", started, ctx.run_dir, evaluation=ev, fp32_reward=baseline.reward, rel_error=error,
