@@ -148,6 +148,16 @@ def cmd_report(args: argparse.Namespace) -> None:
     print(f"Wrote {reproduction.write(args.records, folder, sweeps)}")
 
 
+def cmd_sensitivity(args: argparse.Namespace) -> None:
+    from quarl.app import CONF_DIR
+    from quarl.sensitivity import run_study
+
+    bits = [int(b) for b in args.bits.split(",") if b.strip()] if args.bits else []
+    for path in run_study(CONF_DIR, args.overrides, bits, args.min_agreement, args.max_error, args.out,
+                          search_too=not args.no_search):
+        print(path)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="quarl", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -194,6 +204,15 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--archive", type=Path, default=None, metavar="ROOT",
                     help="first copy the done records under ROOT (run dirs) into the records folder")
     rp.set_defaults(func=cmd_report)
+    se = sub.add_parser("sensitivity", help="each layer (and the input) quantized alone at each width, and the smallest "
+                        "per-layer-bits policy that keeps its behaviour (a quant.layer_bits cell for run.py)")
+    se.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="run.py overrides of the cell, e.g. algo=dqn env=cartpole")
+    se.add_argument("--bits", default="2,3,4,6,8", help="bit widths to study and search (comma-separated, 2..16)")
+    se.add_argument("--min-agreement", type=float, default=0.99, help="bound: action agreement with fp32 at least this")
+    se.add_argument("--max-error", type=float, default=None, help="bound: also E at most this fraction (0.01: E <= 1%%)")
+    se.add_argument("--out", type=Path, default=None, help="folder to write into (default outputs/sensitivity/<cell>)")
+    se.add_argument("--no-search", action="store_true", help="the study only")
+    se.set_defaults(func=cmd_sensitivity)
     mx = sub.add_parser("matrix", help="which algorithm runs on which env (tuned, default, n/a)")
     mx.add_argument("--suite", default=None, help="only this suite: classic, box2d, atari, bullet, mujoco, dmc")
     mx.set_defaults(func=cmd_matrix)
