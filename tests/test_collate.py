@@ -570,3 +570,25 @@ def test_plots_stay_readable(tmp_path: Path):
     fig.canvas.draw()
     box, bars = legend.get_window_extent(), fig.axes[0].get_window_extent()
     assert box.x0 >= bars.x1  # beside the bars, not over them
+
+
+def test_training_curves_are_plotted_per_algo_and_env_with_one_line_per_seed(tmp_path: Path):
+    """The fp32 baseline (and QAT) records carry their training's curve: collation draws them."""
+    from quarl.collate.training import training_curves
+
+    curve = [{"step": 100 * i, "reward": float(i), "length": 10} for i in range(1, 30)]
+    records = []
+    for seed in (0, 1):
+        fp32 = record("dqn", "cartpole", "fp32", seed=seed, reward=500.0, fp32=500.0)
+        fp32["curve"] = curve
+        qat = record("dqn", "cartpole", "qat", 4, seed=seed, reward=480.0, fp32=500.0)
+        qat["curve"] = curve[:10]
+        records += [fp32, qat, record("dqn", "cartpole", "ptq", 4, seed=seed, reward=490.0, fp32=500.0)]
+    path = _store(tmp_path, records)
+    out = tmp_path / "out"
+    written = {p.relative_to(out).as_posix() for p in collate(path, out)}
+    assert {"curves/dqn_cartpole.png", "curves/dqn_cartpole.pdf"} <= written
+    points = training_curves(load(path))
+    assert set(points["label"]) == {"fp32", "QAT 4-bit"}
+    assert points.groupby(["label", "seed"]).size().to_dict() == {("QAT 4-bit", 0): 10, ("QAT 4-bit", 1): 10,
+                                                                  ("fp32", 0): 29, ("fp32", 1): 29}

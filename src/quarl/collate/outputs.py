@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping
 
 from matplotlib.figure import Figure
 
-from quarl.collate import actorq, plots, precision, stats, tables, weights
+from quarl.collate import actorq, plots, precision, stats, tables, training, weights
 from quarl.collate.frame import FLOAT_BITS, Study
 from quarl.errors import QuarlError
 
@@ -266,6 +266,7 @@ def write_all(study: Study, out: Path, filters: Mapping[str, Any], bits: int, co
         written += _guard(study, "the error tables", lambda: write_tables(study, out))
         written += _guard(study, "the aggregate plots", lambda: write_aggregate(study, out))
         written += _guard(study, "the action-agreement plots", lambda: write_agreement(study, out))
+        written += _guard(study, "the training curves", lambda: training.write_training_curves(study, out))
         written += _guard(study, "the weight report", lambda: write_weights(study, out, bits, log_y))
         written += _guard(study, "the precision grids", lambda: precision.write_precision(study, out))
     if study.store is not None and (study.done["quant"] == "actorq").any():
