@@ -28,6 +28,7 @@ from quarl.evaluate import evaluate
 from quarl.greedy import GreedyActor
 from quarl.quantize import quantize_policy
 from quarl.schema import EnvConfig, QuantConfig
+from tests.conftest import compose_cfg
 
 FLIPS_PER_STEP = 1 / 2000  # allowed argmax flips on float ties (none seen so far)
 
@@ -105,7 +106,7 @@ def test_quantized_and_normalised_policies():
     model = trained(PPO, CARTPOLE, 0)
     for bits in (2, 8):
         q = copy.deepcopy(model)
-        quantize_policy(q, OmegaConf.merge(OmegaConf.structured(QuantConfig), {"method": "ptq", "bits": bits}))
+        quantize_policy(q, compose_cfg("quant=ptq", f"quant.bits={bits}").quant)
         check_same_rewards(q, CARTPOLE, episodes=3)
     venv = VecNormalize(DummyVecEnv([lambda: make_env(PENDULUM)]))
     model = SAC("MlpPolicy", venv, seed=0, device="cpu", learning_starts=100)

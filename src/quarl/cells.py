@@ -4,6 +4,7 @@ to ask about every cell before launching any (no torch, no SB3)."""
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, Optional
 
 from quarl.keys import cell_key
@@ -27,3 +28,21 @@ def log_skip(cfg: Any, status: Optional[str]) -> None:
     """The log line of a cell passed over because the store holds it."""
     log.info("Skipping %s: already in the store as %s (cell %s; force=true runs it again).", label(cfg), status,
              cell_key(cfg))
+
+
+# Small MLP policies train fastest on one thread (measured: benchmarks/bench_foundation.py), and a
+# cell on one thread leaves the other cores to the cells beside it.
+DEFAULT_THREADS = 1
+ALLOTMENT_VARS = ("SLURM_CPUS_PER_TASK",)  # what a launcher allots a job
+
+
+def torch_threads(cfg: Any) -> int:
+    """The torch threads of a cell: `train.threads`, else the launcher's allotment, else DEFAULT_THREADS."""
+    threads = cfg.train.get("threads")
+    if threads:
+        return int(threads)
+    for var in ALLOTMENT_VARS:
+        value = os.environ.get(var, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return DEFAULT_THREADS

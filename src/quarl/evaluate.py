@@ -165,6 +165,8 @@ def evaluate(
                 for slot, ob in zip(slots, obs):
                     sample.offer(running[slot][0], ob)
             actions = act(obs)
+            if actions.ndim == 1 and np.issubdtype(actions.dtype, np.integer):
+                actions = actions.tolist()  # discrete: plain ints, which envs check fastest
             for slot, action in zip(slots, actions):
                 episode, _ = running[slot]
                 ob, reward, terminated, truncated, _ = envs[slot].step(action)

@@ -64,23 +64,33 @@ class _TorchSteps:
 
 
 class _OnnxSession:
-    """The acting network in ONNX Runtime, fp32, one intra-op thread."""
+    """The acting network in ONNX Runtime, fp32, one intra-op thread, for one observation per call.
+
+    Input and output are bound once to buffers of their own (ONNX Runtime's IOBinding): a call
+    copies the observation in and the action out, half the per-call cost of `session.run`.
+    """
 
     def __init__(self, net: ActingNetwork, example: np.ndarray) -> None:
         from quarl.deploy import onnx_io
 
-        onnx_io.require("onnxruntime", "Evaluating with ONNX Runtime")
+        ort = onnx_io.require("onnxruntime", "Evaluating with ONNX Runtime")
         buffer = io.BytesIO()
         # TorchScript-based export: ~0.1 s for a policy network, against seconds for torch.export's.
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
             torch.onnx.export(net, (torch.from_numpy(example),), buffer, dynamo=False, input_names=["obs"],
                               output_names=["action"], dynamic_axes={"obs": {0: "batch"}, "action": {0: "batch"}})
+            action = net(torch.from_numpy(example)).numpy()
         self.session = onnx_io.session(buffer.getvalue(), threads=1)
-        self.run = self.session.run
+        self.obs, self.action = np.zeros_like(example[:1]), np.zeros_like(action[:1])
+        self.binding = self.session.io_binding()
+        self.binding.bind_ortvalue_input("obs", ort.OrtValue.ortvalue_from_numpy(self.obs))  # no copy: our buffer
+        self.binding.bind_ortvalue_output("action", ort.OrtValue.ortvalue_from_numpy(self.action))
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        return self.run(None, {"obs": obs})[0]
+        self.obs[...] = obs
+        self.session.run_with_iobinding(self.binding)
+        return self.action.copy()
 
 
 class GreedyActor:

@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from filelock import FileLock
 from omegaconf import OmegaConf, open_dict
 
 from quarl import calibration, provenance, schema
 from quarl.algos import check_action_kind
-from quarl.cells import finished, label, log_skip
+from quarl.cells import finished, label, log_skip, torch_threads
 from quarl.envs import action_kind, make_env
 from quarl.errors import IncompatibleCell, QuarlError
 from quarl.evaluate import Evaluation, evaluate
@@ -274,6 +275,10 @@ def run_cell(ctx: Context) -> None:
     if finished(cfg, status):
         log_skip(cfg, status)
         return
+    threads = torch_threads(cfg)
+    torch.set_num_threads(threads)
+    with open_dict(cfg):
+        cfg.train.threads = threads  # recorded as run (not part of any key: quarl.cells.torch_threads)
     started = provenance.now()
     if status is None:  # a marker for `quarl status`, replaced by the final record
         store.write(make_record(cfg, "running", started, ctx.run_dir))

@@ -124,6 +124,7 @@ class TrackingConfig:
 class TrainConfig:
     steps: Optional[int] = None
     device: str = "cpu"
+    threads: Optional[int] = None  # torch threads of a cell; None: the launcher's allotment (SLURM), else 1
     progress: bool = True
     checkpoint_every: Optional[int] = None  # env steps; None: a tenth of the budget; 0: no checkpoints
     log_interval_s: float = 30.0  # seconds between progress lines when stderr is not a terminal; 0: none
@@ -262,6 +263,8 @@ def _check_policy(cfg: Any) -> None:
 
 def _check_train(cfg: Any) -> None:
     t = cfg.train
+    if t.get("threads") is not None and t.threads < 1:
+        raise QuarlError(f"train.threads={t.threads} must be at least 1 (or null: what the launcher allots, else 1).")
     if t.log_interval_s < 0:
         raise QuarlError(f"train.log_interval_s={t.log_interval_s} must be >= 0 seconds (0: no progress lines).")
     if t.eval_every is not None and t.eval_every < 1:

@@ -20,6 +20,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 from quarl import algos, checkpoint, provenance, qat
 from quarl.best import KeepBest
+from quarl.cells import torch_threads
 from quarl.envs import training_envs
 from quarl.keys import keep_best_every, policy_key, qat_delay, slug, train_steps, training_spec
 from quarl.progress import Progress
@@ -142,6 +143,7 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
     `checkpoint_every(cfg)` steps and a checkpoint found there is resumed; it is removed once the
     policy is saved. The curve is written beside it (`<checkpoints>.curves`) until then.
     """
+    torch.set_num_threads(torch_threads(cfg))  # train.threads: cells side by side do not oversubscribe the cores
     steps = train_steps(cfg)
     algo_cfg = cfg.algo
     venv = training_envs(cfg.env, algo_cfg.n_envs, cfg.seed)
