@@ -4,7 +4,7 @@
 | ------------ | --------- | ---------------------------------------------------------- |
 | `torch`      | fp32      | eager PyTorch: the reference                               |
 | `onnx`       | fp32      | ONNX Runtime                                               |
-| `onnx_int8`  | int8      | ONNX Runtime: dynamic (MLPs) / static, calibrated (CNNs)   |
+| `onnx_int8`  | int8      | ONNX Runtime: dynamic (MLPs; static with a PTQ policy's own calibrated 8-bit ranges) / static, calibrated (CNNs) |
 | `onnx_int4`  | int4      | ONNX Runtime MatMulNBits: 4-bit weights, int8 activations (quarl.deploy.nbits) |
 | `onnx_int2`  | int2      | ONNX Runtime MatMulNBits: 2-bit weights, int8 activations  |
 | `torch_fp16` | fp16      | eager PyTorch, weight layers in float16                    |
@@ -242,7 +242,22 @@ def _build(net: ActingNetwork, backend: str, example: np.ndarray, calibrated: bo
             "pass example_obs, a batch of a few hundred real observations from the environment."
         )
     fp32 = onnx_io.to_onnx(_without_fake_quant(net), example)
-    return OnnxRunner(net, backend, onnx_io.quantize_int8(fp32, example if static else None, static), threads)
+    ranges = None if static else calibrated_int8_ranges(net)
+    int8 = onnx_io.quantize_int8(fp32, example if static or ranges else None, static, input_ranges=ranges)
+    return OnnxRunner(net, backend, int8, threads)
+
+
+def calibrated_int8_ranges(net: ActingNetwork) -> Optional[list[tuple[float, int]]]:
+    """(scale, zero point) of every weight layer's input where a PTQ policy calibrated all of them at
+    8 bits (quant.act_bits=8 quant.input_bits=8: `quarl.calibration`), in layer order; else None.
+    onnx_int8 then runs static int8 with exactly these ranges instead of dynamic activations."""
+    from quarl.calibration import CalibratedFakeQuant  # it builds on this package
+
+    quants = [m for m in net.body.modules() if isinstance(m, CalibratedFakeQuant)]
+    layers = [m for m in net.body.modules() if isinstance(m, INT8_LAYERS)]
+    if not quants or len(quants) != len(layers) or any(q.bits != 8 for q in quants):
+        return None
+    return [(float(q.scale.item()), int(q.zero_point)) for q in quants]
 
 
 def _build_nbits(net: ActingNetwork, backend: str, example: np.ndarray, threads: int) -> NbitsRunner:

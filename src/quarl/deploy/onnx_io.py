@@ -22,7 +22,7 @@ import tempfile
 import warnings
 from pathlib import Path
 from types import ModuleType
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 import torch
@@ -132,8 +132,24 @@ class _Calibration:
         return next(self.batches, None)
 
 
-def quantize_int8(model: bytes, calibration: Optional[np.ndarray], static: bool) -> bytes:
-    """The int8 version of an fp32 ONNX model: dynamic, or static (QDQ) calibrated on `calibration`."""
+def _input_overrides(onnx: Any, path: Path, ranges: list[tuple[float, int]]) -> Optional[dict[str, list[dict[str, Any]]]]:
+    """ONNX Runtime's TensorQuantOverrides giving the input of the i-th MatMul/Gemm the i-th (scale,
+    uint8 zero point); None when the graph's weight layers do not pair up with `ranges`."""
+    from onnxruntime.quantization import QuantType
+
+    nodes = [n for n in onnx.load(str(path)).graph.node if n.op_type in ("Gemm", "MatMul")]
+    if len(nodes) != len(ranges):
+        return None
+    return {n.input[0]: [{"quant_type": QuantType.QUInt8, "scale": np.array(scale, dtype=np.float32),
+                          "zero_point": np.array(zp, dtype=np.uint8)}]
+            for n, (scale, zp) in zip(nodes, ranges)}
+
+
+def quantize_int8(model: bytes, calibration: Optional[np.ndarray], static: bool,
+                  input_ranges: Optional[list[tuple[float, int]]] = None) -> bytes:
+    """The int8 version of an fp32 ONNX model: dynamic, or static (QDQ) calibrated on `calibration`;
+    with `input_ranges` (an MLP's (scale, uint8 zero point) of every weight layer's input, in order),
+    static with exactly those activation ranges (calibration then only for tensors they do not cover)."""
     onnx = require("onnx", "The onnx_int8 backend")
     require("onnxruntime", "The onnx_int8 backend")
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quant_pre_process
@@ -152,7 +168,18 @@ def quantize_int8(model: bytes, calibration: Optional[np.ndarray], static: bool)
         # ONNX shape inference and graph fusions, as ONNX Runtime advises (its symbolic shape
         # inference is for transformers and fails on ReduceLogSumExp)
         quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)
-        if static:
+        overrides = _input_overrides(onnx, pre, input_ranges) if input_ranges else None
+        if input_ranges and overrides is None:
+            log.warning("The int8 graph's weight layers do not pair up with the policy's %d calibrated activation "
+                        "ranges: quantizing activations dynamically instead.", len(input_ranges))
+        if overrides is not None:
+            quantize_static(
+                str(pre), str(out), Reader(calibration[:CALIBRATION_MAX]), quant_format=QuantFormat.QDQ,
+                activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True,
+                op_types_to_quantize=["Gemm", "MatMul"],
+                extra_options={"OpTypesToExcludeOutputQuantization": ["Gemm", "MatMul"], "TensorQuantOverrides": overrides},
+            )
+        elif static:
             if calibration is None or len(calibration) == 0:
                 raise QuarlError(
                     "Static int8 quantization of a convolutional policy needs calibration observations: "
