@@ -210,3 +210,20 @@ def test_onnx_int8_runs_static_int8_with_the_calibrated_ranges():
     # the same arithmetic up to float rounding, which moves a value across a level boundary now and
     # then; this untrained network's Q-values are nearly tied, so a few greedy actions flip
     assert np.mean(runner(obs) == net.act(obs)) >= 0.95
+
+
+def test_collation_reads_ptq_records_from_before_activation_quantization_as_fp32_activations():
+    import pandas as pd
+
+    from quarl.collate.frame import Notes, _variant_labels
+
+    done = pd.DataFrame({
+        "quant": ["ptq", "ptq", "ptq", "ptq"],
+        "quant.bits": [8, 8, 8, 8],
+        "quant.act_bits": [8, 32, 4, 32],  # the first: written before PTQ had activation bits (QAT's 8, unused)
+        "quant.input_bits": [None, 32, 32, 32],
+        "quant.layer_bits.q_net.q_net.0": [None, None, None, 4],
+    })
+    labels = _variant_labels(done, Notes()).tolist()
+    assert labels[0] == labels[1] != labels[2] != labels[3]
+    assert "act_bits=4" in labels[2] and '"q_net.q_net.0": 4' in labels[3]

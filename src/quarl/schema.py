@@ -215,6 +215,9 @@ def _check_ptq(cfg: Any) -> None:
     for layer, bits in q.layer_bits.items():
         if not isinstance(bits, int) or isinstance(bits, bool) or not (2 <= bits <= 16 or bits == 32):
             raise QuarlError(f"quant.layer_bits.{layer}={bits} is out of range: use 2..16, or 32 for unchanged weights.")
+        if q.backend == "onnx_int8" and bits > 8:
+            raise QuarlError(f"quant.backend=onnx_int8 executes integer policies of at most 8 bits, not "
+                             f"quant.layer_bits.{layer}={bits}: use layer bits <= 8, or quant.backend=auto.")
     if q.layer_bits:
         from quarl.layers import check_layer_names  # builds the policy network: only where layers are named
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from quarl.collate.ptq_keys import effective_quant_columns
 from quarl.keys import result_keys
 from quarl.results import FLOAT_BITS, value_text, config_keys, differing_keys, select
 
@@ -43,6 +44,7 @@ _text = value_text
 def _variant_labels(done: pd.DataFrame, notes: Notes) -> pd.Series:
     """'ptq', or 'ptq (scheme=symmetric)' where records of one method differ in a quant setting."""
     labels = done["quant"].astype(str).copy()
+    done = effective_quant_columns(done)  # PTQ records from before activation quantization: act_bits 32
     for method in sorted(set(labels) - set(FLOAT_BITS)):
         rows = done["quant"] == method
         quant_keys = [f"quant.{k}" for k in result_keys(method) if k != "bits" and f"quant.{k}" in done.columns]

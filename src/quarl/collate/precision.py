@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 
 from quarl.collate import plots, stats, tables
 from quarl.collate.frame import Study
+from quarl.collate.ptq_keys import effective_quant_columns
 
 CAPTION = (
     "PTQ with static activation and input ranges (quarl.calibration). Each cell: mean over seeds of the reward "
@@ -28,11 +29,10 @@ def precision_records(study: Study) -> pd.DataFrame:
     done = study.done[study.done["quant"] == "ptq"]
     if done.empty or "quant.input_bits" not in done.columns:
         return pd.DataFrame(columns=[*KEYS, "reward", "agreement", "e"])
-    newer = done["quant.input_bits"].notna()
-    act = pd.to_numeric(done["quant.act_bits"], errors="coerce").where(newer, 32)
-    inp = pd.to_numeric(done["quant.input_bits"], errors="coerce").where(newer, 32)
-    layer_columns = [c for c in done.columns if c.startswith("quant.layer_bits.")]
-    uniform = done[layer_columns].isna().all(axis=1) if layer_columns else pd.Series(True, index=done.index)
+    done = effective_quant_columns(done)
+    act = pd.to_numeric(done["quant.act_bits"], errors="coerce")
+    inp = pd.to_numeric(done["quant.input_bits"], errors="coerce")
+    uniform = done["quant.layer_bits"].isna() if "quant.layer_bits" in done.columns else pd.Series(True, index=done.index)
     rows = pd.DataFrame({
         "algo": done["algo"], "env": done["env"], "seed": done["seed"], "weight_bits": done["bits"].astype(int),
         "act_bits": act.astype(int), "input_bits": inp.astype(int), "reward": done["reward_mean"],
