@@ -1,17 +1,26 @@
-"""Foundation benchmarks, measured side by side in one run (absolute times drift on shared machines).
+"""Foundation benchmarks: the study loop's speed, every row a ratio measured side by side in one run
+(absolute times drift on shared machines; the ratios are what to compare).
 
-1. Evaluation throughput (episodes/s) of quarl's evaluator vs SB3's `evaluate_policy` on the same
-   trained CartPole policy and the same number of episodes.
-2. Overhead of the framework: wall time of `python run.py -m algo=dqn,a2c,ppo quant.bits=2,4,8`
-   vs the same 3 trainings + 3 fp32 and 9 quantized evaluations written by hand in one script.
-   Target: ratio <= 1.15 (the sweep's collation at the end is shown as its own row).
+1. Evaluation: quarl's evaluator (the acting network, one observation per call) vs SB3's
+   `evaluate_policy` with the same 4 envs, PPO on CartPole-v1 (and a DQN Nature-CNN on Pong where
+   ale-py is installed), with whether quarl's rewards equal SB3's `predict` path on the same
+   seeded episodes (each episode stepped with `predict`, one observation per call).
+2. Sweep overhead: `run.py -m algo=dqn,a2c,ppo quant.bits=2,4,8` vs the same trainings and
+   evaluations written by hand in one script (same torch thread count).
+3. The same sweep again, every cell done: seconds per skipped cell.
+4. A 72-cell sweep (`+sweep=ptq_classic seed=0,1,2`, tiny budgets) run again when done: skipped
+   cells per second.
+5. Two cells side by side vs one after the other (`train.threads`: 1 by default; torch's own
+   default, one thread per core, for contrast).
 
-Usage: python benchmarks/bench_foundation.py [--steps 10000] [--episodes 10] [--repeats 3]
+Usage: python benchmarks/bench_foundation.py [--steps 10000] [--episodes 10] [--repeats 3] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import os
 import statistics
 import subprocess
 import sys
@@ -19,38 +28,46 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from typing import Callable
 
 import gymnasium as gym
+import numpy as np
 import pandas as pd
+import torch
 from omegaconf import OmegaConf
-from stable_baselines3 import PPO
+from stable_baselines3 import DQN, PPO
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
-from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.vec_env import DummyVecEnv
 
+from quarl.envs import make_env
 from quarl.evaluate import evaluate
 from quarl.schema import EnvConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 CARTPOLE = OmegaConf.structured(EnvConfig(name="cartpole", id="CartPole-v1"))
+PONG = OmegaConf.structured(EnvConfig(name="atari/pong", id="PongNoFrameskip-v4", suite="atari", frame_stack=4,
+                                      kwargs={"max_episode_steps": 4000}))
+ENV = {**os.environ, "HYDRA_FULL_ERROR": "1"}
+QUIET = ["hydra.callbacks.collate.enabled=false", "train.progress=false", "eval.progress=false"]
 
 BY_HAND = textwrap.dedent(
     """
-    import copy, sys
+    import copy, sys, torch
     from hydra import compose, initialize_config_dir
-    from stable_baselines3.common.env_util import make_vec_env
     from quarl import algos, schema
     from quarl.app import CONF_DIR
-    from quarl.envs import make_env
+    from quarl.envs import training_envs
     from quarl.evaluate import evaluate
     from quarl.quantize import quantize_policy
 
     steps, episodes = int(sys.argv[1]), int(sys.argv[2])
+    torch.set_num_threads(1)  # as a cell runs (train.threads)
     schema.register()
     for algo in ("dqn", "a2c", "ppo"):
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose("config", overrides=[f"algo={algo}"])
-        venv = make_vec_env(lambda: make_env(cfg.env), n_envs=cfg.algo.n_envs, seed=0)
+        venv = training_envs(cfg.env, cfg.algo.n_envs, seed=0)
         model = algos.build(cfg.algo, venv, seed=0, device="cpu", total_steps=steps)
         model.learn(total_timesteps=steps)
         evaluate(model, cfg.env, episodes=episodes, seed=0)
@@ -64,52 +81,128 @@ BY_HAND = textwrap.dedent(
 )
 
 
-def bench_evaluator(episodes: int, repeats: int) -> pd.DataFrame:
+def _median_time(fn: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _predict_path(model, cfg, seeds: list[int]) -> list[float]:
+    """Each seeded episode stepped with SB3's predict, one observation per call."""
+    rewards = []
+    for seed in seeds:
+        env = make_env(cfg)
+        obs, _ = env.reset(seed=seed)
+        total, done = 0.0, False
+        while not done:
+            obs, reward, term, trunc, _ = env.step(model.predict(obs[None], deterministic=True)[0][0])
+            total, done = total + float(reward), term or trunc
+        env.close()
+        rewards.append(total)
+    return rewards
+
+
+def _eval_rows(name: str, model, cfg, sb3_env: Callable[[], object], episodes: int, repeats: int) -> list[dict]:
+    ours = lambda: evaluate(model, cfg, episodes=episodes, seed=0, n_envs=4)  # noqa: E731
+    theirs = lambda: evaluate_policy(model, sb3_env(), n_eval_episodes=episodes, deterministic=True)  # noqa: E731
+    before = lambda: evaluate(model, cfg, episodes=episodes, seed=0, n_envs=4, engine="predict")  # noqa: E731
+    times = {"SB3 evaluate_policy, 4 envs": [], "quarl evaluate, 4 envs": [], "quarl before (batched predict), 4 envs": []}
+    for _ in range(repeats):  # interleaved, so drift hits every case alike
+        for label, fn in zip(times, (theirs, ours, before)):
+            start = time.perf_counter()
+            fn()
+            times[label].append(time.perf_counter() - start)
+    result = ours()
+    same = result.rewards == _predict_path(model, cfg, result.seeds)
+    base = statistics.median(times["SB3 evaluate_policy, 4 envs"])
+    return [{"what": f"{name}: {label}", "episodes/s": episodes / statistics.median(t),
+             "ratio to SB3": base / statistics.median(t),
+             "rewards = predict path": ("yes" if same else "NO") if label.startswith("quarl evaluate") else ""}
+            for label, t in times.items()]
+
+
+def bench_evaluator(episodes: int, repeats: int, atari: bool) -> pd.DataFrame:
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
     model = PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=8, seed=0), seed=0, device="cpu",
                 n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0)
     model.learn(30_000)
+    rows = _eval_rows(f"PPO CartPole-v1, {episodes} episodes", model, CARTPOLE,
+                      lambda: make_vec_env("CartPole-v1", n_envs=4, seed=0), episodes, repeats)
+    if atari:
+        cnn = DQN("CnnPolicy", make_env(PONG), seed=0, device="cpu", buffer_size=1000)
 
-    def sb3(n_envs: int) -> float:
-        env = make_vec_env("CartPole-v1", n_envs=n_envs, seed=0) if n_envs > 1 else Monitor(gym.make("CartPole-v1"))
-        start = time.perf_counter()
-        evaluate_policy(model, env, n_eval_episodes=episodes, deterministic=True)
-        return time.perf_counter() - start
+        def pong_env():
+            return DummyVecEnv([lambda: make_env(PONG)] * 4)  # each env stacks its own frames, as quarl's do
 
-    def ours(n_envs: int) -> float:
-        return evaluate(model, CARTPOLE, episodes=episodes, seed=0, n_envs=n_envs).wall_s
-
-    cases = {"SB3 evaluate_policy, 1 env": lambda: sb3(1), "SB3 evaluate_policy, 4 envs": lambda: sb3(4),
-             "quarl evaluate, 1 env": lambda: ours(1), "quarl evaluate, 4 envs": lambda: ours(4)}
-    times: dict[str, list[float]] = {name: [] for name in cases}
-    for _ in range(repeats):  # interleaved, so drift hits every case alike
-        for name, fn in cases.items():
-            times[name].append(fn())
-    base = statistics.median(times["SB3 evaluate_policy, 1 env"])
-    rows = [{"evaluator": n, "episodes/s": episodes / statistics.median(t), "speed vs SB3 1 env": base / statistics.median(t)}
-            for n, t in times.items()]
+        rows += _eval_rows("DQN Nature CNN, Pong (untrained), 4 episodes", cnn, PONG, pong_env, 4, 1)
     return pd.DataFrame(rows)
 
 
 def _timed(cmd: list[str], cwd: Path) -> float:
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=cwd, check=True, capture_output=True)
+    subprocess.run(cmd, cwd=cwd, check=True, capture_output=True, env=ENV)
     return time.perf_counter() - start
 
 
+def _run(*args: str) -> list[str]:
+    return [sys.executable, str(ROOT / "run.py"), *args]
+
+
 def bench_sweep(steps: int, episodes: int) -> pd.DataFrame:
-    sweep = [sys.executable, str(ROOT / "run.py"), "-m", "algo=dqn,a2c,ppo", "quant.bits=2,4,8",
-             f"train.steps={steps}", f"eval.episodes={episodes}"]
-    no_collate = "hydra.callbacks.collate.enabled=false"
+    sweep = _run("-m", "algo=dqn,a2c,ppo", "quant.bits=2,4,8", f"train.steps={steps}", f"eval.episodes={episodes}",
+                 *QUIET)
     with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as tmp2:
         hand = _timed([sys.executable, "-c", BY_HAND, str(steps), str(episodes)], Path(tmp))
-        bare = _timed([*sweep, no_collate], Path(tmp))
-        again = _timed([*sweep, no_collate], Path(tmp))
-        full = _timed(sweep, Path(tmp2))
-    rows = [("3 trainings + 12 evaluations by hand", hand),
-            ("run.py -m algo=dqn,a2c,ppo quant.bits=2,4,8 (collation off)", bare),
-            ("same sweep again (all cells done)", again),
-            ("the sweep with its end-of-sweep collation (plots, tables)", full)]
-    return pd.DataFrame([{"what": w, "wall s": t, "ratio to by hand": t / hand} for w, t in rows])
+        bare = _timed(sweep, Path(tmp))
+        again = _timed(sweep, Path(tmp))
+        full = _timed([a for a in sweep if a != QUIET[0]], Path(tmp2))
+    rows = [("3 trainings + 12 evaluations by hand", hand, hand),
+            ("run.py -m algo=dqn,a2c,ppo quant.bits=2,4,8 (collation off)", bare, hand),
+            ("same sweep again, all 9 cells done: s per skipped cell", again / 9, None),
+            ("the sweep with its end-of-sweep collation (plots, tables)", full, hand)]
+    return pd.DataFrame([{"what": w, "s": t, "ratio to by hand": t / h if h else None} for w, t, h in rows])
+
+
+def bench_skips() -> pd.DataFrame:
+    sweep = _run("-m", "+sweep=ptq_classic", "seed=0,1,2", "train.steps=300", "eval.episodes=2", *QUIET)
+    with tempfile.TemporaryDirectory() as tmp:
+        first = _timed(sweep, Path(tmp))
+        again = _timed(sweep, Path(tmp))
+        start = _timed([sys.executable, "-c", "import quarl.app, hydra_plugins.quarl_sweeper.quarl_sweeper"], Path(tmp))
+    return pd.DataFrame([
+        {"what": "+sweep=ptq_classic seed=0,1,2 (72 cells), first run, train.steps=300", "s": first, "cells/s": 72 / first},
+        {"what": "the same again, all 72 done: skipped cells", "s": again, "cells/s": 72 / again},
+        {"what": "  of which starting Python and importing quarl", "s": start, "cells/s": None},
+        {"what": "  per skipped cell, s (72 cells, start-up included)", "s": again / 72, "cells/s": None},
+    ])
+
+
+def bench_side_by_side(steps: int) -> pd.DataFrame:
+    """Two single cells (seeds 0 and 1) one after the other, then side by side."""
+    def cell(seed: int, extra: list[str]) -> list[str]:
+        return _run("algo=dqn", f"seed={seed}", f"train.steps={steps}", "eval.episodes=5", *QUIET, *extra)
+
+    rows = []
+    for label, extra in (("train.threads=1 (default)", []), (f"train.threads={os.cpu_count()} (torch's default)",
+                                                              [f"train.threads={os.cpu_count()}"])):
+        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+            start = time.perf_counter()
+            for seed, folder in ((0, a), (1, b)):
+                subprocess.run(cell(seed, extra), cwd=folder, check=True, capture_output=True, env=ENV)
+            sequential = time.perf_counter() - start
+        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+            start = time.perf_counter()
+            procs = [subprocess.Popen(cell(seed, extra), cwd=folder, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, env=ENV) for seed, folder in ((0, a), (1, b))]
+            assert all(p.wait() == 0 for p in procs)
+            side = time.perf_counter() - start
+        rows.append({"what": f"2 DQN cells, {steps} steps, {label}", "one after the other s": sequential,
+                     "side by side s": side, "ratio side by side / one after the other": side / sequential})
+    return pd.DataFrame(rows)
 
 
 def main() -> None:
@@ -117,13 +210,21 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10_000, help="train.steps per algorithm")
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="skip the Atari row and the side-by-side rows")
     args = parser.parse_args()
     pd.set_option("display.width", 200)
-    print("## Evaluation throughput, PPO CartPole-v1 policy,", args.episodes * 5, "episodes\n")
-    print(bench_evaluator(args.episodes * 5, args.repeats).to_markdown(index=False, floatfmt=".2f"))
+    atari = not args.quick and importlib.util.find_spec("ale_py") is not None
+    print(f"## Evaluation throughput (torch threads 1; {os.cpu_count()} cores)\n")
+    print(bench_evaluator(args.episodes * 5, args.repeats, atari).to_markdown(index=False, floatfmt=".2f"))
     print(f"\n## Sweep overhead, CartPole-v1, train.steps={args.steps}, eval.episodes={args.episodes}\n")
     print(bench_sweep(args.steps, args.episodes).to_markdown(index=False, floatfmt=".2f"))
+    print("\n## Skipping finished cells\n")
+    print(bench_skips().to_markdown(index=False, floatfmt=".2f"))
+    if not args.quick:
+        print("\n## Cells side by side\n")
+        print(bench_side_by_side(min(args.steps, 3000)).to_markdown(index=False, floatfmt=".2f"))
 
 
 if __name__ == "__main__":
+    np.set_printoptions(precision=3)
     main()

@@ -32,10 +32,14 @@ def compose_cfg(*overrides: str):
         return compose("config", overrides=list(overrides), return_hydra_config=False)
 
 
-def run_quarl(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """`python run.py ARGS` with `cwd` as the launch folder (so outputs/ lands there)."""
+def run_quarl(cwd: Path, *args: str, check: bool = True, policies: Path | None = None) -> subprocess.CompletedProcess:
+    """`python run.py ARGS` with `cwd` as the launch folder (so outputs/ lands there). With
+    `policies` (the `shared_policies` fixture), trained policies come from and go to that cache
+    instead of `cwd`'s: a test that checks nothing about training gets a policy another test trained."""
+    extra = [f"store.policies={policies}"] if policies is not None else []
     done = subprocess.run(
-        [sys.executable, str(ROOT / "run.py"), *args], cwd=cwd, capture_output=True, text=True, env=ENV, timeout=1200
+        [sys.executable, str(ROOT / "run.py"), *args, *extra], cwd=cwd, capture_output=True, text=True, env=ENV,
+        timeout=1200,
     )
     if check and done.returncode != 0:
         raise AssertionError(f"run.py {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
@@ -45,3 +49,17 @@ def run_quarl(cwd: Path, *args: str, check: bool = True) -> subprocess.Completed
 @pytest.fixture
 def scratch(tmp_path: Path) -> Path:
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def shared_policies(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One policy cache for the whole test session, shared by pytest-xdist's workers (the cache's
+    file lock makes concurrent runs train each policy once). For tests that neither count
+    trainings nor damage cached files: a policy's key is everything that shaped it, so a cached one
+    is the policy the test would have trained."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the workers' base temps share this folder
+    folder = root / "shared-policies"
+    folder.mkdir(exist_ok=True)
+    return folder
