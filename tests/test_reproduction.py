@@ -57,5 +57,16 @@ def test_verdicts_follow_the_interval_and_name_a_reason():
         reproduction.NO_REASON)
 
 
+def test_a_wide_interval_around_the_published_value_is_inconclusive():
+    import pandas as pd
+
+    rows = pd.DataFrame({"reward_mean": [40.0, 500.0, 480.0], "env.return_scale": [500.0] * 3})
+    wide = seed_interval(rows["reward_mean"])
+    verdict = reproduction._verdict("dqn", "cartpole", "int8", 500.0, wide, rows, rows, {})
+    assert verdict.startswith("inconclusive: the published value is inside an interval of ±")
+    narrow = seed_interval([499.0, 500.0, 501.0])  # ±2.5, within 5% of 500
+    assert reproduction._verdict("dqn", "cartpole", "int8", 500.0, narrow, rows, rows, {}).startswith("agrees")
+
+
 def test_no_disagreement_in_the_committed_report_is_left_without_a_reason():
     assert reproduction.NO_REASON not in (DOCS / reproduction.REPORT).read_text()

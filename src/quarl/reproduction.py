@@ -165,10 +165,27 @@ def _verdict(algo: str, env: str, quantity: str, value: float, ours: Interval, f
         if quantity.startswith("E_") and not frame.empty:
             return "n/a: every fp32 reward too close to 0 for E"
         return "not run yet"
-    if inside(value, ours):
-        return "agrees (published value inside the interval)"
     why = [r for r in (_not_learned(fp32, env), reasons.get(f"{algo}/{env}/{quantity}")) if r]
-    return "disagrees: " + ("; ".join(why) if why else NO_REASON)
+    if not inside(value, ours):
+        return "disagrees: " + ("; ".join(why) if why else NO_REASON)
+    half, allowed = (ours.high - ours.low) / 2, _resolution(quantity, frame, value)
+    if half <= allowed:
+        return "agrees (published value inside the interval)"
+    return (f"inconclusive: the published value is inside an interval of ±{half:.3g}, wider than {allowed:.3g}"
+            + (f" ({'; '.join(why)})" if why else "; more seeds would decide"))
+
+
+RESOLUTION = 0.05  # an interval decides only when its half-width is within 5% of the scale that matters
+
+
+def _resolution(quantity: str, frame: pd.DataFrame, published_value: float) -> float:
+    """The widest half-width at which an interval can confirm a published value: 5 points for E
+    (in %), else 5% of the env's return scale (of the published value where no scale is recorded)."""
+    if quantity.startswith("E_"):
+        return 100 * RESOLUTION
+    scales = _values(frame, "env.return_scale") if "env.return_scale" in frame.columns else np.empty(0)
+    scale = float(scales[0]) if scales.size else abs(published_value)
+    return RESOLUTION * scale
 
 
 def sweet_spot(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataFrame:
@@ -213,6 +230,23 @@ def qat_vs_ptq(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataF
         else:
             verdict = "too few seeds to tell"
         rows.append({"bits": bits, "qat": q, "ptq": p, "verdict": verdict})
+    return pd.DataFrame(rows)
+
+
+def noise(runs: pd.DataFrame) -> pd.DataFrame:
+    """How much E and action agreement each move between seeds, cell by cell: their standard
+    deviations across seeds for every quantized cell measured on two seeds or more."""
+    quantized = runs[runs["quant"].isin(["ptq", "fp16", "bf16", "qat"])]
+    if quantized.empty or "action_agreement" not in quantized.columns:
+        return pd.DataFrame()
+    cell = [c for c in ("algo", "env", "quant", "quant.bits", "quant.scheme") if c in quantized.columns]
+    rows = []
+    for key, group in quantized.groupby(cell, sort=True, dropna=False):
+        errors, agree = _values(group, "rel_error", 100.0), _values(group, "action_agreement", 100.0)
+        if min(errors.size, agree.size) < 2:
+            continue
+        rows.append({**dict(zip(cell, key)), "n": int(min(errors.size, agree.size)),
+                     "sd_E": float(np.std(errors, ddof=1)), "sd_agreement": float(np.std(agree, ddof=1))})
     return pd.DataFrame(rows)
 
 
@@ -295,6 +329,13 @@ def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> st
         figure(runs, algos, folder / FIGURES)
     parts.append("## PTQ sweet spots\n\n" + SWEET_NOTE + "\n\n" + "\n\n".join(sweet)
                  + (f"\n\n![sweet spots]({FIGURES}/{SWEET_FIGURE})" if has_sweet else ""))
+    spread = noise(runs)
+    if not spread.empty:
+        label = lambda r: r["quant"] if r["quant"] != "ptq" else f"ptq {int(r['quant.bits'])}-bit {r['quant.scheme']}"  # noqa: E731
+        parts.append("## How much E and action agreement move between seeds\n\n" + NOISE_NOTE + "\n\n" + _markdown(
+            ["algo", "env", "cell", "seeds", "sd of E (points of %)", "sd of agreement (points of %)"],
+            [[r["algo"], r["env"], label(r), str(r["n"]), fmt(r["sd_E"]), fmt(r["sd_agreement"])]
+             for _, r in spread.iterrows()]))
     qat = []
     for algo in algos:
         t = qat_vs_ptq(runs, algo)
@@ -335,8 +376,11 @@ quarl report                                # this file, from docs/reproduction/
 ```
 
 Every quarl number is a mean over seeds with its Student-t 95% confidence interval and n (the
-seeds behind it; intervals of action agreement are clipped to [0, 1]). A verdict "agrees" means the published value lies inside that interval; a
-disagreement says why (from the records, or from `reasons.yaml` beside this file). E is
+seeds behind it; intervals of action agreement are clipped to [0, 1]). A verdict "agrees" means
+the published value lies inside that interval and the interval is narrow enough to say so (a
+half-width within 5% of the env's return scale, or 5 points of E); "inconclusive" means it lies
+inside a wider one; a disagreement says why (from the records, or from `reasons.yaml` beside this
+file). E is
 (R_fp32 - R_q) / |R_fp32| in percent; action agreement is the fraction of the states the fp32
 policy visits where the quantized policy acts the same (README: What a record measures)."""
 
@@ -354,6 +398,10 @@ SWEET_NOTE = """Sweep `ptq_classic` (five seeds): weights at 2..8 bits with the 
 (`quant.scheme=quarl_code`, per tensor, biases fp32), which made the published sweet-spot plots;
 fp16 from `ptq_table_classic`. `sd of E` and `sd of agreement` are the standard deviations
 across seeds: how much each measure of the same cells moves from seed to seed."""
+
+NOISE_NOTE = """Every quantized cell measured on two seeds or more: the standard deviation across seeds of E
+and of action agreement, both in percentage points. Reward over ten episodes moves with the
+episodes a policy happens to meet; agreement compares actions state by state."""
 
 QAT_NOTE = """Sweep `qat_classic` at 2, 4, 6 and 8 bits, three seeds: QAT (fake quantization from half the
 budget, affine per tensor) against PTQ of the fp32 policy with the same quantizer. The paper's
