@@ -14,6 +14,7 @@
    default, one thread per core, for contrast).
 
 Usage: python benchmarks/bench_foundation.py [--steps 10000] [--episodes 10] [--repeats 3] [--quick]
+       [--parts eval,sweep,skips,side]
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ QUIET = ["hydra.callbacks.collate.enabled=false", "train.progress=false", "eval.
 
 BY_HAND = textwrap.dedent(
     """
-    import copy, sys, torch
+    import sys, torch
     from hydra import compose, initialize_config_dir
     from quarl import algos, schema
     from quarl.app import CONF_DIR
@@ -70,9 +71,10 @@ BY_HAND = textwrap.dedent(
         venv = training_envs(cfg.env, cfg.algo.n_envs, seed=0)
         model = algos.build(cfg.algo, venv, seed=0, device="cpu", total_steps=steps)
         model.learn(total_timesteps=steps)
+        model.save(f"{algo}.zip")  # as the policy cache keeps it
         evaluate(model, cfg.env, episodes=episodes, seed=0)
         for bits in (2, 4, 8):
-            q = copy.deepcopy(model)
+            q = type(model).load(f"{algo}.zip", device="cpu")
             quant = cfg.quant.copy()
             quant.bits = bits
             quantize_policy(q, quant)
@@ -144,7 +146,9 @@ def bench_evaluator(episodes: int, repeats: int, atari: bool) -> pd.DataFrame:
 
 def _timed(cmd: list[str], cwd: Path) -> float:
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=cwd, check=True, capture_output=True, env=ENV)
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=ENV)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:3])} ... failed:\n{done.stderr[-3000:]}")
     return time.perf_counter() - start
 
 
@@ -211,16 +215,21 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="skip the Atari row and the side-by-side rows")
+    parser.add_argument("--parts", default="eval,sweep,skips,side", help="comma-separated: eval, sweep, skips, side")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     pd.set_option("display.width", 200)
     atari = not args.quick and importlib.util.find_spec("ale_py") is not None
-    print(f"## Evaluation throughput (torch threads 1; {os.cpu_count()} cores)\n")
-    print(bench_evaluator(args.episodes * 5, args.repeats, atari).to_markdown(index=False, floatfmt=".2f"))
-    print(f"\n## Sweep overhead, CartPole-v1, train.steps={args.steps}, eval.episodes={args.episodes}\n")
-    print(bench_sweep(args.steps, args.episodes).to_markdown(index=False, floatfmt=".2f"))
-    print("\n## Skipping finished cells\n")
-    print(bench_skips().to_markdown(index=False, floatfmt=".2f"))
-    if not args.quick:
+    if "eval" in parts:
+        print(f"## Evaluation throughput (torch threads 1; {os.cpu_count()} cores)\n")
+        print(bench_evaluator(args.episodes * 5, args.repeats, atari).to_markdown(index=False, floatfmt=".2f"))
+    if "sweep" in parts:
+        print(f"\n## Sweep overhead, CartPole-v1, train.steps={args.steps}, eval.episodes={args.episodes}\n")
+        print(bench_sweep(args.steps, args.episodes).to_markdown(index=False, floatfmt=".2f"))
+    if "skips" in parts:
+        print("\n## Skipping finished cells\n")
+        print(bench_skips().to_markdown(index=False, floatfmt=".2f"))
+    if "side" in parts and not args.quick:
         print("\n## Cells side by side\n")
         print(bench_side_by_side(min(args.steps, 3000)).to_markdown(index=False, floatfmt=".2f"))
 

@@ -112,9 +112,11 @@ def env_spec(cfg: Any) -> dict[str, Any]:
 
 def training_device(cfg: Any) -> str:
     """The device a training really runs on: cuda where asked for (or auto) and present, else cpu."""
+    if cfg.train.device not in ("cuda", "auto"):
+        return "cpu"
     import torch  # only here: the keys of a CPU run need no torch
 
-    return "cuda" if cfg.train.device in ("cuda", "auto") and torch.cuda.is_available() else "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def training_spec(cfg: Any) -> dict[str, Any]:
