@@ -37,18 +37,18 @@ def test_single_run_records_fp32_baseline_and_quantized_cell(scratch):
 def test_sweep_trains_one_policy_per_algo_and_reuses_it(scratch):
     sweep = ["-m", "algo=dqn,a2c,ppo", "quant.bits=2,4,8", *FAST]
     first = log_of(run_quarl(scratch, *sweep))
-    assert first.count("Training ") == 3
+    assert first.count("Training fp32 ") == 3
     df = results.load(scratch / "outputs/results.sqlite")
     assert (df["quant"] == "ptq").sum() == 9 and (df["quant"] == "fp32").sum() == 3
     assert set(df["status"]) == {"done"}
     assert df.groupby("algo")["policy_key"].nunique().eq(1).all()
     second = log_of(run_quarl(scratch, *sweep))
-    assert "Training " not in second and "Recorded" not in second
+    assert "Training fp32 " not in second and "Recorded" not in second
     assert second.count("already in the store") == 9
     assert len(results.load(scratch / "outputs/results.sqlite")) == 12
     # force re-evaluates (and replaces) without retraining
     forced = log_of(run_quarl(scratch, *FAST, "algo=ppo", "quant.bits=2", "force=true"))
-    assert "Training " not in forced and "E = " in forced
+    assert "Training fp32 " not in forced and "E = " in forced
     assert len(results.load(scratch / "outputs/results.sqlite")) == 12
 
 
@@ -58,7 +58,7 @@ def test_parallel_jobs_train_a_shared_policy_once(scratch):
                               stderr=subprocess.STDOUT, text=True, env=ENV) for b in (3, 5, 6)]
     logs = [p.communicate(timeout=600)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), logs
-    assert sum(log.count("Training ") for log in logs) == 1
+    assert sum(log.count("Training fp32 ") for log in logs) == 1
     df = results.load(scratch / "outputs/results.sqlite")
     assert sorted(df["quant.bits"]) == [3, 5, 6, 32]  # three cells and one fp32 baseline
 
@@ -192,22 +192,25 @@ def test_killed_sweep_reruns_only_its_missing_cells_and_duplicates_nothing(scrat
 
 
 def test_a_failing_cell_is_recorded_and_the_sweep_goes_on_then_reruns(scratch):
-    """Bits 1 is invalid: that cell fails with its reason; the other runs; a re-run retries only it."""
-    sweep = ["-m", "quant.bits=1,4", *FAST]
+    """A learning rate torch refuses fails while training: that cell is recorded failed with its
+    reason; the other runs; a re-run retries only it (an invalid config is never run at all)."""
+    sweep = ["-m", "algo.hyperparams.learning_rate=0.0003,-1", *FAST]
     first = log_of(run_quarl(scratch, *sweep))
-    df = results.load(scratch / "outputs/results.sqlite").set_index("quant.bits")
-    assert df.loc[1, "status"] == "failed" and "quant.bits=1 is out of range" in df.loc[1, "message"]
-    assert df.loc[4, "status"] == "done" and "failed: quant.bits=1" in first
+    df = results.load(scratch / "outputs/results.sqlite")
+    failed = df[df["status"] == "failed"]
+    assert len(failed) == 1 and "Invalid learning rate" in failed.iloc[0]["message"]
+    assert (df["status"] == "done").sum() == 2 and "failed: " in first and "Invalid learning rate" in first
     (error_file,) = (scratch / "outputs/multirun").rglob("error.txt")
     assert "Traceback" in error_file.read_text()
     again = log_of(run_quarl(scratch, *sweep))
-    assert "already in the store as done" in again and "failed: quant.bits=1" in again
-    assert "Training" not in again
+    assert "already in the store as done" in again and "Invalid learning rate" in again
+    assert again.count("Training fp32 ") == 1  # only the failing cell tries again
 
 
 def test_single_run_failure_leaves_no_marker(scratch):
     run_quarl(scratch, *FAST, "quant.bits=1", check=False)
-    assert results.load(scratch / "outputs/results.sqlite").empty
+    store = scratch / "outputs/results.sqlite"
+    assert not store.exists() or results.load(store).empty  # validated before a store is even opened
 
 
 def test_real_int8_execution_lands_reward_latency_and_bytes(scratch):

@@ -18,7 +18,7 @@ def quarl_cli(cwd, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize(
     "sweep, cells, not_applicable",
-    [("smoke", 24, 6), ("ptq_classic", 72, 0), ("ptq_table_classic", 48, 12), ("qat_classic", 126, 0),
+    [("smoke", 24, 6), ("ptq_classic", 120, 0), ("ptq_table_classic", 80, 20), ("qat_classic", 126, 0),
      ("ptq_table_atari", 126, 0), ("ptq_table_ddpg", 24, 0), ("ptq_atari", 504, 0), ("ptq_continuous", 72, 0),
      ("actorq_time_to_reward", 132, 66)],
 )

@@ -131,7 +131,13 @@ def fresh_model(policy: CachedPolicy) -> Any:
     """A copy of the policy's model that may be changed (quantized in place), without the empty
     experience buffers a loaded model allocates (an Atari DQN's would be gigabytes once copied)."""
     model = loaded(policy)[0]
-    buffers = (getattr(model, name, None) for name in ("replay_buffer", "rollout_buffer"))
+    buffers = [getattr(model, name, None) for name in ("replay_buffer", "rollout_buffer")]
+    # an action distribution's state (the last Gaussian, gSDE's exploration noise) holds non-leaf
+    # tensors torch cannot copy; a copy recomputes it when it acts
+    dist = getattr(model.policy, "action_dist", None)
+    buffers += [v for v in vars(dist).values()
+                if isinstance(v, torch.distributions.Distribution) or (isinstance(v, torch.Tensor) and not v.is_leaf)
+                ] if dist is not None else []
     return copy.deepcopy(model, {id(b): None for b in buffers if b is not None})
 
 
