@@ -2,7 +2,6 @@
 
 import itertools
 import re
-from pathlib import Path
 
 import pytest
 from hydra.errors import ConfigCompositionException
@@ -115,7 +114,7 @@ def test_schema_is_not_offered_as_an_option():
 
 
 def test_sweeps_folder_exists():
-    assert Path(CONF_DIR.parent / "sweeps").is_dir()
+    assert (CONF_DIR / "sweep").is_dir() and not (CONF_DIR / "sweep").is_symlink()
 
 
 @pytest.mark.parametrize("algo, env", list(itertools.product([a for a in ALGO_NAMES if ALGOS[a].cls], BUILT_ENVS)))

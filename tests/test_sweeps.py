@@ -30,7 +30,7 @@ def test_plan_counts_the_cells_of_each_named_sweep(tmp_path, sweep, cells, not_a
 
 
 def test_every_named_sweep_has_a_plan_and_a_cost_comment():
-    for path in (CONF_DIR.parent / "sweeps").glob("*.yaml"):
+    for path in (CONF_DIR / "sweep").glob("*.yaml"):
         text = path.read_text()
         assert "# Run: python run.py -m +sweep=" in text and ("hour" in text or "minutes" in text), path.name
         assert len(expand(CONF_DIR, [f"+sweep={path.stem}"])) > 0

@@ -17,7 +17,8 @@ from quarl.errors import QuarlError
 
 log = logging.getLogger("quarl")
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+#: The configs and named sweeps (conf/sweep), shipped inside the package.
+CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 
 class FirstOnly(logging.Filter):
@@ -58,7 +59,8 @@ def job(cfg: DictConfig) -> None:
 
 #: The config groups `python run.py --help` lists, with how each is chosen.
 HELP_GROUPS = (("algo", "algo=NAME"), ("env", "env=NAME (other suites: env=SUITE/NAME)"), ("quant", "quant=NAME"),
-               ("hydra/launcher", "hydra/launcher=NAME (with -m)"), ("sweep", "+sweep=NAME (with -m; sweeps/README.md)"))
+               ("hydra/launcher", "hydra/launcher=NAME (with -m)"),
+               ("sweep", "+sweep=NAME (with -m; src/quarl/conf/sweep/README.md)"))
 
 
 @functools.lru_cache(maxsize=None)
@@ -80,9 +82,10 @@ def help_groups() -> str:
 
 
 def main() -> None:
-    """Entry point of `python run.py [overrides]`."""
+    """Entry point of `python run.py [overrides]` and `quarl run [overrides]`."""
     if not (CONF_DIR / "config.yaml").exists():
-        sys.exit(f"quarl: no configs at {CONF_DIR}; install quarl from its source tree (pip install -e .).")
+        sys.exit(f"quarl: no configs at {CONF_DIR}: the installed package lacks its conf folder; "
+                 "reinstall it (pip install . or pip install -e . in quarl's source tree).")
     schema.register()
     if not OmegaConf.has_resolver("quarl_groups"):
         OmegaConf.register_new_resolver("quarl_groups", help_groups)

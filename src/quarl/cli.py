@@ -1,4 +1,5 @@
-"""The `quarl` command: look at and maintain the results store (runs are started with run.py)."""
+"""The `quarl` command: run cells and sweeps (`quarl run`, the same as run.py), look at and maintain
+the results store."""
 
 from __future__ import annotations
 
@@ -158,9 +159,22 @@ def cmd_sensitivity(args: argparse.Namespace) -> None:
         print(path)
 
 
+def cmd_run(args: argparse.Namespace) -> None:
+    """`quarl run ARGS` is `python run.py ARGS` from any folder: the arguments go to the Hydra app."""
+    from quarl.app import main as run_app
+
+    sys.argv = [sys.argv[0], *args.overrides]
+    run_app()
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="quarl", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
+    # No option prefix ("\0" never starts an argument): -m, --cfg, --help and the rest all go to Hydra.
+    run = sub.add_parser("run", add_help=False, prefix_chars="\0",
+                         help="run a cell or, with -m, a sweep: the same as `python run.py ARGS` (quarl run --help)")
+    run.add_argument("overrides", nargs=argparse.REMAINDER, metavar="ARGS", help="run.py's arguments and overrides")
+    run.set_defaults(func=cmd_run)
     results = sub.add_parser("results", help="print the run records, filtered by config keys")
     results.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="e.g. algo=dqn quant.bits=4")
     results.add_argument("--store", type=Path, default=DEFAULT_STORE)
@@ -199,7 +213,8 @@ def parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="write the reproduction report (published vs quarl) from archived records")
     rp.add_argument("records", type=Path, nargs="?", default=Path("docs/reproduction/records"),
                     help="folder of record JSON files; the report is written beside it")
-    rp.add_argument("--sweeps", type=Path, default=Path("sweeps"), help="the named sweeps (for the not-run table)")
+    rp.add_argument("--sweeps", type=Path, default=Path(__file__).parent / "conf" / "sweep",
+                    help="the named sweeps (for the not-run table)")
     rp.add_argument("--check", action="store_true", help="only check that the committed report matches the records")
     rp.add_argument("--archive", type=Path, default=None, metavar="ROOT",
                     help="first copy the done records under ROOT (run dirs) into the records folder")
