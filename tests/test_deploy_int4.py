@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from stable_baselines3 import DQN, PPO
 
 from quarl import results
-from quarl.deploy import backends, compile_network, compile_policy, export, nbits
+from quarl.deploy import backends, compile_network, compile_policy, export, nbits, onnx_io
 from quarl.deploy.acting import acting_network
 from quarl.envs import random_observations
 from quarl.errors import QuarlError
@@ -97,6 +97,30 @@ def test_low_bit_ptq_policy_runs_its_own_weights_and_acts_as_the_fake_quant_poli
     # the weights are the policy's; only MatMulNBits's int8 activations differ (measured: 512/512)
     assert (actions == fake_quant).mean() >= 0.97
     assert len(np.unique(fake_quant)) > 1
+
+
+@pytest.mark.parametrize("block, level", [(64, 4), (None, 1)])
+def test_block_size_and_accuracy_level_are_set_and_keep_the_policys_own_weights(saved, block, level):
+    import onnx
+    from onnx import helper
+
+    model = load(saved, "cartpole", ptq(4))
+    obs = random_observations("CartPole-v1", 512, 3)
+    fake_quant, _ = model.predict(obs, deterministic=True)
+    net = acting_network(model)
+    converted, report = nbits.quantize_nbits(onnx_io.to_onnx(net, net.batch(obs[:1])), 4, block_size=block, accuracy_level=level)
+    nodes = [n for n in onnx.load_model_from_string(converted).graph.node if n.op_type == "MatMulNBits"]
+    attributes = [{a.name: helper.get_attribute_value(a) for a in n.attribute} for n in nodes]
+    assert [a["block_size"] for a in attributes] == [block or 256] * 2  # the 256-unit layer and the action layer
+    assert [a["accuracy_level"] for a in attributes] == [level] * 2
+    runner = backends.NbitsRunner(net, "onnx_int4", converted, 1, report)
+    assert runner.exact and (runner(obs) == fake_quant).mean() >= 0.97
+
+
+@pytest.mark.parametrize("option, value", [("block_size", 512), ("accuracy_level", 5)])
+def test_a_block_size_or_accuracy_level_matmulnbits_lacks_is_refused(option, value):
+    with pytest.raises(ValueError, match=f"{option}={value}: MatMulNBits accepts"):
+        nbits.quantize_nbits(b"", 4, **{option: value})
 
 
 def test_continuous_4bit_policy_acts_as_the_fake_quant_policy(saved):

@@ -28,10 +28,20 @@ How the weights of a layer become codes:
   first layer has 4 inputs, which as a 16-block would be larger than in fp32).
 
 Block size: EXACT_BLOCK for exact codes (their scale is the same in every block, so the block size
-changes nothing but speed and bytes), RTN_BLOCK for rounded weights, or the largest power of two <= K
-for smaller layers; K is padded to whole blocks. Bytes per weight: bits/8 + (4 + bits/8) / block_size,
-so a large 4-bit layer with blocks of 256 is 7.7x smaller than fp32, 7.4x with blocks of 128 (scales
-are float32 because the activations are).
+changes nothing but speed, bytes and the blocks the activations are quantized in), RTN_BLOCK for
+rounded weights, or the largest power of two <= K for smaller layers; K is padded to whole blocks.
+Bytes per weight: bits/8 + (4 + bits/8) / block_size, so a large 4-bit layer with blocks of 256 is
+7.7x smaller than fp32, 7.4x with blocks of 128 (scales are float32 because the activations are).
+
+Speed (ONNX Runtime 1.31 on x86; benchmarks/bench_int4.py measures every setting side by side):
+`accuracy_level=4` selects MLAS's CompInt8 kernels (activations quantized to int8 per block, 4-bit
+codes unpacked to bytes and multiplied with vpmaddubsw, or vpdpbusd where the CPU has AVX-VNNI /
+AVX512-VNNI); levels 0-3 select CompFp32 on x86 (fp16 and bf16 fall back to it), which at batch 1
+converts every weight to float32 in registers and multiplies with FMA: about 10x slower. Blocks of 256
+are the fastest (fewer per-block float conversions; ONNX Runtime accepts 16 to 256). ONNX Runtime
+prepacks the weights at session start (its default); without prepacking it dequantizes the whole
+matrix to float32 on every call (about 300x slower). Graph optimisation levels change nothing.
+The defaults here are the fastest of these settings.
 """
 
 from __future__ import annotations
@@ -53,7 +63,9 @@ log = logging.getLogger(__name__)
 EXACT_BLOCK = {4: 256, 2: 128}
 RTN_BLOCK = 128
 MIN_K = 16  # MatMulNBits's smallest block
+BLOCK_SIZES = (16, 32, 64, 128, 256)  # the block sizes ONNX Runtime's MatMulNBits accepts
 ACCURACY_LEVEL = 4  # int8 activations inside MatMulNBits: the fast CPU kernels
+ACCURACY_LEVELS = (0, 1, 2, 3, 4)
 BITS = (2, 4)
 GRID_TOLERANCE = 1e-3  # |w / step - integer| below this: w is on the grid
 
@@ -243,9 +255,16 @@ def _bias(node, inits: dict, n: int) -> Optional[np.ndarray]:
     return c.reshape(-1) if c.size == n else None
 
 
-def quantize_nbits(model: bytes, bits: int = 4) -> tuple[bytes, Report]:
+def quantize_nbits(model: bytes, bits: int = 4, block_size: Optional[int] = None,
+                   accuracy_level: int = ACCURACY_LEVEL) -> tuple[bytes, Report]:
     """`model` (fp32 ONNX) with every Gemm / MatMul that MatMulNBits can run replaced by MatMulNBits
-    at `bits`; the report says which layers are exact, rounded, or left in float32 and why."""
+    at `bits`; the report says which layers are exact, rounded, or left in float32 and why.
+    `block_size` (one of BLOCK_SIZES; None: EXACT_BLOCK / RTN_BLOCK) is the largest block, smaller
+    layers get the largest power of two <= K; `accuracy_level` is MatMulNBits's attribute."""
+    if block_size is not None and block_size not in BLOCK_SIZES:
+        raise ValueError(f"block_size={block_size}: MatMulNBits accepts {BLOCK_SIZES}")
+    if accuracy_level not in ACCURACY_LEVELS:
+        raise ValueError(f"accuracy_level={accuracy_level}: MatMulNBits accepts {ACCURACY_LEVELS}")
     onnx = onnx_io.require("onnx", f"The onnx_int{bits} backend")
     from onnx import helper, numpy_helper
 
@@ -270,7 +289,7 @@ def quantize_nbits(model: bytes, bits: int = 4) -> tuple[bytes, Report]:
             nodes.append(node)
             continue
         name = node.input[1]
-        packed = pack(w, bits)
+        packed = pack(w, bits, None if block_size is None else block_size_for(w.shape[1], block_size))
         (report.exact if packed.exact else report.rtn).append(name)
         tensors = [numpy_helper.from_array(packed.codes, f"{name}_q{bits}"),
                    numpy_helper.from_array(packed.scales, f"{name}_scales"),
@@ -282,7 +301,7 @@ def quantize_nbits(model: bytes, bits: int = 4) -> tuple[bytes, Report]:
         used_new += tensors
         nodes.append(helper.make_node(
             "MatMulNBits", inputs, list(node.output), name=f"{node.name or name}_q{bits}", domain="com.microsoft",
-            K=w.shape[1], N=w.shape[0], bits=bits, block_size=packed.block_size, accuracy_level=ACCURACY_LEVEL,
+            K=w.shape[1], N=w.shape[0], bits=bits, block_size=packed.block_size, accuracy_level=accuracy_level,
         ))
     if not report.exact and not report.rtn:
         raise QuarlError(
