@@ -15,8 +15,8 @@ def log_of(done: subprocess.CompletedProcess) -> str:
     return done.stdout + done.stderr
 
 
-def test_single_run_records_fp32_baseline_and_quantized_cell(scratch):
-    done = run_quarl(scratch, *FAST, "quant.bits=4")
+def test_single_run_records_fp32_baseline_and_quantized_cell(scratch, shared_policies):
+    done = run_quarl(scratch, *FAST, "quant.bits=4", policies=shared_policies)
     df = results.load(scratch / "outputs/results.sqlite")
     assert sorted(df["quant"]) == ["fp32", "ptq"]
     ptq = df[df["quant"] == "ptq"].iloc[0]
@@ -213,8 +213,8 @@ def test_single_run_failure_leaves_no_marker(scratch):
     assert not store.exists() or results.load(store).empty  # validated before a store is even opened
 
 
-def test_real_int8_execution_lands_reward_latency_and_bytes(scratch):
-    done = run_quarl(scratch, *FAST, "quant.backend=onnx_int8")
+def test_real_int8_execution_lands_reward_latency_and_bytes(scratch, shared_policies):
+    done = run_quarl(scratch, *FAST, "quant.backend=onnx_int8", policies=shared_policies)
     cell = results.load(scratch / "outputs/results.sqlite", quant="ptq").iloc[0]
     assert cell["backend"] == "onnx_int8" and cell["backend_precision"] == "int8"
     assert cell["backend_reward"] == pytest.approx(cell["reward_mean"], rel=0.2)  # same episodes, int8 kernels
@@ -245,8 +245,8 @@ def test_schema_backends_are_the_deploy_backends():
     assert EXEC_BACKENDS == ("fake", *CHOICES)
 
 
-def test_quarl_export_writes_a_standalone_int8_policy_from_the_store(scratch):
-    run_quarl(scratch, *FAST)
+def test_quarl_export_writes_a_standalone_int8_policy_from_the_store(scratch, shared_policies):
+    run_quarl(scratch, *FAST, policies=shared_policies)  # the record names the cache export loads from
     cli = [sys.executable, "-m", "quarl.cli", "export", "quant=ptq", "--out", "policy.onnx"]
     done = subprocess.run(cli, cwd=scratch, capture_output=True, text=True, env=ENV)
     assert done.returncode == 0 and (scratch / "policy.onnx").stat().st_size > 0
@@ -259,9 +259,9 @@ def test_quarl_export_writes_a_standalone_int8_policy_from_the_store(scratch):
     assert ambiguous.returncode == 1 and "2 finished records match" in ambiguous.stderr
 
 
-def test_invalid_cell_in_a_sweep_leaves_no_record_and_plan_calls_it_invalid(scratch):
+def test_invalid_cell_in_a_sweep_leaves_no_record_and_plan_calls_it_invalid(scratch, shared_policies):
     sweep = ["-m", "quant.bits=1,8", *FAST]
-    done = run_quarl(scratch, *sweep)
+    done = run_quarl(scratch, *sweep, policies=shared_policies)
     runs = results.load(scratch / "outputs/results.sqlite")
     assert sorted(runs["quant"]) == ["fp32", "ptq"] and set(runs["status"]) == {"done"}
     assert "is invalid and was not run: quant.bits=1 is out of range" in log_of(done)
