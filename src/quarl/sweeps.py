@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hydra import compose, initialize_config_dir
-from hydra._internal.config_loader_impl import ConfigLoaderImpl
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from quarl import schema
 from quarl.errors import QuarlError
@@ -28,18 +30,41 @@ log = logging.getLogger(__name__)
 SHOWN = ("algo", "env", "quant", "quant.bits", "seed")
 
 
+def jobs(overrides: Sequence[Override]) -> list[list[str]]:
+    """The override list of each job of a sweep, as Hydra's basic sweeper forms them: the cartesian
+    product over keys in order of first mention (a key given again replaces its values in place),
+    each sweep (`a,b`, `choice`, `range`, `glob`) enumerated. A `glob` needs the parser's config loader."""
+    axes: dict[str, list[str]] = {}
+    for override in overrides:
+        key = override.get_key_element()
+        if not override.is_sweep_override():
+            axes[key] = [f"{key}={override.get_value_element_as_str()}"]
+        elif override.is_discrete_sweep():
+            axes[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+        else:
+            kind = override.value_type.name if override.value_type else "unknown"
+            raise HydraException(f"{override.input_line}: quarl's sweeper enumerates choice, range and glob "
+                                 f"sweeps only, not {kind}")
+    return [list(job) for job in itertools.product(*axes.values())]
+
+
 def expand(conf_dir: Path, args: list[str]) -> list[list[str]]:
-    """The override list of every job `python run.py -m ARGS` would launch (named sweeps included)."""
-    parser = OverridesParser.create()
+    """The override list of every job `python run.py -m ARGS` would launch (named sweeps included):
+    Hydra's sweep parameters (`hydra.sweeper.params`, set by `+sweep=NAME`) first, then ARGS less
+    Hydra's own settings, which configure the launch and are no part of a job."""
     try:
-        fixed = [o.input_line for o in parser.parse_overrides(args) if not o.is_sweep_override()]
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+            parser = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader())
+            given = parser.parse_overrides(args)
+            swept_hydra = [str(o.input_line) for o in given if o.is_hydra_override() and o.is_sweep_override()]
+            if swept_hydra:
+                raise HydraException(f"Sweeping over Hydra's configuration is not supported: {' '.join(swept_hydra)}")
+            fixed = [str(o.input_line) for o in given if not o.is_sweep_override()]
             hydra_cfg = compose("config", overrides=fixed, return_hydra_config=True).hydra
-        params = [f"{k}={v}" for k, v in (hydra_cfg.sweeper.params or {}).items()]
-        batches = BasicSweeper.split_arguments(parser.parse_overrides(params + list(args)), None)
+            params = [f"{k}={v}" for k, v in (hydra_cfg.sweeper.params or {}).items()]
+            return jobs(parser.parse_overrides(params) + [o for o in given if not o.is_hydra_override()])
     except HydraException as exc:
         raise QuarlError(f"These overrides do not make a sweep: {exc}") from None
-    return [job for batch in batches for job in batch]
 
 
 def _state(cfg: Any, store: Store) -> tuple[str, str]:
@@ -53,6 +78,24 @@ def _state(cfg: Any, store: Store) -> tuple[str, str]:
     if action_kind(cfg.env) not in spec(cfg.algo.name).action_kinds:
         return "n/a", f"{cfg.algo.name} cannot act in {cfg.env.id}"
     return store.status(cell_key(cfg)) or "to run", ""
+
+
+def _set_values(overrides: list[Override], cfg: DictConfig) -> bool:
+    """Apply value overrides (`key=v`, `+key=v`, `++key=v`) to a composed config as Hydra does after
+    composition. False (cfg then half changed) where one is of another kind or does not apply: the
+    caller leaves such a job to Hydra, which composes it or raises its own error."""
+    for override in overrides:
+        if override.package is not None or override.is_delete():
+            return False
+        key, value = override.key_or_group, override.value()
+        try:
+            taken = OmegaConf.select(cfg, key, throw_on_missing=False) is not None
+            if override.is_add() and taken and not isinstance(value, (dict, list)):
+                return False
+            OmegaConf.update(cfg, key, value, merge=True, force_add=override.is_add() or override.is_force_add())
+        except OmegaConfBaseException:
+            return False
+    return True
 
 
 class Composer:
@@ -71,11 +114,12 @@ class Composer:
     def __call__(self, job: list[str]) -> DictConfig:
         try:
             overrides = self.parser.parse_overrides(job)
-            choices = tuple(o.input_line for o in overrides if self._is_group(o))
+            choices = tuple(str(o.input_line) for o in overrides if self._is_group(o))
             if choices not in self.composed:
                 self.composed[choices] = compose("config", overrides=list(choices))
             cfg = copy.deepcopy(self.composed[choices])
-            ConfigLoaderImpl._apply_overrides_to_config([o for o in overrides if not self._is_group(o)], cfg)
+            if not _set_values([o for o in overrides if not self._is_group(o)], cfg):
+                cfg = compose("config", overrides=list(job))  # Hydra composes it in full, or says why not
         except HydraException as exc:
             raise QuarlError(f"Cell {' '.join(job)} does not compose: {exc}") from None
         return cfg

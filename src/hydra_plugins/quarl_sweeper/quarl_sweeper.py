@@ -1,8 +1,9 @@
-"""quarl's sweeper: Hydra's basic sweeper, but a cell already in the results store is passed over
-before a job is launched for it (no Hydra job set-up, no SLURM job), and the sweep's jobs are
-checked by composing each set of config-group choices once instead of every job in full.
+"""quarl's sweeper: Hydra's basic sweeper (the same jobs, in the same order and batches), but a cell
+already in the results store is passed over before a job is launched for it (no Hydra job set-up,
+no SLURM job), and the sweep's jobs are checked by composing each set of config-group choices once
+instead of every job in full.
 
-Chosen in conf/config.yaml (`hydra.sweeper._target_`). A skipped cell's config is still written
+Chosen in quarl's config.yaml (`hydra.sweeper._target_`). A skipped cell's config is still written
 to `<sweep dir>/<override dirname>/.hydra/config.yaml`, as its job would have, so collating the
 sweep (`quarl collate --sweep`, the end-of-sweep callback) counts it.
 """
@@ -11,20 +12,46 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from hydra._internal.config_loader_impl import get_overrides_dirname
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
+from hydra.core.plugins import Plugins
+from hydra.plugins.launcher import Launcher
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
 
 
-class QuarlSweeper(BasicSweeper):
-    """`BasicSweeper` that launches only the cells the store does not hold yet."""
+def override_dirname(overrides: Sequence[Override], exclude_keys: Sequence[str], item_sep: str, kv_sep: str) -> str:
+    """A job's folder name, as Hydra forms `hydra.job.override_dirname`: the job's overrides but
+    the excluded keys, sorted, joined by `item_sep`, each `=` replaced by `kv_sep`."""
+    lines = sorted(str(o.input_line) for o in overrides if o.key_or_group not in exclude_keys)
+    return re.sub("=", kv_sep, item_sep.join(lines))
+
+
+class QuarlSweeper(Sweeper):
+    """Hydra's basic sweeper (`hydra.sweeper.params` and the command line's sweeps, as a cartesian
+    product, in batches of `max_batch_size`) that launches only the cells the store does not hold yet."""
+
+    def __init__(self, max_batch_size: int | None = None, params: dict[str, str] | None = None) -> None:
+        super().__init__()
+        self.max_batch_size = max_batch_size
+        self.params = dict(params or {})
+        self.hydra_context: HydraContext | None = None
+        self.config: DictConfig | None = None
+        self.launcher: Launcher | None = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.hydra_context, self.config = hydra_context, config
+        self.launcher = Plugins.instance().instantiate_launcher(hydra_context=hydra_context,
+                                                                task_function=task_function, config=config)
 
     def _compose(self, batch: Sequence[Sequence[str]]) -> dict[int, DictConfig]:
         """Each job's config, composed once per set of group choices (quarl.sweeps.Composer); a job
@@ -47,7 +74,7 @@ class QuarlSweeper(BasicSweeper):
         assert self.config is not None
         names = self.config.hydra.job.config.override_dirname
         overrides = OverridesParser.create().parse_overrides(list(job))
-        subdir = get_overrides_dirname(overrides, list(names.exclude_keys), names.item_sep, names.kv_sep)
+        subdir = override_dirname(overrides, list(names.exclude_keys), names.item_sep, names.kv_sep)
         folder = Path(str(self.config.hydra.sweep.dir)) / subdir / ".hydra"
         folder.mkdir(parents=True, exist_ok=True)
         # JSON is YAML, and writes in a fraction of the time (OmegaConf.load reads it back as it is)
@@ -67,22 +94,35 @@ class QuarlSweeper(BasicSweeper):
         log.debug("Checked %d jobs in %.2f s", len(batch), time.perf_counter() - tic)
         return [job for index, job in enumerate(batch) if index not in done]
 
-    def sweep(self, arguments: list[str]) -> Any:
-        assert self.config is not None and self.launcher is not None and self.hydra_context is not None
+    def _batches(self, arguments: list[str]) -> list[list[list[str]]]:
+        """The sweep's jobs (quarl.sweeps.jobs) in batches of `max_batch_size` (null: one batch)."""
+        from quarl.errors import QuarlError
+        from quarl.sweeps import jobs
+
+        assert self.hydra_context is not None
+        if self.max_batch_size is not None and self.max_batch_size <= 0:
+            raise QuarlError(f"hydra.sweeper.max_batch_size is {self.max_batch_size}; it must be a positive "
+                             "number of jobs, or null for all jobs in one batch.")
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        self.overrides = self.split_arguments(parser.parse_overrides([*self._parse_config(), *arguments]),
-                                              self.max_batch_size)
+        params = [f"{key}={value}" for key, value in self.params.items()]
+        every = jobs(parser.parse_overrides([*params, *arguments]))
+        size = self.max_batch_size or len(every)
+        return [every[start:start + size] for start in range(0, len(every), size)]
+
+    def sweep(self, arguments: list[str]) -> Any:
+        assert self.config is not None and self.launcher is not None
+        batches = self._batches(arguments)
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         returns, initial_job_idx = [], 0
-        while not self.is_done():
-            batch = self._pending(self.get_job_batch())
-            if not batch:
+        for batch in batches:
+            pending = self._pending(batch)
+            if not pending:
                 continue
-            results = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
+            results = self.launcher.launch(pending, initial_job_idx=initial_job_idx)
             for result in results:
                 _ = result.return_value  # raises if the job failed, as Hydra's basic sweeper does
-            initial_job_idx += len(batch)
+            initial_job_idx += len(pending)
             returns.append(results)
         return returns

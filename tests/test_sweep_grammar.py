@@ -1,0 +1,74 @@
+"""`quarl plan` lists the jobs `python run.py -m` launches, for every sweep grammar Hydra's sweeper has."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from quarl.app import CONF_DIR
+from quarl.errors import QuarlError
+from quarl.sweeps import plan
+from tests.conftest import ENV, ROOT
+
+PLUGINS = Path(__file__).parent / "plugins"  # hydra_plugins.quarl_recording_launcher: records jobs, runs none
+
+TOP_ENVS = sorted(p.stem for p in (CONF_DIR / "env").glob("*.yaml"))  # glob(*) over env: its configs, not subgroups
+
+
+def cells(planned) -> list[tuple]:
+    return sorted(planned[["algo", "env", "quant", "quant.bits", "seed"]].itertuples(index=False, name=None))
+
+
+def grid(algos, envs, quants, seeds) -> list[tuple]:
+    """Every (algo, env, quant, quant.bits, seed) of the axes; `quants` holds (quant, bits) pairs."""
+    return sorted((a, e, q, b, s) for a in algos for e in envs for q, b in quants for s in seeds)
+
+
+PTQ8 = [("ptq", 8)]
+SMOKE_QUANTS = [("fp16", 16), ("ptq", 8), ("qat", 8)]
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [(["env=glob(*)"], grid(["ppo"], TOP_ENVS, PTQ8, [0])),
+     (["env=glob([cart*,pend*])"], grid(["ppo"], ["cartpole", "pendulum"], PTQ8, [0])),
+     (["env=glob(*,exclude=[mountaincar*,acro*])"], grid(["ppo"], ["cartpole", "pendulum"], PTQ8, [0])),
+     (["seed=range(0,3)"], grid(["ppo"], ["cartpole"], PTQ8, [0, 1, 2])),
+     (["seed=range(1,7,3)", "quant.bits=choice(2,4)"], grid(["ppo"], ["cartpole"], [("ptq", 2), ("ptq", 4)], [1, 4])),
+     (["algo=choice(dqn,a2c)", "quant.bits=2,4"], grid(["dqn", "a2c"], ["cartpole"], [("ptq", 2), ("ptq", 4)], [0])),
+     (["+sweep=smoke"], grid(["dqn", "a2c", "ppo", "ddpg"], ["cartpole", "pendulum"], SMOKE_QUANTS, [0])),
+     # the named sweep's algo axis narrowed on the command line, a seed axis added
+     (["+sweep=smoke", "algo=choice(ppo,dqn)", "seed=range(0,2)", "env=glob([cart*])"],
+      grid(["ppo", "dqn"], ["cartpole"], SMOKE_QUANTS, [0, 1]))],
+)
+def test_plan_enumerates_every_sweep_grammar(tmp_path, args, expected):
+    planned = plan(CONF_DIR, args, tmp_path / "empty.sqlite")
+    assert cells(planned) == expected and planned["cell_key"].is_unique
+
+
+def test_plan_refuses_a_sweep_hydra_cannot_enumerate(tmp_path):
+    with pytest.raises(QuarlError, match="INTERVAL_SWEEP"):
+        plan(CONF_DIR, ["seed=interval(0,1)"], tmp_path / "empty.sqlite")
+
+
+# Hydra's own basic sweeper, the reference (quarl's sweeper, the default, forms its jobs as quarl plan does)
+HYDRA_BASIC = "hydra.sweeper._target_=hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+
+
+@pytest.mark.parametrize("sweeper", [[], [HYDRA_BASIC]], ids=["quarl", "hydra_basic"])
+def test_plan_lists_the_jobs_run_py_launches_in_order(scratch, sweeper):
+    """run.py -m with a launcher that records its jobs (quarl's sweeper passes none over: the store is empty)."""
+    args = ["+sweep=smoke", "algo=choice(ppo,a2c)", "env=glob(*,exclude=[mountaincar*])", "seed=range(0,2)"]
+    planned = plan(CONF_DIR, args, scratch / "outputs/results.sqlite")
+    assert len(planned) == 2 * (len(TOP_ENVS) - 2) * 3 * 2
+    env = {**ENV, "PYTHONPATH": os.pathsep.join(filter(None, [str(PLUGINS), ENV.get("PYTHONPATH")]))}
+    launch = ["hydra.launcher._target_=hydra_plugins.quarl_recording_launcher.RecordingLauncher",
+              "hydra.callbacks.collate.enabled=false", *sweeper]
+    done = subprocess.run([sys.executable, str(ROOT / "run.py"), "-m", *args, *launch], check=False, cwd=scratch,
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    launched = [" ".join(json.loads(line)) for line in (scratch / "launched.jsonl").read_text().splitlines()]
+    assert launched == list(planned["overrides"])
