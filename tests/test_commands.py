@@ -24,6 +24,17 @@ def test_help_lists_the_groups_a_user_chooses_from(tmp_path):
     assert not list(tmp_path.iterdir())  # --help runs nothing and writes nothing
 
 
+def test_quarl_run_is_run_py_from_any_folder(tmp_path):
+    """`quarl run ARGS` hands ARGS to run.py's Hydra app: --help and --cfg job print the same."""
+    for args in (["--help"], ["--cfg", "job", "algo=dqn", "quant.bits=4"]):
+        outputs = [subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=ENV, timeout=300)
+                   for command in ([sys.executable, str(ROOT / "run.py"), *args],
+                                   [sys.executable, "-m", "quarl.cli", "run", *args])]
+        assert [done.returncode for done in outputs] == [0, 0], outputs[1].stderr
+        assert outputs[1].stdout == outputs[0].stdout and "algo" in outputs[1].stdout
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("method, suggested, absent", [
     ("ptq", "pick an algorithm from a2c, ppo, ddpg, td3, sac; d4pg with quant=actorq", None),
     ("qat", "pick an algorithm from a2c, ppo, ddpg, td3, sac; d4pg with quant=actorq", None),
