@@ -2,6 +2,7 @@
 
 One module per role:
 
+- `constants`: plain constants shared with collation (precision names, the return window).
 - `settings`: the run's settings, resolved once from the config (what the actors need is picklable).
 - `networks`: the policy and critic networks (DQN Q-network, D4PG policy and distributional critic).
 - `dqn`, `d4pg`: the learners (one gradient step on a sampled batch; target networks).

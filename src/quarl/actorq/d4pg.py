@@ -14,12 +14,11 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import numpy as np
 import torch
 
-from quarl.actorq.networks import DistributionalCritic, policy_network
+from quarl.actorq.networks import DistributionalCritic, gradient_step, policy_network
 from quarl.actorq.settings import Settings
 
 
@@ -69,26 +68,14 @@ class D4PGLearner:
             target = project(next_logits.softmax(-1), b["reward"], b["discount"], self.atoms)
         logits = self.critic(b["obs"], b["action"])
         critic_loss = -(target * logits.log_softmax(-1)).sum(-1).mean()
-        self.critic_opt.zero_grad()
-        critic_loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.critic.parameters(), self.max_grad_norm)
-        self.critic_opt.step()
+        gradient_step(self.critic_opt, critic_loss, self.critic.parameters(), self.max_grad_norm)
 
         q = (self.critic(b["obs"], self.policy(b["obs"])).softmax(-1) * self.atoms).sum(-1)
         policy_loss = -q.mean()
-        self.policy_opt.zero_grad()
-        policy_loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
-        self.policy_opt.step()
+        gradient_step(self.policy_opt, policy_loss, self.policy.parameters(), self.max_grad_norm)
 
         self.updates += 1
         if self.updates % self.target_period == 0:
             self.target_policy.load_state_dict(self.policy.state_dict())
             self.target_critic.load_state_dict(self.critic.state_dict())
         return {"critic_loss": critic_loss.item(), "policy_loss": policy_loss.item()}
-
-    @torch.no_grad()
-    def predict(self, obs: np.ndarray, state: Any = None, episode_start: Any = None,
-                deterministic: bool = True) -> tuple[np.ndarray, None]:
-        """Actions in [-1, 1] of the fp32 policy (SB3's signature; see `cell.ScaledPolicy`)."""
-        return self.policy(torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)).cpu().numpy(), None

@@ -14,13 +14,12 @@ state), as Ape-X DQN learns.
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from quarl.actorq.networks import q_network
+from quarl.actorq.networks import gradient_step, q_network
 from quarl.actorq.settings import Settings
 
 
@@ -47,18 +46,8 @@ class DQNLearner:
             target = b["reward"] + b["discount"] * next_q
         q = self.policy(b["obs"]).gather(1, b["action"].long().unsqueeze(1)).squeeze(1)
         loss = F.smooth_l1_loss(q, target)
-        self.optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
-        self.optimizer.step()
+        gradient_step(self.optimizer, loss, self.policy.parameters(), self.max_grad_norm)
         self.updates += 1
         if self.updates % self.target_period == 0:
             self.target.load_state_dict(self.policy.state_dict())
         return {"loss": loss.item()}
-
-    @torch.no_grad()
-    def predict(self, obs: np.ndarray, state: Any = None, episode_start: Any = None,
-                deterministic: bool = True) -> tuple[np.ndarray, None]:
-        """Greedy actions of the fp32 Q-network (SB3's signature, for `quarl.evaluate.evaluate`)."""
-        q = self.policy(torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device))
-        return q.argmax(dim=-1).cpu().numpy(), None

@@ -23,10 +23,10 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from quarl.actorq.constants import PRECISIONS  # noqa: F401  (actorq.cell names it execution.PRECISIONS)
 from quarl.actorq.params import Layer, dequantize, quantize_uint8
 from quarl.deploy import onnx_io
 
-PRECISIONS = {8: "int8", 16: "fp16", 32: "fp32"}
 # fp32 actors run ONNX Runtime up to this many weights and eager torch above: building a float32
 # session costs ~230 ms at 8.4M weights (3x2048), more than it saves per step over torch (1.24 vs
 # 1.54 ms), while at 256 units it costs ~3 ms and runs 4x faster than torch (0.011 vs 0.044 ms).

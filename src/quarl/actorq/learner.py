@@ -21,7 +21,8 @@ import torch
 
 from quarl.actorq.params import ParameterQuantizer
 from quarl.actorq.replay import Chunk, RateLimiter, Replay
-from quarl.actorq.settings import RETURN_WINDOW, Settings
+from quarl.actorq.constants import RETURN_WINDOW
+from quarl.actorq.settings import Settings
 from quarl.actorq.transport import Transport
 from quarl.errors import QuarlError
 from quarl.progress import Progress

@@ -1,4 +1,5 @@
-"""The networks ActorQ trains: DQN's Q-network, D4PG's policy and its distributional critic.
+"""The networks ActorQ trains: DQN's Q-network, D4PG's policy and its distributional critic, and
+the learners' optimiser step (`gradient_step`).
 
 Acting networks (the Q-network and the D4PG policy) are plain `nn.Sequential` stacks of `Linear`
 and `ReLU` layers, ending in a `Linear` (Q-values) or `Linear` + `Tanh` (actions in [-1, 1]): the
@@ -7,7 +8,7 @@ parameter quantizer and the actors' executors read exactly this shape (`params.l
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import torch
 import torch.nn as nn
@@ -53,3 +54,12 @@ class DistributionalCritic(nn.Module):
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         return self.net(torch.cat([obs, action], dim=-1))
+
+
+def gradient_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters: Iterable[nn.Parameter],
+                  max_grad_norm: float) -> None:
+    """One optimiser step on `loss`, its gradients clipped to `max_grad_norm` (global norm)."""
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm)
+    optimizer.step()

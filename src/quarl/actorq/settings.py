@@ -27,7 +27,6 @@ DQN_DEFAULTS = {"learning_rate": 1e-4, "batch_size": 32, "gamma": 0.99, "target_
 # values, 2 actors, 50k env steps: 1-step returns peaked at 276-367 (10-episode training mean),
 # 3-step returns reached 500 after 23-35k steps.
 DQN_N_STEP = 3
-RETURN_WINDOW = 10  # training episodes (all actors pooled) in a run's moving-average return
 D4PG_KEYS = ("n_step", "gamma", "atoms", "v_min", "v_max", "learning_rate", "batch_size", "target_update_period",
              "sigma", "policy_layers", "critic_layers", "samples_per_insert", "learning_starts", "buffer_size",
              "max_grad_norm")

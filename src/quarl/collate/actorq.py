@@ -17,18 +17,17 @@ fp32 is given as a number only when both precisions' times are exact, as a bound
 from __future__ import annotations
 
 import warnings
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from quarl.actorq.execution import PRECISIONS
-from quarl.actorq.settings import RETURN_WINDOW
+from quarl.actorq.constants import PRECISIONS, RETURN_WINDOW
 from quarl.collate import plots, tables
 from quarl.collate.frame import Study
-from quarl.collate.published import bare_name
+from quarl.collate.published import bare_name, packaged
 from quarl.collate.stats import t_quantile
+from quarl.keys import slug
 from quarl.store import Store
 
 GRID = 100  # wall-time points per convergence curve
@@ -40,10 +39,7 @@ PART_NAMES = {"inference_s": "inference", "env_s": "env", "pull_s": "pull", "des
 
 def published() -> pd.DataFrame:
     """The paper's time-to-reward table (quarl/data/actorq_time_to_reward.csv) with a bare task key."""
-    with resources.files("quarl").joinpath("data/actorq_time_to_reward.csv").open() as f:
-        df = pd.read_csv(f)
-    df["key"] = df["task"].map(bare_name)
-    return df
+    return packaged("actorq_time_to_reward.csv", "task")
 
 
 def runs(study: Study) -> pd.DataFrame:
@@ -239,7 +235,7 @@ def write_actorq(study: Study, out: Path) -> list[Path]:
     done = runs(study)
     written: list[Path] = []
     for (algo, env), _ in done.groupby(["algo", "env"]):
-        name = tables.slug(f"{algo}_{env}")
+        name = slug(f"{algo}_{env}")
         fig = convergence(study, curves, algo, env)
         written += plots.save(fig, folder / f"convergence_{name}")
     ttr = time_to_reward(study, curves)
@@ -251,5 +247,5 @@ def write_actorq(study: Study, out: Path) -> list[Path]:
         written += tables.write(bd, folder / "breakdown", "ActorQ: actor runtime breakdown",
                                 "ms per actor env step in each part, mean over actors and seeds; steps_per_s per actor.")
         for (algo, env), _ in bd.groupby(["algo", "env"]):
-            written += plots.save(breakdown_figure(bd, algo, env), folder / tables.slug(f"breakdown_{algo}_{env}"))
+            written += plots.save(breakdown_figure(bd, algo, env), folder / slug(f"breakdown_{algo}_{env}"))
     return written

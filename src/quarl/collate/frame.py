@@ -6,13 +6,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from quarl.collate.ptq_keys import effective_quant_columns
 from quarl.keys import result_keys
-from quarl.results import FLOAT_BITS, value_text, config_keys, differing_keys, select
+from quarl.results import FLOAT_BITS, value_text, config_keys, select
 
 log = logging.getLogger(__name__)
 

@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from quarl.collate import actorq, plots, precision, stats, tables, training, weights
 from quarl.collate.frame import FLOAT_BITS, Study
 from quarl.errors import QuarlError
+from quarl.keys import slug
 
 #: The list of files a collation wrote, kept in its folder: the next collation there replaces exactly them.
 MANIFEST = ".quarl-collate.json"
@@ -52,9 +53,9 @@ def write_sweet_spots(study: Study, out: Path) -> list[Path]:
     for env in sorted(study.seeds["env"].unique()):
         algos = sorted(study.seeds.loc[study.seeds["env"] == env, "algo"].unique())
         for algo in algos:
-            written += _figure(plots.sweet_spot(study, env, [algo]), folder / tables.slug(f"{algo}_{env}"))
+            written += _figure(plots.sweet_spot(study, env, [algo]), folder / slug(f"{algo}_{env}"))
         if len(algos) > 1:
-            written += _figure(plots.sweet_spot(study, env, algos), folder / tables.slug(f"{env}_all-algos"))
+            written += _figure(plots.sweet_spot(study, env, algos), folder / slug(f"{env}_all-algos"))
     cell = ["algo", "env", "method", "bits"]
     points = stats.summarise(study.seeds, cell, "reward").rename(
         columns={"mean": "reward_mean", "low": "reward_low", "high": "reward_high"})
@@ -83,13 +84,13 @@ def write_tables(study: Study, out: Path) -> list[Path]:
     for algo in sorted(study.seeds["algo"].unique()):
         methods = _table_methods(study, algo)
         errors = [(_heading(study, m, algo), tables.error_table(study, algo, m)) for m in methods]
-        written += tables.write_sections(errors, folder / f"errors_{tables.slug(algo)}",
+        written += tables.write_sections(errors, folder / f"errors_{slug(algo)}",
                                          f"{algo.upper()}: fp32, fp16 and int8 rewards and errors "
                                          f"({study.quantizers(methods, [algo])})", ERRORS_CAPTION)
         bits = [(_heading(study, m, algo), tables.bits_table(study, algo, m)) for m in methods if m is not None]
         if bits:
             written += tables.write_sections(
-                bits, folder / f"e_by_bits_{tables.slug(algo)}",
+                bits, folder / f"e_by_bits_{slug(algo)}",
                 f"{algo.upper()}: E (%) per bit width and environment ({study.quantizers(methods, [algo])})",
                 "E = (R_fp32 - R_q) / |R_fp32| in %, mean over the seeds that have one; rows: weight bits of the "
                 "quantizer, then fp16/bf16; n/a: E undefined (fp32 reward too close to 0); mean: over environments, "
@@ -120,7 +121,7 @@ def _agreement_table(study: Study, algo: str, folder: Path) -> list[Path]:
     if table.empty:
         return []
     methods = [m for m in _table_methods(study, algo) if m is not None]
-    return tables.write(table, folder / f"agreement_{tables.slug(algo)}",
+    return tables.write(table, folder / f"agreement_{slug(algo)}",
                         f"{algo.upper()}: action fidelity against the fp32 policy ({study.quantizers(methods, [algo])})",
                         tables.AGREEMENT_CAPTION, floatfmt=".3g")
 
@@ -147,7 +148,7 @@ def write_agreement(study: Study, out: Path) -> list[Path]:
     pairs = q[q["action_agreement"].notna()][["algo", "env"]].drop_duplicates().sort_values(["algo", "env"])
     written: list[Path] = []
     for algo, env in pairs.itertuples(index=False):
-        written += _figure(plots.agreement(study, env, algo), out / "agreement" / tables.slug(f"{algo}_{env}"))
+        written += _figure(plots.agreement(study, env, algo), out / "agreement" / slug(f"{algo}_{env}"))
     return written
 
 
@@ -159,7 +160,7 @@ def write_weights(study: Study, out: Path, bits: int, log_y: bool = False) -> li
         return []
     written: list[Path] = []
     for pw in rep.weights:
-        written += _figure(weights.histogram_figure(pw, rep, log_y=log_y), folder / tables.slug(f"{pw.algo}_{pw.env}_seed{pw.seed}_{pw.policy_key[:8]}"))
+        written += _figure(weights.histogram_figure(pw, rep, log_y=log_y), folder / slug(f"{pw.algo}_{pw.env}_seed{pw.seed}_{pw.policy_key[:8]}"))
     written += tables.write(rep.layers, folder / "layers", f"Weights of every policy's layers at {bits} bits",
                             f"Grid: {bits}-bit {rep.scheme} {rep.granularity} (weights; the study's quantizers: "
                             f"{study.quantizers()}). kurtosis: excess (normal = 0); "

@@ -341,14 +341,3 @@ def heatmap(study: Study) -> Figure:
         ax.set_title(f"Relative error E (%) per algorithm, env and bit width\n{study.quantizers()}\n"
                      f"(mean over {seeds} seeds{gaps})", fontsize=10)
     return fig
-
-
-def message_figure(text: str, title: str) -> Figure:
-    """A figure that says why there is nothing to draw (instead of an empty plot)."""
-    with styled():
-        fig, axes = new_figure(6.0, 2.5)
-        ax = axes[0, 0]
-        ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, transform=ax.transAxes)
-        ax.set_title(title, fontsize=10)
-        ax.set_axis_off()
-    return fig

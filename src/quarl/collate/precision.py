@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from quarl.collate import plots, stats, tables
 from quarl.collate.frame import Study
 from quarl.collate.ptq_keys import effective_quant_columns
+from quarl.keys import slug
 
 CAPTION = (
     "PTQ with static activation and input ranges (quarl.calibration). Each cell: mean over seeds of the reward "
@@ -110,7 +111,7 @@ def write_precision(study: Study, out: Path) -> list[Path]:
             part = per[per["weight_bits"] == bits]
             if part["input_bits"].nunique() > 1:
                 sections.append((f"input bits x activation bits (weights {bits} bits)", _grid(part, "input_bits", "act_bits")))
-        stem = folder / tables.slug(f"{algo}_{env}")
+        stem = folder / slug(f"{algo}_{env}")
         title = f"{algo.upper()} on {env}: which precision matters (reward (action agreement))"
         written += tables.write_sections(sections, stem, title, CAPTION, column="grid")
         fig = _figure(per, f"{algo} on {env}: action agreement with the fp32 policy")

@@ -18,13 +18,19 @@ import pandas as pd
 COLUMNS = {"fp32": "fp32", "fp16": "fp16", "e_fp16_pct": "E_fp16 (%)", "int8": "int8", "e_int8_pct": "E_int8 (%)"}
 
 
+def packaged(filename: str, env_column: str) -> pd.DataFrame:
+    """A table of published numbers shipped in quarl/data, with a `key` column (the bare name of
+    `env_column`) for matching."""
+    with resources.files("quarl").joinpath(f"data/{filename}").open() as f:
+        df = pd.read_csv(f)
+    df["key"] = df[env_column].map(bare_name)
+    return df
+
+
 @lru_cache(maxsize=1)
 def table() -> pd.DataFrame:
-    """The published rows, with a `key` column (bare env name) for matching."""
-    with resources.files("quarl").joinpath("data/paper_ptq_rewards.csv").open() as f:
-        df = pd.read_csv(f)
-    df["key"] = df["env"].map(bare_name)
-    return df
+    """The published PTQ rows, with a `key` column (bare env name) for matching."""
+    return packaged("paper_ptq_rewards.csv", "env")
 
 
 def bare_name(name: str) -> str:

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
@@ -19,15 +18,11 @@ import pandas as pd
 
 from quarl.collate import published, stats
 from quarl.collate.frame import FLOAT_BITS, Study
+from quarl.keys import slug
 
 INT_BITS = 8  # the paper's "int8": quant=ptq at 8 bits (any scheme)
 MEAN_ROW = "mean"
 QUANTITIES = ["fp32", "fp16", "E_fp16 (%)", "int8", "E_int8 (%)"]
-
-
-def slug(text: str) -> str:
-    """A file-name-safe form of a label ('atari/breakout' -> 'atari-breakout')."""
-    return re.sub(r"[^0-9A-Za-z_.]+", "-", str(text)).strip("-") or "x"
 
 
 def paper_column(column: str) -> str:
