@@ -21,9 +21,10 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from quarl.quantize import qparams, ranges
+
 WIRE_DTYPES = {32: np.float32, 16: np.float16, 8: np.uint8}
 ALIGN = 16  # every array starts at a multiple of 16 bytes, so views into the buffer are aligned
-QMAX = 255
 
 
 @dataclass
@@ -40,12 +41,11 @@ class Layer:
 
 
 def quantize_uint8(w: torch.Tensor) -> tuple[torch.Tensor, float, int]:
-    """Affine per-tensor uint8 quantization: (q, scale, zero_point) with w ≈ (q - zero_point) * scale."""
-    lo, hi = min(float(w.min()), 0.0), max(float(w.max()), 0.0)
-    scale = (hi - lo) / QMAX or 1.0
-    zero_point = int(np.clip(round(-lo / scale), 0, QMAX))
-    q = torch.clamp(torch.round(w / scale) + zero_point, 0, QMAX).to(torch.uint8)
-    return q, scale, zero_point
+    """Affine per-tensor uint8 quantization: (q, scale, zero_point) with w ≈ (q - zero_point) * scale,
+    the scale and zero point of PTQ's affine scheme (`quarl.quantize.qparams`)."""
+    scale, zero_point, qmin, qmax = qparams(*ranges(w), 8, "affine")
+    q = torch.clamp(torch.round(w / scale) + zero_point, qmin, qmax).to(torch.uint8)
+    return q, float(scale), int(zero_point)
 
 
 def dequantize(layer: Layer) -> np.ndarray:
