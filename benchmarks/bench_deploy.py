@@ -21,6 +21,8 @@ calibrated on real Breakout frames. `auto` is what quarl runs by default.
 The latency ratios depend on the machine's load: on a 2-core x86 (AVX2, no VNNI) the 3x2048 MLP's
 int4 ran at 0.8x int8 when the machine was quiet and 1.2x-2.9x int8 while other work loaded both
 cores (its 8.4 MB of int8 weights then compete for the cache); note the load beside a table.
+benchmarks/bench_int4.py measures the int4 settings of ONNX Runtime (and other int8 layouts) on
+the 3x2048 MLP alone.
 
 Usage: python benchmarks/bench_deploy.py [--policies DIR] [--episodes 10] [--cnn-episodes 10]
        [--cnn-frames 10000] [--jobs 2] [--no-reward] [--networks "MLP 3x2048,..."]
@@ -342,7 +344,8 @@ def main() -> None:
         int2 = rows_of["MLP 3x2048", "onnx_int2", "PTQ 2-bit"]
         print(f"- MLP 3x2048 int8 vs fp32 eager: {int8['speedup']:.2f}x faster (target >= 3x), "
               f"{int8['x smaller']:.2f}x smaller (limit 4x)")
-        print(f"- MLP 3x2048 int4 vs int8: {int4['vs int8']:.2f}x faster (target >= 1.5x); vs fp32 eager "
+        print(f"- int4 vs int8, 3x2048, batch 1: {int4['vs int8']:.2f}x faster (target >= 1.5x; "
+              "benchmarks/bench_int4.py compares ONNX Runtime's settings); vs fp32 eager "
               f"{int4['speedup']:.2f}x faster, {int4['x smaller']:.2f}x smaller (target about 8x, limit 8x)")
         print(f"- MLP 3x2048 int2 vs int4: {int4['median ms'] / int2['median ms']:.2f}x faster; vs int8 "
               f"{int2['vs int8']:.2f}x, {int2['x smaller']:.2f}x smaller than fp32")
