@@ -37,10 +37,10 @@ Speed (ONNX Runtime 1.31 on x86; benchmarks/bench_int4.py measures every setting
 `accuracy_level=4` selects MLAS's CompInt8 kernels (activations quantized to int8 per block, 4-bit
 codes unpacked to bytes and multiplied with vpmaddubsw, or vpdpbusd where the CPU has AVX-VNNI /
 AVX512-VNNI); levels 0-3 select CompFp32 on x86 (fp16 and bf16 fall back to it), which at batch 1
-converts every weight to float32 in registers and multiplies with FMA: about 10x slower. Blocks of 256
+converts every weight to float32 in registers and multiplies with FMA: 6x-40x slower here. Blocks of 256
 are the fastest (fewer per-block float conversions; ONNX Runtime accepts 16 to 256). ONNX Runtime
 prepacks the weights at session start (its default); without prepacking it dequantizes the whole
-matrix to float32 on every call (about 300x slower). Graph optimisation levels change nothing.
+matrix to float32 on every call (hundreds of times slower). Graph optimisation levels change nothing.
 The defaults here are the fastest of these settings.
 """
 
