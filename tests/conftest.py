@@ -13,6 +13,7 @@ from hydra import compose, initialize_config_dir
 
 from quarl import schema
 from quarl.app import CONF_DIR
+from tests.warm_run import WarmRun
 
 ROOT = Path(__file__).resolve().parents[1]
 # One torch thread per process: the learning tests' numbers were measured so (thread count changes
@@ -21,6 +22,8 @@ ENV = {**os.environ, "HYDRA_FULL_ERROR": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_T
 # The same in the test processes themselves: with two threads each, two xdist workers on two cores
 # spin against each other (an in-process training took 153 s beside a busy worker, 12 s alone).
 torch.set_num_threads(1)
+# Every run_quarl call's process: forked from one that imported torch, SB3 and Hydra once.
+WARM = WarmRun(ENV)
 # Tiny budgets: a few seconds per cell (and no end-of-sweep collation; tests/test_collate.py has it).
 FAST = ["train.steps=1500", "eval.episodes=2", "eval.n_envs=2", "hydra.callbacks.collate.enabled=false"]
 
@@ -33,14 +36,16 @@ def compose_cfg(*overrides: str):
 
 
 def run_quarl(cwd: Path, *args: str, check: bool = True, policies: Path | None = None) -> subprocess.CompletedProcess:
-    """`python run.py ARGS` with `cwd` as the launch folder (so outputs/ lands there). With
+    """`python run.py ARGS` with `cwd` as the launch folder (so outputs/ lands there), as a process
+    forked from a warm one that imported quarl once (tests/warm_run.py), or a fresh one for Ray. With
     `policies` (the `shared_policies` fixture), trained policies come from and go to that cache
     instead of `cwd`'s: a test that checks nothing about training gets a policy another test trained."""
     extra = [f"store.policies={policies}"] if policies is not None else []
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "run.py"), *args, *extra], cwd=cwd, capture_output=True, text=True, env=ENV,
-        timeout=1200,
-    )
+    if "actorq.backend=ray" in args:  # Ray's node start timed out in a forked child (never in a fresh one)
+        done = subprocess.run([sys.executable, str(ROOT / "run.py"), *args, *extra], cwd=cwd, capture_output=True,
+                              text=True, env=ENV, timeout=1200)
+    else:
+        done = WARM(Path(cwd).resolve(), [*args, *extra], timeout=1200)
     if check and done.returncode != 0:
         raise AssertionError(f"run.py {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     return done
