@@ -26,8 +26,9 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 from quarl.envs import make_env
 from quarl.evaluate import evaluate
 from quarl.greedy import GreedyActor
+from quarl.methods import settings
 from quarl.quantize import quantize_policy
-from quarl.schema import EnvConfig, QuantConfig
+from quarl.schema import EnvConfig
 from tests.conftest import compose_cfg
 
 FLIPS_PER_STEP = 1 / 2000  # allowed argmax flips on float ties (none seen so far)
@@ -119,7 +120,7 @@ def test_qat_policy_is_folded_and_evaluated_as_it_acts():
     from quarl import qat
 
     model = trained(DQN, CARTPOLE, 0)
-    quant = OmegaConf.merge(OmegaConf.structured(QuantConfig), {"method": "qat", "bits": 4, "act_bits": 8})
+    quant = OmegaConf.merge(settings("qat"), {"bits": 4, "act_bits": 8})
     layers = qat.attach(model, quant)
     states = np.stack([make_env(CARTPOLE).observation_space.sample() for _ in range(256)])
     model.predict(states, deterministic=True)  # observe activation ranges

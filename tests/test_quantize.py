@@ -84,10 +84,10 @@ def test_quarl_code_scheme_matches_released_code_bit_for_bit(bits):
 )
 def test_bits_are_counted_from_the_levels_a_scheme_uses(scheme, w, bits, needed):
     """A formula whose codes span more than 2^n levels is stored with the bits they need."""
-    from quarl.quantize import _tensor_bytes
+    from quarl.quantize import integer_tensor_bytes
 
     weights = w.repeat(24)
-    counted = _tensor_bytes(weights, _quant(bits=bits, scheme=scheme), "per_tensor", quantized=True)
+    counted = integer_tensor_bytes(weights, _quant(bits=bits, scheme=scheme), "per_tensor", bits)
     range_bytes = 4 if scheme == "quarl_code" else 8
     assert counted == weights.numel() * needed // 8 + range_bytes  # `needed` bits a weight, plus the range
 

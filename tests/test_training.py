@@ -11,7 +11,7 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from quarl import checkpoint, training
+from quarl import checkpoint, policy_files, training
 from quarl.best import STUDY_SEEDS, eval_seed
 from quarl.evaluate import episode_seeds, evaluate
 from quarl.keys import policy_key
@@ -74,7 +74,7 @@ def test_keep_best_records_the_kept_model_and_saves_it_with_its_normalisation(tm
 
     from quarl.envs import make_env
 
-    stats = VecNormalize.load(str(policy.folder / training.NORMALIZE_FILE), DummyVecEnv([lambda: make_env(cfg.env)]))
+    stats = VecNormalize.load(str(policy.folder / policy_files.NORMALIZE_FILE), DummyVecEnv([lambda: make_env(cfg.env)]))
     assert stats.obs_rms.count == pytest.approx(kept["step"] + cfg.algo.n_envs, abs=1)
 
 
@@ -143,7 +143,7 @@ def test_a_resumed_training_keeps_the_best_model_so_far(tmp_path, monkeypatch):
     before = torch.load(ckpt / checkpoint.STATE_FILE, weights_only=False)["extra"]["best"]
     monkeypatch.setattr(training.TrainingLog, "dump", dump)
     training.train(cfg, folder, progress=False, checkpoints=ckpt)
-    meta = json.loads((folder / training.META_FILE).read_text())
+    meta = json.loads((folder / policy_files.META_FILE).read_text())
     assert meta["resumed_at"] == saved[0] == 1024
     evaluations = meta["evaluations"]
     assert evaluations[: len(before["evaluations"])] == before["evaluations"]  # the evaluations before the kill stay
@@ -152,7 +152,7 @@ def test_a_resumed_training_keeps_the_best_model_so_far(tmp_path, monkeypatch):
     assert (meta["kept"]["step"], meta["kept"]["reward"]) == (best["step"], best["reward"])
     # the curve continues from the checkpoint: the points the killed run wrote after it are gone
     steps = [int(r["step"]) for r in csv_rows(folder / "curves" / "episodes.csv")]
-    assert steps == sorted(steps) and len(steps) == len(json.loads((folder / training.CURVE_FILE).read_text()))
+    assert steps == sorted(steps) and len(steps) == len(json.loads((folder / policy_files.CURVE_FILE).read_text()))
     events = EventAccumulator(str(folder / "curves"))
     events.Reload()
     assert [e.step for e in events.Scalars("episode/return")] == steps

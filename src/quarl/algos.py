@@ -16,6 +16,7 @@ from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
 from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
 from stable_baselines3.common.vec_env import VecEnv
 
+from quarl import methods
 from quarl.errors import IncompatibleCell, QuarlError
 
 
@@ -37,9 +38,6 @@ ALGOS: dict[str, AlgoSpec] = {
     "sac": AlgoSpec(SAC, ("continuous",), ("actor",)),
     "d4pg": AlgoSpec(None, ("continuous",), ()),
 }
-
-# Algorithms ActorQ trains with its own learner (quarl.actorq), and the only ones it trains.
-ACTORQ_ALGOS = ("dqn", "d4pg")
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "relu": nn.ReLU,
@@ -67,25 +65,34 @@ def spec(name: str) -> AlgoSpec:
     return ALGOS[name]
 
 
+def trained_by(name: str) -> tuple[str, ...]:
+    """The quant methods that train algorithm `name` where SB3 cannot (its own learner); () for SB3's."""
+    if spec(name).cls is not None:
+        return ()
+    return tuple(n for n in methods.NAMES if name in (methods.get(n).algos or ()))
+
+
 def runnable(kind: str, method: str | None = None) -> list[str]:
     """The algorithms that act in a `kind` action space and can run with quant method `method`
-    (ActorQ trains ACTORQ_ALGOS only; every other method needs an SB3 algorithm)."""
+    (a method with its own learners, such as ActorQ, trains those only; every other needs SB3's)."""
     names = [n for n, s in ALGOS.items() if kind in s.action_kinds]
-    if method == "actorq":
-        return [n for n in names if n in ACTORQ_ALGOS]
+    only = methods.get(method).algos if method is not None else None
+    if only is not None:
+        return [n for n in names if n in only]
     return [n for n in names if ALGOS[n].cls is not None]
 
 
 def check_action_kind(algo: str, env_id: str, kind: str, method: str | None = None) -> None:
     """Raise IncompatibleCell when `algo` cannot act in a `kind` action space; the message suggests
-    only the algorithms that can run there with quant method `method`."""
+    only the algorithms that can run there with quant method `method`, and the others' methods."""
     if kind not in spec(algo).action_kinds:
         allowed = " or ".join(spec(algo).action_kinds)
         choices = runnable(kind, method)
-        others = [n for n, s in ALGOS.items() if kind in s.action_kinds and n not in choices]
+        others = [f"{n} with quant={'/'.join(trained_by(n))}" for n, s in ALGOS.items()
+                  if kind in s.action_kinds and n not in choices and trained_by(n)]
         pick = f"pick an algorithm from {', '.join(choices)}" if choices else "no algorithm runs there with this method"
-        if method != "actorq" and others:
-            pick += f"; {', '.join(others)} with quant=actorq"
+        if others:
+            pick += f"; {', '.join(others)}"
         raise IncompatibleCell(
             f"algo={algo} needs {allowed} actions but env {env_id} has {kind} actions (n/a: {pick})."
         )

@@ -30,9 +30,9 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 
 from quarl.deploy.acting import ActivationFakeQuant
 from quarl.envs import make_env
-from quarl.evaluate import episode_seeds
-from quarl.keys import ptq_activation_bits
+from quarl.layers import replace_submodule
 from quarl.quantize import inference_layers, qparams
+from quarl.seeds import episode_seeds
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +61,10 @@ class RangeObserver:
     """Observes one tensor over many calls: its exact min and max, and a seeded uniform sample of at
     most SAMPLE_CAP of its values (each value kept with the same probability) for percentiles."""
 
-    def __init__(self, method: str, seed: int = 0, cap: int = SAMPLE_CAP) -> None:
-        if method not in ("minmax", "percentile"):
-            raise ValueError(f"unknown calibration {method!r}")
-        self.method, self.cap = method, cap
+    def __init__(self, statistic: str, seed: int = 0, cap: int = SAMPLE_CAP) -> None:
+        if statistic not in ("minmax", "percentile"):
+            raise ValueError(f"unknown calibration {statistic!r}")
+        self.statistic, self.cap = statistic, cap
         self.lo, self.hi = float("inf"), float("-inf")
         self.kept: list[np.ndarray] = []
         self.count, self.keep = 0, 1.0
@@ -75,7 +75,7 @@ class RangeObserver:
         if values.size == 0:
             return
         self.lo, self.hi = min(self.lo, float(values.min())), max(self.hi, float(values.max()))
-        if self.method != "percentile":
+        if self.statistic != "percentile":
             return
         if self.keep < 1.0:
             values = values[self.rng.random(values.size) < self.keep]
@@ -93,7 +93,7 @@ class RangeObserver:
         """(lo, hi): min/max, or the percentiles of the sample."""
         if self.lo > self.hi:
             raise ValueError("nothing was observed")
-        if self.method == "minmax":
+        if self.statistic == "minmax":
             return self.lo, self.hi
         sample = np.concatenate(self.kept)
         return float(np.percentile(sample, PERCENTILE_LOW)), float(np.percentile(sample, PERCENTILE))
@@ -144,20 +144,17 @@ def quantize_activations(model: BaseAlgorithm, ranges: Ranges, act_bits: int, in
         if bits == 32:
             continue
         lo, hi = ranges[name]
-        parent_name, _, child = name.rpartition(".")
-        parent = model.policy.get_submodule(parent_name) if parent_name else model.policy
         role = INPUT if index == 0 else "activation"
-        setattr(parent, child, nn.Sequential(CalibratedFakeQuant(name, lo, hi, bits, role), layer))
+        replace_submodule(model.policy, name, nn.Sequential(CalibratedFakeQuant(name, lo, hi, bits, role), layer))
 
 
-def calibrator(cfg: Any, policy: Any) -> Optional[Callable[[BaseAlgorithm], Ranges]]:
-    """What `quantize_policy(model, cfg.quant, calibrate=...)` calls for a cell: its calibration from
-    its own config (None where it quantizes no activations or inputs). `policy`: the CachedPolicy."""
-    if cfg.quant.method != "ptq" or ptq_activation_bits(cfg.quant) == (32, 32):
-        return None
-    seeds = calibration_seeds(int(cfg.seed), int(cfg.quant.calibration_episodes), int(cfg.eval.episodes))
+def calibrator(cfg: Any, policy: Any) -> Callable[[BaseAlgorithm], Ranges]:
+    """What `quantize_policy(model, cfg.quant, calibrate=...)` calls for a cell where its method
+    quantizes activations or inputs: ranges from the cell's own calibration settings
+    (`quant.calibration`, `quant.calibration_episodes`). `policy`: the CachedPolicy."""
 
     def run(model: BaseAlgorithm) -> Ranges:
+        seeds = calibration_seeds(int(cfg.seed), int(cfg.quant.calibration_episodes), int(cfg.eval.episodes))
         return calibrate(model, cfg.env, seeds, cfg.quant.calibration, policy.obs_transform())
 
     return run

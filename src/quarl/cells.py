@@ -7,6 +7,7 @@ import logging
 import os
 from typing import Any, Optional
 
+from quarl import methods
 from quarl.keys import cell_key
 
 log = logging.getLogger("quarl.pipeline")
@@ -14,9 +15,7 @@ log = logging.getLogger("quarl.pipeline")
 
 def label(cfg: Any) -> str:
     """`algo/env seed=N method`, as the log names a cell."""
-    q = cfg.quant
-    method = f"{q.method} {q.bits}-bit {q.scheme} {q.granularity}" if q.method in ("ptq", "qat") else q.method
-    return f"{cfg.algo.name}/{cfg.env.name} seed={cfg.seed} {method}"
+    return f"{cfg.algo.name}/{cfg.env.name} seed={cfg.seed} {methods.of(cfg).describe(cfg.quant)}"
 
 
 def finished(cfg: Any, status: Optional[str]) -> bool:

@@ -65,8 +65,9 @@ def cmd_export(args: argparse.Namespace) -> None:
 
     from omegaconf import OmegaConf
 
+    from quarl.calibration import calibrator
     from quarl.deploy import export
-    from quarl.pipeline import fp32_config
+    from quarl.methods import policy_config
     from quarl.policies import cached
     from quarl.quantize import quantize_policy
 
@@ -75,12 +76,9 @@ def cmd_export(args: argparse.Namespace) -> None:
     if len(df) != 1:
         raise QuarlError(_not_one(df, args.filters))
     cfg = OmegaConf.create(json.loads(df.iloc[0]["config"]))
-    policy = cached(cfg if cfg.quant.method == "qat" else fp32_config(cfg), Path(cfg.store.policies))
+    policy = cached(policy_config(cfg), Path(cfg.store.policies))
     model = policy.load()
-    if cfg.quant.method != "qat":
-        from quarl.calibration import calibrator
-
-        quantize_policy(model, cfg.quant, calibrate=calibrator(cfg, policy))  # the record's own calibration
+    quantize_policy(model, cfg.quant, calibrate=calibrator(cfg, policy))  # the record's own calibration
     print(export(model, args.out, precision=args.precision, obs_transform=policy.obs_transform(), env_id=cfg.env.id))
 
 

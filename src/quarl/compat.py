@@ -8,7 +8,8 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from quarl import schema
-from quarl.algos import ACTORQ_ALGOS, ALGOS
+from quarl.algos import ALGOS
+from quarl.methods.actorq import ALGOS as ACTORQ_ALGOS
 from quarl.envs import SUITES, action_kind
 from quarl.errors import QuarlError
 

@@ -26,6 +26,7 @@ from quarl.envs import make_env
 from quarl.errors import QuarlError
 from quarl.greedy import ENGINES, greedy_actor
 from quarl.progress import Progress
+from quarl.seeds import episode_seeds
 
 ObsTransform = Callable[[np.ndarray], np.ndarray]
 
@@ -47,12 +48,6 @@ class Evaluation:
     @property
     def std(self) -> float:
         return float(np.std(self.rewards))
-
-
-def episode_seeds(seed: int, episodes: int) -> list[int]:
-    """Reset seeds of the evaluation episodes, derived from the run seed (disjoint from training)."""
-    rng = np.random.default_rng([seed, 0xE7A1])
-    return [int(s) for s in rng.integers(0, 2**31 - 1, size=episodes)]
 
 
 class StateSample:

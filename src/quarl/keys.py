@@ -9,6 +9,9 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from quarl import methods
+from quarl.budget import keep_best_every, train_steps
+
 
 # Bumped when a fix changes what a record's numbers mean, so the fixed measurement runs again instead
 # of being skipped as done. 2: executed policies evaluated one observation per call, QAT weight ranges
@@ -27,76 +30,17 @@ def slug(text: str) -> str:
     return re.sub(r"[^0-9A-Za-z_.]+", "-", str(text)).strip("-") or "x"
 
 
-def train_steps(cfg: Any) -> int:
-    """The training budget in env steps: `train.steps`, or the algorithm's tuned budget."""
-    return int(cfg.train.steps if cfg.train.steps is not None else cfg.algo.n_timesteps)
-
-
-def qat_delay(cfg: Any) -> int:
-    """Env steps before QAT turns fake quantization on: `quant.delay`, or half the budget."""
-    return int(cfg.quant.delay if cfg.quant.delay is not None else train_steps(cfg) // 2)
-
-
-def keep_best_every(cfg: Any) -> int:
-    """Env steps between keep-best evaluations: `train.eval_every`, or a twentieth of the budget."""
-    every = cfg.train.get("eval_every")
-    return int(every) if every else max(1, train_steps(cfg) // 20)
-
-
-#: PTQ keys added after PTQ records existed: part of a cell key only away from these values, so every
-#: earlier PTQ cell keeps its key (activations and inputs unquantized, no per-layer weight bits).
-PTQ_OPTIONAL: dict[str, Any] = {"act_bits": 32, "input_bits": 32, "layer_bits": None}
-#: Part of a PTQ cell key only where activations or inputs are quantized (they set those ranges).
-CALIBRATION_KEYS = ("calibration", "calibration_episodes")
-
-
-def ptq_activation_bits(quant: Any) -> tuple[int, int]:
-    """(activation bits, input bits) a PTQ config quantizes to. A config written before PTQ quantized
-    activations (it has no `input_bits`) left both in fp32, whatever its `act_bits` (then QAT's only)."""
-    if "input_bits" not in quant:
-        return 32, 32
-    return int(quant.act_bits), int(quant.input_bits)
-
-
-def _ptq_spec(quant: Any, spec: dict[str, Any]) -> dict[str, Any]:
-    """`spec` with the PTQ-only keys at their defaults left out (see PTQ_OPTIONAL)."""
-    spec["act_bits"], spec["input_bits"] = ptq_activation_bits(quant)
-    if spec.get("layer_bits"):
-        layer_bits = spec["layer_bits"]
-        spec["layer_bits"] = OmegaConf.to_container(layer_bits) if OmegaConf.is_config(layer_bits) else dict(layer_bits)
-    else:
-        spec.pop("layer_bits", None)
-    for key, default in PTQ_OPTIONAL.items():
-        if spec.get(key, default) == default:
-            spec.pop(key, None)
-    if "act_bits" not in spec and "input_bits" not in spec:
-        for key in CALIBRATION_KEYS:
-            spec.pop(key, None)
-    return spec
-
-
 def result_keys(method: str) -> tuple[str, ...]:
-    """The `quant.*` keys that change a result of `method` (fp32/fp16/bf16 ignore bits, scheme, ...)."""
-    if method == "ptq":
-        return ("bits", "scheme", "granularity", "quantize_bias", *PTQ_OPTIONAL, *CALIBRATION_KEYS)
-    if method == "qat":
-        return ("bits", "scheme", "granularity", "quantize_bias", "act_bits", "delay", "freeze_after")
-    if method == "actorq":
-        return ("actor_bits",)
-    return ()
+    """The `quant.*` keys that change a result of `method` (none for a method quarl does not know)."""
+    known = methods.REGISTRY.get(method)
+    return known.result_keys if known is not None else ()
 
 
 def quant_spec(cfg: Any) -> dict[str, Any]:
     """The quant settings that change the result."""
-    spec = {"method": cfg.quant.method, **{k: cfg.quant[k] for k in result_keys(cfg.quant.method) if k in cfg.quant}}
-    if cfg.quant.method == "ptq":
-        spec = _ptq_spec(cfg.quant, spec)
+    spec = methods.of(cfg).spec(cfg)
     if cfg.quant.backend != "fake":  # real execution adds its own columns to the record
         spec["backend"] = cfg.quant.backend
-    if cfg.quant.method == "qat":
-        spec["delay"] = qat_delay(cfg)
-    if cfg.quant.method == "actorq":  # the distributed run shapes the policy and its curve
-        spec["actorq"] = OmegaConf.to_container(cfg.actorq, resolve=True)
     return spec
 
 
@@ -129,7 +73,7 @@ def training_spec(cfg: Any) -> dict[str, Any]:
         "seed": int(cfg.seed),
         "steps": train_steps(cfg),
     }
-    if cfg.quant.method in ("qat", "actorq"):
+    if methods.of(cfg).trains_policy:  # its settings shape the policy
         spec[cfg.quant.method] = quant_spec(cfg)
     if cfg.train.get("keep_best"):  # the saved policy is the best evaluated one, not the last
         spec["keep_best"] = {"every": keep_best_every(cfg), "episodes": int(cfg.train.eval_episodes)}

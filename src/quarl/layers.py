@@ -1,11 +1,13 @@
-"""The names of the layers a policy acts with, known from its config before any policy is trained
-(so a `quant.layer_bits` naming a layer the policy does not have is refused before anything runs)."""
+"""Layer helpers: the names of the layers a policy acts with, known from its config before any
+policy is trained (so a `quant.layer_bits` naming a layer the policy does not have is refused before
+anything runs), and `replace_submodule`, which swaps a layer for its quantized or folded form."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
+import torch.nn as nn
 from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
 from stable_baselines3.common.vec_env import VecTransposeImage
 
@@ -32,6 +34,13 @@ def layer_names(cfg: Any) -> list[str]:
     policy_cls = algo.cls.policy_aliases[cfg.algo.policy] if isinstance(cfg.algo.policy, str) else cfg.algo.policy
     policy = policy_cls(obs_space, action_space, lambda _: 0.0, **kwargs)
     return list(policy_layers(policy, cfg.algo.name))
+
+
+def replace_submodule(root: nn.Module, name: str, new: nn.Module) -> None:
+    """Put `new` in place of the submodule of `root` at dotted `name` ('mlp_extractor.policy_net.0')."""
+    parent_name, _, child = name.rpartition(".")
+    parent = root.get_submodule(parent_name) if parent_name else root
+    setattr(parent, child, new)
 
 
 def check_layer_names(cfg: Any) -> None:

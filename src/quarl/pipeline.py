@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import sys
 import traceback
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -14,97 +13,25 @@ from typing import Any
 import numpy as np
 import torch
 from filelock import FileLock
-from omegaconf import OmegaConf, open_dict
+from omegaconf import DictConfig, open_dict
 
-from quarl import calibration, provenance, schema
+from quarl import calibration, methods, provenance, schema
 from quarl.algos import check_action_kind
 from quarl.cells import finished, label, log_skip, torch_threads
 from quarl.envs import action_kind, make_env
 from quarl.errors import IncompatibleCell, QuarlError
 from quarl.evaluate import Evaluation, evaluate
 from quarl.fidelity import STATES, Fidelity, executed_fidelity, greedy_actions, policy_fidelity
-from quarl.keys import MEASUREMENT, cell_key, policy_key, qat_delay, train_steps
+from quarl.keys import cell_key
+from quarl.methods import fp32_config
 from quarl.policies import CachedPolicy, obtain
-from quarl.training import MODEL_FILE
+from quarl.policy_files import MODEL_FILE
 from quarl.progress import activity
 from quarl.quantize import policy_bytes, quantize_policy
-from quarl.store import Store, write_json
+from quarl.records import Context, make_record, store_record
+from quarl.store import Store
 
 log = logging.getLogger(__name__)
-
-FP32 = {"method": "fp32", "bits": 32}
-
-
-@dataclass
-class Context:
-    """Where a cell runs: its config, run dir, store and whether it is part of a sweep."""
-
-    cfg: Any
-    run_dir: Path
-    base_dir: Path
-    multirun: bool
-
-    def path(self, value: str) -> Path:
-        p = Path(value).expanduser()
-        return p if p.is_absolute() else self.base_dir / p
-
-    @property
-    def interactive(self) -> bool:
-        return sys.stderr.isatty()
-
-
-def fp32_config(cfg: Any) -> Any:
-    """The same cell with quant=fp32: its baseline, and the config of the fp32 policy it quantizes."""
-    fp32 = copy.deepcopy(cfg)
-    with open_dict(fp32):
-        fp32.quant = OmegaConf.merge(OmegaConf.structured(schema.QuantConfig), FP32)
-    return fp32
-
-
-def make_record(cfg: Any, status: str, started: str, run_dir: Path, **fields: Any) -> dict[str, Any]:
-    commit, dirty = provenance.git_state()
-    ev: Evaluation | None = fields.pop("evaluation", None)
-    curve: list[dict[str, float]] = fields.pop("curve", [])
-    run = {
-        "cell_key": cell_key(cfg),
-        "status": status,
-        "algo": cfg.algo.name,
-        "env": cfg.env.name,
-        "quant": cfg.quant.method,
-        "policy_key": policy_key(cfg),
-        "measurement": MEASUREMENT,
-        "run_dir": str(run_dir),
-        "git_commit": commit,
-        "git_dirty": dirty,
-        "versions": provenance.versions(),
-        "host": provenance.host(),
-        "started_at": started,
-        "ended_at": provenance.now(),
-        **fields,
-    }
-    episodes = []
-    if ev is not None:
-        run.update(
-            reward_mean=ev.mean,
-            reward_std=ev.std,
-            reward_min=min(ev.rewards),
-            reward_max=max(ev.rewards),
-            n_episodes=len(ev.rewards),
-            eval_time_s=ev.wall_s,
-        )
-        episodes = [
-            {"episode": i, "seed": s, "reward": r, "length": n}
-            for i, (s, r, n) in enumerate(zip(ev.seeds, ev.rewards, ev.lengths))
-        ]
-    config = OmegaConf.to_container(cfg, resolve=True)
-    return {"run": run, "config": config, "episodes": episodes, "curve": curve}
-
-
-def store_record(store: Store, record: dict[str, Any], json_copy: Path) -> None:
-    """Write a record to the store and its JSON copy to the run dir."""
-    store.write(record)
-    write_json(record, json_copy)
-
 
 _LOADED: OrderedDict[tuple[str, int], tuple[Any, Any]] = OrderedDict()
 LOADED_MAX = 4  # policies kept in memory per process (a sweep's cells come policy by policy)
@@ -147,12 +74,11 @@ def _episodes(ctx: Context, cfg: Any, actor: Any, obs_transform: Any, desc: str,
                     progress=cfg.eval.progress, desc=desc, **kw)
 
 
-def _evaluate(ctx: Context, cfg: Any, policy: CachedPolicy, desc: str, **kw: Any) -> tuple[Evaluation, int, Any]:
+def _evaluate(ctx: Context, cfg: DictConfig, policy: CachedPolicy, desc: str, **kw: Any) -> tuple[Evaluation, int, Any]:
     """Evaluate the (fake-)quantized policy; returns the evaluation, its bytes and the model."""
     model = fresh_model(policy)  # a QAT policy comes quantized: its own fake-quant graph, ranges frozen
     size = policy_bytes(model, cfg.quant)  # counted on the fp32 weights (QuaRL's formulas count their levels)
-    if cfg.quant.method != "qat":
-        quantize_policy(model, cfg.quant, calibrate=calibration.calibrator(cfg, policy))  # PTQ activation ranges
+    quantize_policy(model, cfg.quant, calibrate=calibration.calibrator(cfg, policy))  # PTQ activation ranges
     ev = _episodes(ctx, cfg, model, loaded(policy)[1], desc, **kw)
     return ev, size, model
 
@@ -177,16 +103,13 @@ class Baseline:
         return greedy_actions(reference, transform(self.states) if transform is not None else self.states)
 
 
-EXEC_FOR_METHOD = {"fp16": "torch_fp16", "bf16": "torch_bf16"}
-
-
 def _execute(ctx: Context, cfg: Any, model: Any, baseline: Baseline, obs_transform: Any) -> dict[str, Any]:
     """Run the quantized policy on a real backend, one observation per call as it is deployed: its
     reward on the same episodes, its action fidelity, its batch-1 one-thread latency next to fp32
     eager torch's, and its bytes."""
     from quarl.deploy import compile_policy, measure
 
-    backend = EXEC_FOR_METHOD.get(cfg.quant.method, "auto") if cfg.quant.backend == "auto" else cfg.quant.backend
+    backend = methods.of(cfg).auto_backend if cfg.quant.backend == "auto" else cfg.quant.backend
     env = make_env(cfg.env)
     example = np.asarray(env.reset(seed=cfg.seed)[0])[None]
     space = env.action_space
@@ -236,9 +159,9 @@ def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) ->
             record = make_record(
                 cfg, "done", started, ctx.run_dir, evaluation=ev, fp32_reward=ev.mean, rel_error=0.0,
                 train_time_s=policy.meta["train_time_s"], policy_bytes=model_bytes, fp32_bytes=model_bytes,
-                trained=policy.trained, curve=policy.curve, **_kept(policy),
+                trained=policy.trained, curve=policy.curve, policy_dir=str(policy.folder), **_kept(policy),
             )
-            name = "record.json" if ctx.cfg.quant.method == "fp32" else "baseline.record.json"
+            name = "record.json" if methods.of(ctx.cfg).baseline else "baseline.record.json"
             store_record(store, record, ctx.run_dir / name)
             log.info("Recorded fp32 baseline of %s: %.2f ± %.2f", label(cfg), ev.mean, ev.std)
         return Baseline(ev.mean if reward is None else reward, model_bytes, policy, ev.states)
@@ -268,14 +191,15 @@ def run_cell(ctx: Context) -> None:
     that fails as failed (traceback in its run dir), and the sweep goes on; both are re-run by the
     same command once fixed. A single run raises instead."""
     cfg = ctx.cfg
-    key, name = cell_key(cfg), label(cfg)
     try:  # before anything is written: an invalid cell leaves no record and no marker
         schema.check(cfg)
     except QuarlError as exc:
         if not ctx.multirun:
             raise
-        log.error("%s is invalid and was not run: %s", name, exc)
+        log.error("%s/%s seed=%s quant=%s is invalid and was not run: %s", cfg.algo.name, cfg.env.name, cfg.seed,
+                  cfg.quant.method, exc)
         return
+    key = cell_key(cfg)
     store = Store(ctx.path(cfg.store.path))
     status = store.status(key)
     if finished(cfg, status):
@@ -316,26 +240,20 @@ def _record_failure(ctx: Context, store: Store, started: str, exc: Exception) ->
 
 def _run(ctx: Context, store: Store, started: str) -> None:
     cfg = ctx.cfg
-    if cfg.quant.method == "qat" and cfg.quant.delay is None:
-        cfg.quant.delay = qat_delay(cfg)  # recorded as the step it really switched on
+    method = methods.of(cfg)
+    method.prepare(cfg)
     name = label(cfg)
     check_action_kind(cfg.algo.name, cfg.env.id, action_kind(cfg.env), cfg.quant.method)
-    if cfg.quant.method == "actorq":
-        from quarl.actorq.cell import run_actorq_cell  # torch.multiprocessing and Ray only when used
-
-        run_actorq_cell(ctx, store, started)
+    if method.run_cell(ctx, store, started):
         return
-    if cfg.quant.method == "qat" and qat_delay(cfg) >= train_steps(cfg):
-        log.warning("quant.delay=%d is not below the training budget (%d steps): QAT never switches on "
-                    "during training.", qat_delay(cfg), train_steps(cfg))
     progress = cfg.train.progress and ctx.interactive
     policies = ctx.path(cfg.store.policies)
     fp32_policy = obtain(fp32_config(cfg), policies, progress=progress)
     baseline = _baseline(ctx, store, fp32_policy, started)
-    if cfg.quant.method == "fp32":
+    if method.baseline:
         log.info("%s: fp32 reward %.2f", name, baseline.reward)
         return
-    policy = obtain(cfg, policies, progress=progress) if cfg.quant.method == "qat" else fp32_policy
+    policy = obtain(cfg, policies, progress=progress) if method.trains_policy else fp32_policy
     ev, size, model = _evaluate(ctx, cfg, policy, f"{cfg.quant.method} eval")
     fidelity = baseline.fidelity(model, policy)
     executed = {} if cfg.quant.backend == "fake" else _execute(ctx, cfg, model, baseline, loaded(policy)[1])
@@ -344,6 +262,7 @@ def _run(ctx: Context, store: Store, started: str) -> None:
         cfg, "done", started, ctx.run_dir, evaluation=ev, fp32_reward=baseline.reward, rel_error=error,
         rel_error_note=note, train_time_s=policy.meta["train_time_s"], policy_bytes=size,
         fp32_bytes=baseline.nbytes, trained=policy.trained, curve=policy.curve if policy is not fp32_policy else [],
+        policy_dir=str(policy.folder),
         **fidelity.fields(), **_kept(policy), **executed, **calibration.record_fields(model),
     )
     store_record(store, record, ctx.run_dir / "record.json")

@@ -21,17 +21,18 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import numpy as np
-import torch
 from filelock import FileLock
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-from quarl import algos, pretrained, qat
+from quarl import algos, methods, pretrained
+from quarl.budget import train_steps
 from quarl.envs import make_env
 from quarl.errors import QuarlError
-from quarl.keys import policy_key, slug, train_steps
+from quarl.keys import policy_key, slug
 from quarl.tracking import CURVES_DIR
-from quarl.training import CURVE_FILE, META_FILE, MODEL_FILE, NORMALIZE_FILE, QAT_FILE, train
+from quarl.policy_files import CURVE_FILE, META_FILE, MODEL_FILE, NORMALIZE_FILE
+from quarl.training import train
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +78,7 @@ class CachedPolicy:
         fake-quant graph on and ranges frozen."""
         try:
             model = algos.spec(self.cfg.algo.name).cls.load(self.folder / MODEL_FILE, device=device)
-            if self.cfg.quant.method == "qat":
-                qat.restore(model, self.cfg.quant, torch.load(self.folder / QAT_FILE, weights_only=True))
+            methods.of(self.cfg).restore(model, self.cfg.quant, self.folder)
             return model
         except QuarlError:
             raise
@@ -122,7 +122,7 @@ class CachedPolicy:
 
 def folder_of(cfg: Any, root: Path) -> Path:
     """The cache folder of this config's trained policy (it may not exist yet)."""
-    kind = f"-qat{cfg.quant.bits}" if cfg.quant.method == "qat" else ""
+    kind = methods.of(cfg).policy_tag(cfg.quant)
     if cfg.policy.source != "train":
         return root / f"{cfg.algo.name}-{slug(cfg.env.name)}-{cfg.policy.source}-{policy_key(cfg)}"
     return root / f"{cfg.algo.name}-{slug(cfg.env.name)}-seed{cfg.seed}{kind}-{policy_key(cfg)}"
@@ -158,7 +158,7 @@ def obtain(cfg: Any, root: Path, progress: bool = False) -> CachedPolicy:
         checkpoints = folder.with_name(f"{folder.name}.ckpt")
         try:
             if cfg.policy.source == "train":
-                how = f"QAT {cfg.quant.bits}-bit" if cfg.quant.method == "qat" else "fp32"
+                how = methods.of(cfg).policy_kind(cfg.quant)
                 log.info("Training %s %s on %s for %d steps (seed %d)", how, cfg.algo.name, cfg.env.id,
                          train_steps(cfg), cfg.seed)
                 train(cfg, tmp, progress, checkpoints)

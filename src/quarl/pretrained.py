@@ -167,7 +167,7 @@ def load_checked(model_zip: Path, cfg: Any) -> BaseAlgorithm:
 
 def install(cfg: Any, folder: Path, tmp: Path, downloads: Path) -> None:
     """Check the pretrained model `cfg.policy` names and write it into `tmp` in the cache's layout."""
-    from quarl.training import META_FILE, MODEL_FILE, NORMALIZE_FILE  # the cache's file names
+    from quarl.policy_files import META_FILE, MODEL_FILE, NORMALIZE_FILE
 
     source = cfg.policy.path if cfg.policy.source == "path" else download(cfg.policy.repo, downloads)
     found = locate(source, cfg.env.id)

@@ -20,6 +20,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
 from quarl.errors import QuarlError
+from quarl.layers import replace_submodule
 from quarl.quantize import FORMULA_SCHEMES, LAYER_TYPES, formula_quantize, qparams, quantize_with, ranges
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class FakeQuant(nn.Module):
         if not self.enabled:
             return x
         if self.scheme in FORMULA_SCHEMES:  # QuaRL's formulas, straight-through gradient
-            return x + (formula_quantize(x.detach(), self.bits, self.scheme) - x.detach())
+            return formula_quantize(x.detach(), self.bits, self.scheme) + (x - x.detach())  # exactly the formula's values
         return quantize_with(x, *qparams(self.lo, self.hi, self.bits, self.scheme))
 
     def extra_repr(self) -> str:
@@ -106,18 +107,12 @@ def _trained_layers(model: BaseAlgorithm) -> dict[str, nn.Module]:
     return layers
 
 
-def _replace(root: nn.Module, name: str, new: nn.Module) -> None:
-    parent_name, _, child = name.rpartition(".")
-    parent = root.get_submodule(parent_name) if parent_name else root
-    setattr(parent, child, new)
-
-
 def attach(model: BaseAlgorithm, quant: Any) -> dict[str, QuantLayer]:
     """Wrap every trained weight layer of `model` in a QuantLayer (observing, fake quant off)."""
     wrapped = {}
     for name, layer in _trained_layers(model).items():
         wrapped[name] = QuantLayer(layer, quant)
-        _replace(model.policy, name, wrapped[name])
+        replace_submodule(model.policy, name, wrapped[name])
     return wrapped
 
 
@@ -127,7 +122,7 @@ def detach(model: BaseAlgorithm) -> dict[str, dict[str, torch.Tensor]]:
     for name, module in list(model.policy.named_modules()):
         if isinstance(module, QuantLayer):
             states[name] = {k: v for k, v in module.state_dict().items() if not k.startswith("layer.")}
-            _replace(model.policy, name, module.layer)
+            replace_submodule(model.policy, name, module.layer)
     return states
 
 

@@ -1,5 +1,5 @@
-"""Post-training quantization of policy weights (quantize-dequantize, "fake" quantization), and of
-activations and inputs with calibrated static ranges (`quarl.calibration`).
+"""Weight quantizers and the policy layers they apply to: the primitives quarl's methods
+(`quarl.methods`) quantize with (quantize-dequantize, "fake" quantization).
 
 Schemes, for a tensor (or one output channel) W quantized to n bits:
 
@@ -24,12 +24,12 @@ import torch
 import torch.nn as nn
 from stable_baselines3.common.base_class import BaseAlgorithm
 
+from quarl import methods
 from quarl.algos import spec
 from quarl.errors import QuarlError
-from quarl.keys import ptq_activation_bits
+from quarl.methods.base import Calibrate
 
 LAYER_TYPES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
-FLOAT_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 def ranges(w: torch.Tensor, granularity: str = "per_tensor") -> tuple[torch.Tensor, torch.Tensor]:
@@ -137,7 +137,8 @@ def check_layers(names: Iterable[str], quant: Any) -> None:
                              f"{', '.join(names)}.")
 
 
-def _bits_of(name: str, quant: Any) -> int:
+def bits_of(name: str, quant: Any) -> int:
+    """The weight bits of inference layer `name`: `quant.layer_bits` where named, else `quant.bits`."""
     return layer_bits(quant).get(name, quant.bits)
 
 
@@ -145,62 +146,48 @@ def _algo_name(model: BaseAlgorithm) -> str:
     return type(model).__name__.lower()
 
 
-def _quantized(t: torch.Tensor, quant: Any, granularity: str, bits: int) -> torch.Tensor:
-    if quant.method in FLOAT_DTYPES:
-        return t.to(FLOAT_DTYPES[quant.method]).to(t.dtype)
-    return fake_quantize(t, bits, quant.scheme, granularity)
-
-
-Calibrate = Callable[[BaseAlgorithm], Any]
+#: a tensor's replacement: tensor(t, granularity, bits) -> t quantized (quantize-dequantize)
+TensorQuantizer = Callable[[torch.Tensor, str, int], torch.Tensor]
 
 
 @torch.no_grad()
-def quantize_policy(model: BaseAlgorithm, quant: Any, calibrate: Optional[Calibrate] = None) -> None:
-    """Quantize the inference layers of `model` in place; it still acts through `model.predict`.
-
-    Weights go to `quant.bits` (`quant.layer_bits` per named layer). PTQ with `quant.act_bits` or
-    `quant.input_bits` below 32 also quantizes every layer's input with a static range: `calibrate`
-    (see `quarl.calibration.calibrator`) is called on the fp32 model first and returns the ranges.
-    """
-    if quant.method == "fp32":
-        return
+def quantize_weights(model: BaseAlgorithm, quant: Any, tensor: TensorQuantizer, with_bias: bool) -> None:
+    """Replace every inference layer's weights (and biases, `with_bias`) in place by `tensor` of
+    them, at the layer's bits (`quant.layer_bits`, else `quant.bits`); biases per tensor."""
     layers = inference_layers(model)
     check_layers(layers, quant)
-    ranges = None
-    if quant.method == "ptq" and ptq_activation_bits(quant) != (32, 32):
-        if calibrate is None:
-            raise ValueError("quant.act_bits / quant.input_bits below 32 need calibrate= (quarl.calibration.calibrator)")
-        ranges = calibrate(model)  # on the fp32 weights, before they are quantized
     for name, layer in layers.items():
-        bits = _bits_of(name, quant)
-        layer.weight.copy_(_quantized(layer.weight, quant, quant.granularity, bits))
-        if layer.bias is not None and (quant.quantize_bias or quant.method in FLOAT_DTYPES):
-            layer.bias.copy_(_quantized(layer.bias, quant, "per_tensor", bits))
-    if ranges is not None:
-        from quarl.calibration import quantize_activations  # it builds on quarl.deploy, which imports this module
-
-        quantize_activations(model, ranges, *ptq_activation_bits(quant))
+        bits = bits_of(name, quant)
+        layer.weight.copy_(tensor(layer.weight, quant.granularity, bits))
+        if layer.bias is not None and with_bias:
+            layer.bias.copy_(tensor(layer.bias, "per_tensor", bits))
 
 
-def _tensor_bytes(t: torch.Tensor, quant: Any, granularity: str, quantized: bool, bits: Optional[int] = None) -> int:
-    bits = quant.bits if bits is None else bits
-    if not quantized or quant.method == "fp32" or bits == 32:
+def integer_tensor_bytes(t: torch.Tensor, quant: Any, granularity: str, bits: int) -> int:
+    """Bytes of `t` stored as `bits`-bit integer codes of `quant.scheme` with their ranges (fp32 at 32 bits)."""
+    if bits == 32:
         return 4 * t.numel()
-    if quant.method in FLOAT_DTYPES:
-        return 2 * t.numel()
     ranges = t.shape[0] if granularity == "per_channel" and t.dim() > 1 else 1
     range_bytes = 4 if quant.scheme in ("symmetric", "quarl_code") else 8  # scale (+ zero point)
     stored = formula_bits(t, bits, quant.scheme) if quant.scheme in FORMULA_SCHEMES else bits
     return math.ceil(t.numel() * stored / 8) + ranges * range_bytes
 
 
-def layer_bytes(name: str, layer: nn.Module, quant: Any) -> int:
+def quantize_policy(model: BaseAlgorithm, quant: Any, calibrate: Optional[Calibrate] = None) -> None:
+    """Quantize `model`'s inference layers in place as `quant` describes; it still acts through
+    `model.predict`. A policy its method trained (QAT) comes quantized and is left as it is. PTQ of
+    activations or inputs calls `calibrate` (quarl.calibration.calibrator) on the fp32 model first."""
+    with torch.no_grad():
+        methods.get(quant.method).quantize(model, quant, calibrate)
+
+
+def layer_bytes(name: str, layer: Any, quant: Any) -> int:
     """Bytes of one inference layer's parameters when stored as `quant` describes (fp32 weights)."""
-    bits = _bits_of(name, quant)
-    total = _tensor_bytes(layer.weight, quant, quant.granularity, True, bits)
+    method, bits = methods.get(quant.method), bits_of(name, quant)
+    total = method.tensor_bytes(layer.weight, quant, quant.granularity, bits)
     if layer.bias is not None:
-        bias_quantized = quant.quantize_bias or quant.method in FLOAT_DTYPES
-        total += _tensor_bytes(layer.bias, quant, "per_tensor", bias_quantized, bits)
+        quantized = method.quantizes_bias(quant)
+        total += method.tensor_bytes(layer.bias, quant, "per_tensor", bits) if quantized else 4 * layer.bias.numel()
     return total
 
 

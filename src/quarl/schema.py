@@ -6,24 +6,21 @@ keys and wrong types at composition time. `check` adds the rules a type cannot e
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from quarl import methods
 from quarl.errors import QuarlError
+from quarl.methods.base import one_of
 
-QUANT_METHODS = ("fp32", "fp16", "bf16", "ptq", "qat", "actorq")
-SCHEMES = ("affine", "symmetric", "quarl_code", "published")
-GRANULARITIES = ("per_tensor", "per_channel")
 NOISE_TYPES = (None, "normal", "ornstein_uhlenbeck")
 # "fake": quantize-dequantize only; the rest execute the policy for real (quarl.deploy.CHOICES).
 EXEC_BACKENDS = ("fake", "auto", "torch", "onnx", "onnx_int8", "onnx_int4", "onnx_int2", "torch_fp16", "torch_bf16")
 DEVICES = ("cpu", "cuda", "auto")
 POLICY_SOURCES = ("train", "path", "hub")
-ACTORQ_BACKENDS = ("local", "ray")
 
 
 @dataclass
@@ -53,26 +50,6 @@ class EnvConfig:
     # |R_fp32| is within 2% of it (null: only when R_fp32 is exactly 0)
     return_scale: Optional[float] = None
     kwargs: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class QuantConfig:
-    """How the policy's weights are quantized."""
-
-    method: str = "ptq"
-    bits: int = 8
-    scheme: str = "affine"
-    granularity: str = "per_tensor"
-    quantize_bias: bool = False
-    act_bits: int = 8  # QAT: bits of each layer's input activation; PTQ: of every layer's input but the first (32: not quantized)
-    delay: Optional[int] = None  # QAT: env steps before fake quant is on (None: half the budget)
-    freeze_after: Optional[int] = None  # QAT: env step at which ranges stop moving (None: end of training)
-    backend: str = "fake"  # also execute the quantized policy for real: auto or one of quarl.deploy.CHOICES
-    actor_bits: int = 8  # ActorQ: precision the actors execute the policy in (8: int8, 16: fp16, 32: fp32)
-    input_bits: int = 32  # PTQ: bits of the observation entering the network, after normalisation (32: not quantized)
-    calibration: str = "minmax"  # PTQ activations/inputs: static ranges from the min/max (minmax) or percentile of calibration rollouts
-    calibration_episodes: int = 5  # PTQ: fp32 episodes (seeds disjoint from the evaluation's) the ranges come from
-    layer_bits: Any = None  # PTQ: weight bits of named inference layers (null: every layer at bits)
 
 
 @dataclass
@@ -122,10 +99,12 @@ class TrackingConfig:
 
 @dataclass
 class TrainConfig:
-    steps: Optional[int] = None
-    device: str = "cpu"
+    """How the policy is trained (its budget, device, threads, progress, checkpoints, keep-best)."""
+
+    steps: Optional[int] = None  # training budget in env steps; None: the tuned budget (algo.n_timesteps)
+    device: str = "cpu"  # torch device for training: cpu, cuda or auto
     threads: Optional[int] = None  # torch threads of a cell; None: the launcher's allotment (SLURM), else 1
-    progress: bool = True
+    progress: bool = True  # a progress bar on a terminal (progress lines off one)
     checkpoint_every: Optional[int] = None  # env steps; None: a tenth of the budget; 0: no checkpoints
     log_interval_s: float = 30.0  # seconds between progress lines when stderr is not a terminal; 0: none
     keep_best: bool = False  # evaluate during training and keep the best model (rl-zoo3's EvalCallback)
@@ -136,16 +115,20 @@ class TrainConfig:
 
 @dataclass
 class EvalConfig:
-    episodes: int = 10
-    n_envs: int = 4
-    deterministic: bool = True
+    """How a policy is evaluated."""
+
+    episodes: int = 10  # evaluation episodes per policy
+    n_envs: int = 4  # environments stepped side by side (results do not depend on it)
+    deterministic: bool = True  # greedy / mean actions
     progress: bool = True
 
 
 @dataclass
 class StoreConfig:
-    path: str = "outputs/results.sqlite"
-    policies: str = "outputs/policies"
+    """Where results and trained policies go (relative paths: against the launch dir)."""
+
+    path: str = "outputs/results.sqlite"  # the results store
+    policies: str = "outputs/policies"  # the trained policy cache
 
 
 @dataclass
@@ -154,11 +137,11 @@ class RunConfig:
 
     algo: AlgoConfig = MISSING
     env: EnvConfig = MISSING
-    quant: QuantConfig = MISSING
+    quant: Any = MISSING  # the method's own settings (quarl.methods): conf/quant/<method>.yaml
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     actorq: ActorQConfig = field(default_factory=ActorQConfig)
-    seed: int = 0
-    force: bool = False
+    seed: int = 0  # seeds training, evaluation episodes and calibration (>= 0)
+    force: bool = False  # re-run a cell whose record is already in the store
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
@@ -170,102 +153,59 @@ def register() -> None:
     cs.store(group="schema", name="config", node=RunConfig)
     cs.store(group="schema", name="algo", node=AlgoConfig)
     cs.store(group="schema", name="env", node=EnvConfig)
-    cs.store(group="schema", name="quant", node=QuantConfig)
+    methods.register_schemas()
 
 
-def _one_of(field_name: str, value: Any, allowed: tuple) -> None:
-    if value not in allowed:
-        shown = ", ".join(str(a) for a in allowed if a is not None)
-        raise QuarlError(f"{field_name}={value} is not allowed: choose one of {shown}.")
-
-
-def _check_qat(cfg: Any) -> None:
-    q = cfg.quant
-    if not 2 <= q.bits <= 16:
-        raise QuarlError(f"quant.bits={q.bits} is out of range for quant=qat: use 2..16.")
-    if not (2 <= q.act_bits <= 16 or q.act_bits == 32):
-        raise QuarlError(f"quant.act_bits={q.act_bits} is out of range: use 2..16, or 32 for fp32 activations.")
-    if q.delay is not None and q.delay < 0:
-        raise QuarlError(f"quant.delay={q.delay} must be a number of env steps >= 0 (or null for half the budget).")
-    if q.freeze_after is not None and q.freeze_after < (q.delay or 0):
-        raise QuarlError(
-            f"quant.freeze_after={q.freeze_after} comes before quant.delay={q.delay}: ranges must be "
-            "observed with fake quant on before they freeze; use a step >= quant.delay, or null."
-        )
-
-
-CALIBRATIONS = ("minmax", "percentile")
-
-
-def _check_ptq(cfg: Any) -> None:
-    q = cfg.quant
-    for name in ("act_bits", "input_bits"):
-        if not (2 <= q[name] <= 16 or q[name] == 32):
-            raise QuarlError(f"quant.{name}={q[name]} is out of range: use 2..16, or 32 for unquantized "
-                             f"{'activations' if name == 'act_bits' else 'inputs'}.")
-    _one_of("quant.calibration", q.calibration, CALIBRATIONS)
-    if q.calibration_episodes < 1:
-        raise QuarlError(f"quant.calibration_episodes={q.calibration_episodes} must be a positive number of episodes "
-                         "(the fp32 rollouts activation and input ranges are calibrated on).")
-    if q.layer_bits is None:
-        return
-    if not isinstance(q.layer_bits, Mapping):
-        raise QuarlError(f"quant.layer_bits={q.layer_bits} is not allowed: give {{LAYER:BITS,...}} (names from quarl "
-                         "sensitivity, bits 2..16 or 32), or null for every layer at quant.bits.")
-    for layer, bits in q.layer_bits.items():
-        if not isinstance(bits, int) or isinstance(bits, bool) or not (2 <= bits <= 16 or bits == 32):
-            raise QuarlError(f"quant.layer_bits.{layer}={bits} is out of range: use 2..16, or 32 for unchanged weights.")
-        if q.backend == "onnx_int8" and bits > 8:
-            raise QuarlError(f"quant.backend=onnx_int8 executes integer policies of at most 8 bits, not "
-                             f"quant.layer_bits.{layer}={bits}: use layer bits <= 8, or quant.backend=auto.")
-    if q.layer_bits:
-        from quarl.layers import check_layer_names  # builds the policy network: only where layers are named
-
-        check_layer_names(cfg)
-
-
-def _check_actorq(cfg: Any) -> None:
-    a = cfg.actorq
-    if cfg.algo.name not in ("dqn", "d4pg"):
-        raise QuarlError(f"quant=actorq trains algo=dqn (discrete actions) or algo=d4pg (continuous), not algo={cfg.algo.name}.")
-    if a.actors < 1:
-        raise QuarlError(f"actorq.actors={a.actors} must be at least 1 actor process.")
-    _one_of("actorq.backend", a.backend, ACTORQ_BACKENDS)
-    if cfg.quant.actor_bits not in (8, 16, 32):
-        raise QuarlError(
-            f"quant.actor_bits={cfg.quant.actor_bits} cannot be executed by an actor: use 8 (int8), 16 (fp16) or 32 (fp32)."
-        )
-    if a.comm_bits not in (None, 8, 16, 32):
-        raise QuarlError(f"actorq.comm_bits={a.comm_bits} is not allowed: weights travel at 8, 16 or 32 bits "
-                         "(or null: at quant.actor_bits).")
-    positive = {"update_period": a.update_period, "publish_period": a.publish_period, "chunk_size": a.chunk_size,
-                "n_step": a.n_step, "replay_size": a.replay_size, "samples_per_insert": a.samples_per_insert,
-                "log_interval_s": a.log_interval_s, "stall_timeout_s": a.stall_timeout_s}
-    for name, value in positive.items():
-        if value is not None and value <= 0:
-            raise QuarlError(f"actorq.{name}={value} must be positive" + (" (or null)." if name in (
-                "n_step", "replay_size", "samples_per_insert") else "."))
-    for name in ("min_replay", "max_restarts"):
-        if a[name] is not None and a[name] < 0:
-            raise QuarlError(f"actorq.{name}={a[name]} must be >= 0.")
-
-
-def _check_policy(cfg: Any) -> None:
+def _check_policy(cfg: Any, method: methods.QuantMethod) -> None:
     p = cfg.policy
-    _one_of("policy.source", p.source, POLICY_SOURCES)
+    one_of("policy.source", p.source, POLICY_SOURCES)
     if p.source == "path" and not p.path:
         raise QuarlError("policy.source=path needs policy.path: an rl-zoo3 log folder or an SB3 model zip.")
     if p.source == "hub" and not p.repo:
         raise QuarlError("policy.source=hub needs policy.repo: a model-hub repo id such as sb3/ppo-CartPole-v1.")
-    if p.source != "train" and cfg.quant.method in ("qat", "actorq"):
+    if p.source != "train" and method.trains_policy:
+        quantizers = "/".join(n for n in methods.NAMES if not methods.get(n).trains_policy and n != methods.BASELINE)
         raise QuarlError(
-            f"quant={cfg.quant.method} trains its own policy: use policy.source=train, or quant=ptq/fp16/bf16 "
+            f"quant={method.name} trains its own policy: use policy.source=train, or quant={quantizers} "
             f"to quantize the pretrained policy from policy.source={p.source}."
+        )
+
+
+def _check_algo(cfg: Any, method: methods.QuantMethod) -> None:
+    """The algorithm exists and the method can train or quantize it."""
+    from quarl.algos import trained_by  # SB3's classes: only where a cell is checked
+
+    if cfg.algo.n_envs < 1:
+        raise QuarlError(f"algo.n_envs={cfg.algo.n_envs} must be at least 1.")
+    one_of("algo.noise_type", cfg.algo.noise_type, NOISE_TYPES)
+    only = trained_by(cfg.algo.name)
+    if only and method.name not in only:
+        raise QuarlError(f"algo={cfg.algo.name} is trained by {' or '.join(only)} only: use quant={only[0]} "
+                         f"(not quant={method.name}).")
+
+
+def _check_backend(q: Any, method: methods.QuantMethod) -> None:
+    one_of("quant.backend", q.backend, EXEC_BACKENDS)
+    nbits = {"onnx_int4": 4, "onnx_int2": 2}.get(q.backend)
+    if nbits is not None and not (method.integer and q.bits <= nbits):
+        raise QuarlError(
+            f"quant.backend={q.backend} executes policies with at most {nbits}-bit weights, not quant={q.method} "
+            f"with quant.bits={q.bits}: use quant.bits<={nbits}, or quant.backend=onnx_int8/auto."
+        )
+    if q.backend == "onnx_int8" and not (method.integer and q.bits <= 8):
+        raise QuarlError(
+            f"quant.backend=onnx_int8 executes integer policies of at most 8 bits, not quant={q.method} "
+            f"with quant.bits={q.bits}: use quant.backend=auto, or quant=ptq with quant.bits<=8."
         )
 
 
 def _check_train(cfg: Any) -> None:
     t = cfg.train
+    if t.steps is not None and t.steps < 1:
+        raise QuarlError(f"train.steps={t.steps} must be a positive number of env steps (or null).")
+    one_of("train.device", t.device, DEVICES)
+    if t.checkpoint_every is not None and t.checkpoint_every < 0:
+        raise QuarlError(f"train.checkpoint_every={t.checkpoint_every} must be >= 0 (0: no checkpoints; null: every tenth).")
     if t.get("threads") is not None and t.threads < 1:
         raise QuarlError(f"train.threads={t.threads} must be at least 1 (or null: what the launcher allots, else 1).")
     if t.log_interval_s < 0:
@@ -274,10 +214,7 @@ def _check_train(cfg: Any) -> None:
         raise QuarlError(f"train.eval_every={t.eval_every} must be a positive number of env steps (or null).")
     if t.eval_episodes < 1:
         raise QuarlError(f"train.eval_episodes={t.eval_episodes} must be a positive number of episodes.")
-    if t.keep_best and cfg.quant.method == "actorq":
-        raise QuarlError("train.keep_best=true applies to SB3 and QAT trainings; quant=actorq records its final "
-                         "learner: use train.keep_best=false with quant=actorq.")
-    _one_of("train.tracking.wandb_mode", t.tracking.wandb_mode, ("offline", "online", "disabled"))
+    one_of("train.tracking.wandb_mode", t.tracking.wandb_mode, ("offline", "online", "disabled"))
     from quarl.tracking import require  # the tracker packages are optional
 
     require(t.tracking)
@@ -287,60 +224,13 @@ def check(cfg: Any) -> None:
     """Reject values that are well-typed but meaningless, naming the field and what is allowed."""
     if cfg.seed < 0:
         raise QuarlError(f"seed={cfg.seed} must be an integer >= 0 (Gymnasium seeds environments with it).")
-    q = cfg.quant
-    _one_of("quant.method", q.method, QUANT_METHODS)
-    if q.method == "ptq" and not (2 <= q.bits <= 16 or q.bits == 32):
-        raise QuarlError(
-            f"quant.bits={q.bits} is out of range: use 2..16, or 32 for unchanged weights "
-            "(quant=fp16 / quant=bf16 for half precision)."
-        )
-    if q.method == "ptq":
-        _check_ptq(cfg)
-    if q.method == "qat":
-        _check_qat(cfg)
-    if q.method == "actorq":
-        _check_actorq(cfg)
-    elif cfg.algo.name == "d4pg":
-        raise QuarlError(f"algo=d4pg is trained by ActorQ only: use quant=actorq (not quant={q.method}).")
-    _check_policy(cfg)
-    _one_of("quant.backend", q.backend, EXEC_BACKENDS)
-    nbits = {"onnx_int4": 4, "onnx_int2": 2}.get(q.backend)
-    if nbits is not None and not (q.method in ("ptq", "qat") and q.bits <= nbits):
-        raise QuarlError(
-            f"quant.backend={q.backend} executes policies with at most {nbits}-bit weights, not quant={q.method} "
-            f"with quant.bits={q.bits}: use quant.bits<={nbits}, or quant.backend=onnx_int8/auto."
-        )
-    if q.backend == "onnx_int8" and not (q.method in ("ptq", "qat") and q.bits <= 8):
-        raise QuarlError(
-            f"quant.backend=onnx_int8 executes integer policies of at most 8 bits, not quant={q.method} "
-            f"with quant.bits={q.bits}: use quant.backend=auto, or quant=ptq with quant.bits<=8."
-        )
-    if q.method in ("ptq", "qat"):
-        if q.scheme == "paper":
-            raise QuarlError(
-                "quant.scheme=paper is ambiguous and no longer accepted: use quant.scheme=quarl_code (the formula "
-                "of QuaRL's released code, which quarl called paper before) or quant.scheme=published (the "
-                "formula printed in the paper)."
-            )
-        _one_of("quant.scheme", q.scheme, SCHEMES)
-        _one_of("quant.granularity", q.granularity, GRANULARITIES)
-        if q.scheme in ("quarl_code", "published") and q.granularity != "per_tensor":
-            raise QuarlError(
-                f"quant.scheme={q.scheme} is one of QuaRL's per-tensor formulas: use quant.granularity=per_tensor, "
-                "or quant.scheme=affine/symmetric for per_channel."
-            )
+    method = methods.of(cfg)
+    method.validate(cfg)
+    _check_algo(cfg, method)
+    _check_policy(cfg, method)
+    _check_backend(cfg.quant, method)
     if cfg.eval.episodes < 1:
         raise QuarlError(f"eval.episodes={cfg.eval.episodes} must be a positive number of episodes.")
     if cfg.eval.n_envs < 1:
         raise QuarlError(f"eval.n_envs={cfg.eval.n_envs} must be at least 1.")
-    if cfg.train.steps is not None and cfg.train.steps < 1:
-        raise QuarlError(f"train.steps={cfg.train.steps} must be a positive number of env steps (or null).")
-    _one_of("train.device", cfg.train.device, DEVICES)
-    if cfg.train.checkpoint_every is not None and cfg.train.checkpoint_every < 0:
-        raise QuarlError(
-            f"train.checkpoint_every={cfg.train.checkpoint_every} must be >= 0 (0: no checkpoints; null: every tenth)."
-        )
     _check_train(cfg)
-    if cfg.algo.n_envs < 1:
-        raise QuarlError(f"algo.n_envs={cfg.algo.n_envs} must be at least 1.")
-    _one_of("algo.noise_type", cfg.algo.noise_type, NOISE_TYPES)

@@ -37,6 +37,8 @@ from quarl.calibration import calibrate, calibration_seeds
 from quarl.errors import QuarlError
 from quarl.evaluate import evaluate
 from quarl.fidelity import STATES, policy_fidelity
+from quarl import methods
+from quarl.methods import fp32_config
 from quarl.quantize import inference_layers, layer_bytes, policy_bytes, quantize_policy
 
 log = logging.getLogger(__name__)
@@ -296,7 +298,8 @@ def compose_cell(conf_dir: Path, overrides: list[str]) -> Any:
             cfg = compose("config", overrides=([] if chosen else ["quant=ptq"]) + list(overrides))
     except HydraException as exc:
         raise QuarlError(f"These overrides do not make a cell: {exc}") from None
-    if cfg.quant.method != "ptq":
+    method = methods.of(cfg)
+    if method.trains_policy or not method.integer:  # it quantizes the fp32 policy's layers to integers
         raise QuarlError(f"quarl sensitivity studies post-training quantization: use quant=ptq, not quant={cfg.quant.method}.")
     schema.check(cfg)
     return cfg
@@ -309,7 +312,6 @@ def run_study(conf_dir: Path, overrides: list[str], bits: list[int], min_agreeme
     from quarl.algos import check_action_kind
     from quarl.envs import action_kind
     from quarl.keys import slug
-    from quarl.pipeline import fp32_config
     from quarl.policies import obtain
 
     bits, bound = check_bits(bits), Bound(min_agreement, max_error)

@@ -18,18 +18,19 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import VecNormalize
 
-from quarl import algos, checkpoint, provenance, qat
+from quarl import algos, checkpoint, methods, provenance
 from quarl.best import KeepBest
 from quarl.cells import torch_threads
 from quarl.envs import training_envs
-from quarl.keys import keep_best_every, policy_key, qat_delay, slug, train_steps, training_spec
+from quarl.budget import keep_best_every, train_steps
+from quarl.keys import policy_key, slug, training_spec
+from quarl.methods.base import TrainingHook
+from quarl.policy_files import CURVE_FILE, META_FILE, MODEL_FILE, NORMALIZE_FILE
 from quarl.progress import Progress
 from quarl.tracking import CURVES_DIR, Curves, CurvesOutput, RunName, launch_dir, open_curves, sweep_group
 
 log = logging.getLogger(__name__)
 
-MODEL_FILE, NORMALIZE_FILE, META_FILE = "model.zip", "vecnormalize.pkl", "meta.json"
-QAT_FILE, CURVE_FILE = "qat_state.pt", "curve.json"
 CURVE_ROWS = 250  # the algorithm's logged scalars are written about this many times per training
 RECENT = 20  # training episodes averaged in the progress line's "return"
 
@@ -112,9 +113,10 @@ def training_device(name: str) -> str:
 
 def run_name(cfg: Any) -> RunName:
     """How this training is named (by the policy it trains) and grouped (by its sweep) in trackers."""
-    kind = f"-qat{cfg.quant.bits}" if cfg.quant.method == "qat" else ""
-    name = f"{cfg.algo.name}-{slug(cfg.env.name)}-seed{cfg.seed}{kind}"
-    tags = {"algo": cfg.algo.name, "env": cfg.env.name, "quant": "qat" if kind else "fp32", "seed": str(cfg.seed),
+    method = methods.of(cfg)
+    name = f"{cfg.algo.name}-{slug(cfg.env.name)}-seed{cfg.seed}{method.policy_tag(cfg.quant)}"
+    quant = method.name if method.trains_policy else methods.BASELINE
+    tags = {"algo": cfg.algo.name, "env": cfg.env.name, "quant": quant, "seed": str(cfg.seed),
             "policy_key": policy_key(cfg)}
     return RunName(name, sweep_group(cfg.train.tracking.group), tags, training_spec(cfg))
 
@@ -122,12 +124,12 @@ def run_name(cfg: Any) -> RunName:
 KEEP_BEST_ENVS = 4  # keep-best evaluations step this many episodes side by side
 
 
-def _keep_best(cfg: Any, schedule: Optional[qat.QATSchedule], curves: Curves, progress: Progress) -> KeepBest:
+def _keep_best(cfg: Any, hook: Optional[TrainingHook], curves: Curves, progress: Progress) -> KeepBest:
     def on_eval(step: int, mean: float, std: float) -> None:
         curves.scalars(step, {"eval/mean_reward": mean, "eval/std_reward": std})
         progress.update(0, eval=mean)
 
-    eligible = (lambda: schedule.enabled_at is not None) if schedule is not None else (lambda: True)
+    eligible = hook.ready if hook is not None else (lambda: True)
     # a fixed number of episodes side by side: eval.n_envs is not in the policy key, so it must not
     # touch the float rounding that decides which model is kept
     return KeepBest(cfg.env, cfg.seed, keep_best_every(cfg), int(cfg.train.eval_episodes), KEEP_BEST_ENVS,
@@ -135,7 +137,7 @@ def _keep_best(cfg: Any, schedule: Optional[qat.QATSchedule], curves: Curves, pr
 
 
 def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = None) -> None:
-    """Train the policy `cfg` describes (fp32, or QAT when quant.method=qat) and save it in `folder`,
+    """Train the policy `cfg` describes (fp32, or its method's own, such as QAT) and save it in `folder`,
     with its training curve in `folder/curves` (CSV and TensorBoard; quarl.tracking).
 
     `progress`: a bar on a terminal; off a terminal (and with train.progress) a log line every
@@ -151,10 +153,8 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
         kwargs = OmegaConf.to_container(algo_cfg.normalize_kwargs, resolve=True)
         venv = VecNormalize(venv, gamma=algo_cfg.hyperparams.get("gamma", 0.99), **kwargs)
     model = algos.build(algo_cfg, venv, seed=cfg.seed, device=training_device(cfg.train.device), total_steps=steps)
-    schedule = None
-    if cfg.quant.method == "qat":
-        layers = qat.attach(model, cfg.quant)
-        schedule = qat.QATSchedule(layers, qat_delay(cfg), cfg.quant.freeze_after)
+    method = methods.of(cfg)
+    hook = method.training_hook(model, cfg)
     resuming = checkpoints is not None and checkpoint.exists(checkpoints)
     extra = checkpoint.restore(checkpoints, model) if resuming else {}
     done = model.num_timesteps if resuming else 0
@@ -162,25 +162,25 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
     if not resuming:
         shutil.rmtree(live, ignore_errors=True)
     curves = open_curves(live, cfg.train.tracking, run_name(cfg), launch_dir(), resume_step=done if resuming else None)
-    how = f"QAT {cfg.quant.bits}-bit" if cfg.quant.method == "qat" else "fp32"
+    how = method.policy_kind(cfg.quant)
     bar = Progress(steps, f"Training {how} {algo_cfg.name}", interval_s=cfg.train.log_interval_s,
                    interactive=progress or None, enabled=progress or cfg.train.progress, initial=done, logger=log)
     logged = TrainingLog(curves, bar, dump_every=max(1, steps // CURVE_ROWS))
     model.set_logger(Logger(str(live), [CurvesOutput(curves)]))
-    callbacks: list[BaseCallback] = [logged] + ([schedule] if schedule is not None else [])
-    keeper = _keep_best(cfg, schedule, curves, bar) if cfg.train.keep_best else None
+    callbacks: list[BaseCallback] = [logged] + ([hook.callback] if hook is not None else [])
+    keeper = _keep_best(cfg, hook, curves, bar) if cfg.train.keep_best else None
     callbacks += [keeper] if keeper is not None else []
     if resuming:
         logged.resume(extra["curve"], extra["seconds"])
         logged.last_dump = extra.get("dumped", done)
-        if schedule is not None:
-            schedule.enabled_at, schedule.frozen_at = extra["qat"]
+        if hook is not None:
+            hook.load_state(extra.get("hook", extra.get("qat")))  # "qat": a checkpoint written before hooks
         if keeper is not None and extra.get("best") is not None:
             keeper.load_state(extra["best"])
         log.info("Resuming from the checkpoint at step %d of %d", done, steps)
     if checkpoints is not None and checkpoint_every(cfg) > 0:
         state = lambda: {"curve": logged.points, "seconds": logged.wall_s(), "dumped": logged.last_dump,  # noqa: E731
-                         "qat": (schedule.enabled_at, schedule.frozen_at) if schedule else None,
+                         "hook": hook.state() if hook is not None else None,
                          "best": keeper.state() if keeper is not None else None}
         callbacks.append(checkpoint.Checkpointer(checkpoints, checkpoint_every(cfg), state))
     try:
@@ -196,8 +196,8 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
         kept = keeper.summary(model.num_timesteps)
         log.info("Kept the model of step %d (evaluation reward %s over %d episodes; final model %s)", kept["step"],
                  _reward(kept["reward"]), kept["episodes"], _reward(kept.get("final_reward")))
-    if cfg.quant.method == "qat":
-        torch.save(qat.detach(model), folder / QAT_FILE)
+    if hook is not None:
+        hook.save(model, folder)
     model.save(folder / MODEL_FILE)
     if algo_cfg.normalize:
         venv.save(str(folder / NORMALIZE_FILE))

@@ -21,6 +21,8 @@ from quarl.actorq.transport import LocalTransport, Transport
 from quarl.envs import make_env
 from quarl.evaluate import Evaluation, evaluate
 from quarl.fidelity import STATES, executed_fidelity, greedy_actions
+from quarl.records import Context, make_record, store_record
+from quarl.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -114,11 +116,9 @@ def _fields(result: TrainResult, actor_ev: Evaluation) -> dict[str, Any]:
     }
 
 
-def run_actorq_cell(ctx: Any, store: Any, started: str) -> None:
+def run_actorq_cell(ctx: Context, store: Store, started: str) -> None:
     """Train `ctx.cfg` with ActorQ, evaluate the learner's fp32 policy and the actors' quantized
     copy of it greedily, and record reward, curve and per-actor breakdown."""
-    from quarl.pipeline import make_record, store_record
-
     cfg = ctx.cfg
     settings = resolve(cfg)
     if settings.backend == "ray":

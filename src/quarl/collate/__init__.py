@@ -87,7 +87,7 @@ def collate(
     """Write every plot and table of the selected records under `out_dir`; returns the files written.
 
     `filters` select records by config key (the grammar of `quarl.results`; ``"dqn,ppo"`` means
-    either); `sweep` (a sweep dir) keeps only that sweep's own cells (`quarl.collate.callback.sweep_cells`);
+    either); `sweep` (a sweep dir) keeps only that sweep's own cells (`quarl.collate.sweep.sweep_cells`);
     `bits` is the bit width of the grid in the weight report (2..16); `log_y` draws the weight
     histograms on a log count axis; `command` is recorded in the README (the command that makes the
     same output). `out_dir` ends up holding this collation only: the files of an earlier
@@ -97,7 +97,7 @@ def collate(
     if not 2 <= int(bits) <= 16:
         raise QuarlError(f"--bits={bits} is out of range: the weight grid needs 2..16 bits.")
     from quarl.collate import outputs  # matplotlib and seaborn load only when something is drawn
-    from quarl.collate.callback import sweep_cells
+    from quarl.collate.sweep import sweep_cells
 
     cells = sweep_cells(Path(sweep)) if sweep is not None else None
     study = load(store, filters, cells)

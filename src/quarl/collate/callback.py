@@ -6,12 +6,7 @@ not call ``on_multirun_end`` when a job failed, and a detached SLURM sweep ends 
 command gives the same output after the fact. It never fails the sweep: any error is logged as a
 warning.
 
-A sweep's own cells are read from its sweep dir, not guessed from its overrides (which would also
-match older records of the same algo and env): every job dir holds the job's composed config
-(``.hydra/config.yaml``), whose cell key is computed as the run computed it, and the JSON copy of
-each record it wrote (``record.json``, whose cell key is read). A job that found its cell already
-done in the store wrote no record but still has its config, so it counts too. The fp32 baselines
-of the same policies come along (see `quarl.collate.load`).
+A sweep's own cells: `quarl.collate.sweep`.
 """
 
 from __future__ import annotations
@@ -25,30 +20,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from quarl.errors import QuarlError
-from quarl.store import find_records
-
 log = logging.getLogger(__name__)
-
-JOB_CONFIG = ".hydra/config.yaml"
-
-
-def sweep_cells(sweep_dir: Path) -> set[str]:
-    """The cell keys of the jobs under `sweep_dir`: from each job's ``.hydra/config.yaml`` and from
-    every record JSON copy there. A folder without either is refused with one sentence."""
-    from quarl.keys import cell_key
-
-    if not sweep_dir.is_dir():
-        raise QuarlError(f"--sweep {sweep_dir} is not a folder: give a sweep dir (outputs/multirun/DATE/TIME).")
-    cells = {str(r["run"]["cell_key"]) for r in find_records(sweep_dir) if r["run"].get("cell_key")}
-    for path in sorted(sweep_dir.rglob(JOB_CONFIG)):
-        try:
-            cells.add(cell_key(OmegaConf.load(path)))
-        except Exception as exc:  # a config this quarl cannot key (hand-edited, older): its records still count
-            log.debug("No cell key from %s: %s", path, exc)
-    if not cells:
-        raise QuarlError(f"--sweep {sweep_dir} holds no job of a sweep (no {JOB_CONFIG} or record.json under it).")
-    return cells
 
 
 class CollateCallback(Callback):

@@ -37,6 +37,7 @@ from stable_baselines3.td3.policies import TD3Policy
 
 from quarl import qat
 from quarl.errors import QuarlError
+from quarl.layers import replace_submodule
 from quarl.quantize import qparams
 
 log = logging.getLogger(__name__)
@@ -216,9 +217,7 @@ def _copy(module: nn.Module) -> nn.Module:
         return _fold(module)
     for name, sub in list(module.named_modules()):
         if isinstance(sub, qat.QuantLayer):
-            parent_name, _, child = name.rpartition(".")
-            parent = module.get_submodule(parent_name) if parent_name else module
-            setattr(parent, child, _fold(sub))
+            replace_submodule(module, name, _fold(sub))
     for p in module.parameters():
         p.requires_grad_(False)
     return module

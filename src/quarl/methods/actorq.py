@@ -1,0 +1,73 @@
+"""ActorQ: an fp32 learner trains while actor processes act with a quantized copy of its policy
+(`quarl.actorq`); the cell is the whole distributed run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from quarl.errors import QuarlError
+from quarl.methods.base import QuantConfig, QuantMethod, one_of
+
+ALGOS = ("dqn", "d4pg")  # discrete and continuous actions
+BACKENDS = ("local", "ray")
+ACTOR_BITS = (8, 16, 32)  # int8, fp16, fp32 actors
+COMM_BITS = (None, 8, 16, 32)
+
+
+@dataclass
+class ActorQQuantConfig(QuantConfig):
+    """The actors' precision (the distributed run's settings are the root `actorq:` group)."""
+
+    actor_bits: int = 8  # actors execute the policy in int8 (8), fp16 (16) or fp32 (32)
+
+
+class ActorQ(QuantMethod):
+    name = "actorq"
+    config = ActorQQuantConfig
+    trains_policy = True
+    result_keys = ("actor_bits",)
+    algos = ALGOS
+
+    def spec(self, cfg: DictConfig) -> dict[str, Any]:
+        """The distributed run shapes the policy and its curve: its settings are part of the key."""
+        return {**super().spec(cfg), "actorq": OmegaConf.to_container(cfg.actorq, resolve=True)}
+
+    def validate(self, cfg: DictConfig) -> None:
+        a = cfg.actorq
+        if cfg.algo.name not in ALGOS:
+            raise QuarlError(f"quant=actorq trains algo=dqn (discrete actions) or algo=d4pg (continuous), not "
+                             f"algo={cfg.algo.name}.")
+        if cfg.train.keep_best:
+            raise QuarlError("train.keep_best=true applies to SB3 and QAT trainings; quant=actorq records its final "
+                             "learner: use train.keep_best=false with quant=actorq.")
+        if a.actors < 1:
+            raise QuarlError(f"actorq.actors={a.actors} must be at least 1 actor process.")
+        one_of("actorq.backend", a.backend, BACKENDS)
+        if cfg.quant.actor_bits not in ACTOR_BITS:
+            raise QuarlError(f"quant.actor_bits={cfg.quant.actor_bits} cannot be executed by an actor: use 8 (int8), "
+                             "16 (fp16) or 32 (fp32).")
+        if a.comm_bits not in COMM_BITS:
+            raise QuarlError(f"actorq.comm_bits={a.comm_bits} is not allowed: weights travel at 8, 16 or 32 bits "
+                             "(or null: at quant.actor_bits).")
+        positive = {"update_period": a.update_period, "publish_period": a.publish_period, "chunk_size": a.chunk_size,
+                    "n_step": a.n_step, "replay_size": a.replay_size, "samples_per_insert": a.samples_per_insert,
+                    "log_interval_s": a.log_interval_s, "stall_timeout_s": a.stall_timeout_s}
+        for name, value in positive.items():
+            if value is not None and value <= 0:
+                raise QuarlError(f"actorq.{name}={value} must be positive" + (" (or null)." if name in (
+                    "n_step", "replay_size", "samples_per_insert") else "."))
+        for name in ("min_replay", "max_restarts"):
+            if a[name] is not None and a[name] < 0:
+                raise QuarlError(f"actorq.{name}={a[name]} must be >= 0.")
+
+    def run_cell(self, ctx: Any, store: Any, started: str) -> bool:
+        from quarl.actorq.cell import run_actorq_cell  # torch.multiprocessing and Ray only when used
+
+        run_actorq_cell(ctx, store, started)
+        return True
+
+
+METHODS = (ActorQ(),)

@@ -1,0 +1,137 @@
+"""What every quantization method is: its typed settings, the keys that change its result, how it
+is validated, which policy it acts with and how it quantizes it.
+
+A method is one module in `quarl.methods` with a `QuantMethod` subclass (registered with
+`quarl.methods.register`) and a `conf/quant/<name>.yaml` that selects its settings. Method modules
+stay light at import (no torch): the keys of a sweep's cells are computed without it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional
+
+from omegaconf import MISSING, DictConfig
+
+from quarl.errors import QuarlError
+
+if TYPE_CHECKING:
+    import torch
+    from stable_baselines3.common.base_class import BaseAlgorithm
+    from stable_baselines3.common.callbacks import BaseCallback
+
+SCHEMES = ("affine", "symmetric", "quarl_code", "published")
+GRANULARITIES = ("per_tensor", "per_channel")
+
+Calibrate = Callable[["BaseAlgorithm"], Any]
+
+
+@dataclass
+class QuantConfig:
+    """Settings every method has. `scheme`, `granularity` and `quantize_bias` describe the integer
+    weight quantizer (PTQ, QAT); float methods carry them unused, so that a sweep may set them
+    across methods (quant=fp16,ptq quant.scheme=symmetric)."""
+
+    method: str = MISSING
+    bits: int = 8  # weight bits
+    scheme: str = "affine"  # affine (clamped, zero point) | symmetric | quarl_code (QuaRL's code) | published (the paper's formula)
+    granularity: str = "per_tensor"  # per_tensor | per_channel (one range per output channel)
+    quantize_bias: bool = False
+    backend: str = "fake"  # fake = quantize-dequantize only; auto or one of quarl.deploy.CHOICES also execute it
+
+
+def one_of(field_name: str, value: Any, allowed: tuple) -> None:
+    """Raise a QuarlError naming `field_name` and what is allowed unless `value` is in `allowed`."""
+    if value not in allowed:
+        shown = ", ".join(str(a) for a in allowed if a is not None)
+        raise QuarlError(f"{field_name}={value} is not allowed: choose one of {shown}.")
+
+
+class QuantMethod:
+    """One quantization method. Subclasses set the class attributes and override what differs."""
+
+    name: ClassVar[str]
+    config: ClassVar[type[QuantConfig]] = QuantConfig
+    #: trains a policy of its own (QAT, ActorQ) instead of quantizing the cell's shared fp32 policy
+    trains_policy: ClassVar[bool] = False
+    #: the `quant.*` keys, beyond `method`, that change its result (and so the cell key)
+    result_keys: ClassVar[tuple[str, ...]] = ()
+    #: weights become integers: executable by the integer backends (onnx_int8, onnx_int4, ...)
+    integer: ClassVar[bool] = False
+    #: what quant.backend=auto executes the quantized policy with
+    auto_backend: ClassVar[str] = "auto"
+    #: the algorithms it trains (None: every SB3 algorithm)
+    algos: ClassVar[Optional[tuple[str, ...]]] = None
+    #: the fp32 baseline itself: its cell is the baseline record
+    baseline: ClassVar[bool] = False
+
+    def node(self) -> QuantConfig:
+        """The settings `conf/quant/<name>.yaml` composes (Hydra's ConfigStore node)."""
+        return self.config(method=self.name)
+
+    def validate(self, cfg: DictConfig) -> None:
+        """Reject settings of this method a type cannot (QuarlError naming the field)."""
+
+    def spec(self, cfg: DictConfig) -> dict[str, Any]:
+        """The quant settings that change the result (part of the cell key)."""
+        return {"method": self.name, **{k: cfg.quant[k] for k in self.result_keys if k in cfg.quant}}
+
+    def describe(self, quant: DictConfig) -> str:
+        """How the log names this quantization of a cell."""
+        return self.name
+
+    def prepare(self, cfg: DictConfig) -> None:
+        """Resolve derived settings in place before the cell runs (recorded as run)."""
+
+    def run_cell(self, ctx: Any, store: Any, started: str) -> bool:
+        """Run the whole cell itself (True), or leave it to the pipeline (False)."""
+        return False
+
+    def quantize(self, model: BaseAlgorithm, quant: DictConfig, calibrate: Optional[Calibrate] = None) -> None:
+        """Quantize the loaded policy's inference layers in place."""
+
+    def tensor_bytes(self, t: torch.Tensor, quant: DictConfig, granularity: str, bits: int) -> int:
+        """Bytes of one quantized weight tensor when stored."""
+        return 4 * t.numel()
+
+    def quantizes_bias(self, quant: DictConfig) -> bool:
+        """Whether biases are stored quantized too."""
+        return False
+
+    # Training a policy of its own (trains_policy): hooks of quarl.training and the policy cache.
+
+    def policy_tag(self, quant: DictConfig) -> str:
+        """What a policy folder's name adds for this method ('' for the shared fp32 policy)."""
+        return ""
+
+    def policy_kind(self, quant: DictConfig) -> str:
+        """How the log calls a policy this method trains."""
+        return "fp32"
+
+    def training_hook(self, model: BaseAlgorithm, cfg: DictConfig) -> Optional[TrainingHook]:
+        """A callback that shapes the training (QAT's fake-quant schedule), or None."""
+        return None
+
+    def restore(self, model: BaseAlgorithm, quant: DictConfig, folder: Path) -> None:
+        """Give a loaded policy what its training hook saved beside it."""
+
+
+class TrainingHook:
+    """What a method's training callback offers the training loop besides being a callback."""
+
+    callback: BaseCallback  # what the training loop runs
+
+    def ready(self) -> bool:
+        """Whether a keep-best evaluation may keep the model now."""
+        return True
+
+    def state(self) -> Any:
+        """JSON-able state a checkpoint keeps."""
+        return None
+
+    def load_state(self, state: Any) -> None:
+        """Resume from `state()`."""
+
+    def save(self, model: BaseAlgorithm, folder: Path) -> None:
+        """Save what `QuantMethod.restore` needs beside the trained model."""

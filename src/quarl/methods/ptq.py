@@ -1,0 +1,168 @@
+"""Post-training quantization: the fp32 policy's weights (and optionally its activations and input,
+with ranges calibrated on fp32 rollouts) quantized after training."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from quarl.errors import QuarlError
+from quarl.methods.base import (
+    GRANULARITIES,
+    SCHEMES,
+    Calibrate,
+    QuantConfig,
+    QuantMethod,
+    one_of,
+)
+
+if TYPE_CHECKING:
+    import torch
+    from stable_baselines3.common.base_class import BaseAlgorithm
+
+CALIBRATIONS = ("minmax", "percentile")
+
+
+@dataclass
+class PTQConfig(QuantConfig):
+    """Post-training quantization of every inference layer's weights."""
+
+    act_bits: int = 32  # bits of every layer's input activation but the first: 2..16, or 32 for unquantized
+    input_bits: int = 32  # bits of the observation entering the network, after normalisation (32: not quantized)
+    calibration: str = "minmax"  # activation/input ranges from the min/max (minmax) or 0.01..99.99th percentile of calibration rollouts
+    calibration_episodes: int = 5  # fp32 episodes (seeds disjoint from the evaluation's) the ranges come from
+    layer_bits: Any = None  # weight bits of named inference layers, e.g. {q_net.q_net.0: 4} (null: every layer at bits)
+
+
+#: keys added after PTQ records existed: part of a cell key only away from these values, so every
+#: earlier PTQ cell keeps its key (activations and inputs unquantized, no per-layer weight bits).
+OPTIONAL: dict[str, Any] = {"act_bits": 32, "input_bits": 32, "layer_bits": None}
+#: part of a cell key only where activations or inputs are quantized (they set those ranges)
+CALIBRATION_KEYS = ("calibration", "calibration_episodes")
+
+
+def activation_bits(quant: Any) -> tuple[int, int]:
+    """(activation bits, input bits) a PTQ config quantizes to. A config written before PTQ quantized
+    activations (it has no `input_bits`) left both in fp32, whatever its `act_bits` (then QAT's only)."""
+    if "input_bits" not in quant:
+        return 32, 32
+    return int(quant.act_bits), int(quant.input_bits)
+
+
+def check_integer_weights(quant: DictConfig) -> None:
+    """The weight quantizer's settings PTQ and QAT share."""
+    if quant.scheme == "paper":
+        raise QuarlError(
+            "quant.scheme=paper is ambiguous and no longer accepted: use quant.scheme=quarl_code (the formula "
+            "of QuaRL's released code, which quarl called paper before) or quant.scheme=published (the "
+            "formula printed in the paper)."
+        )
+    one_of("quant.scheme", quant.scheme, SCHEMES)
+    one_of("quant.granularity", quant.granularity, GRANULARITIES)
+    if quant.scheme in ("quarl_code", "published") and quant.granularity != "per_tensor":
+        raise QuarlError(
+            f"quant.scheme={quant.scheme} is one of QuaRL's per-tensor formulas: use quant.granularity=per_tensor, "
+            "or quant.scheme=affine/symmetric for per_channel."
+        )
+
+
+class IntegerWeights(QuantMethod):
+    """What PTQ and QAT share: integer weights from one quantizer, sized as their codes."""
+
+    integer = True
+
+    def describe(self, quant: DictConfig) -> str:
+        return f"{self.name} {quant.bits}-bit {quant.scheme} {quant.granularity}"
+
+    def tensor_bytes(self, t: torch.Tensor, quant: DictConfig, granularity: str, bits: int) -> int:
+        from quarl.quantize import integer_tensor_bytes
+
+        return integer_tensor_bytes(t, quant, granularity, bits)
+
+    def quantizes_bias(self, quant: DictConfig) -> bool:
+        return bool(quant.quantize_bias)
+
+
+class PTQ(IntegerWeights):
+    name = "ptq"
+    config = PTQConfig
+    result_keys = ("bits", "scheme", "granularity", "quantize_bias", *OPTIONAL, *CALIBRATION_KEYS)
+
+    def spec(self, cfg: DictConfig) -> dict[str, Any]:
+        """The PTQ keys at their defaults left out (see OPTIONAL)."""
+        spec = super().spec(cfg)
+        spec["act_bits"], spec["input_bits"] = activation_bits(cfg.quant)
+        if spec.get("layer_bits"):
+            layer_bits = spec["layer_bits"]
+            spec["layer_bits"] = OmegaConf.to_container(layer_bits) if OmegaConf.is_config(layer_bits) else dict(layer_bits)
+        else:
+            spec.pop("layer_bits", None)
+        for key, default in OPTIONAL.items():
+            if spec.get(key, default) == default:
+                spec.pop(key, None)
+        if "act_bits" not in spec and "input_bits" not in spec:
+            for key in CALIBRATION_KEYS:
+                spec.pop(key, None)
+        return spec
+
+    def validate(self, cfg: DictConfig) -> None:
+        q = cfg.quant
+        if not (2 <= q.bits <= 16 or q.bits == 32):
+            raise QuarlError(
+                f"quant.bits={q.bits} is out of range: use 2..16, or 32 for unchanged weights "
+                "(quant=fp16 / quant=bf16 for half precision)."
+            )
+        check_integer_weights(q)
+        for name in ("act_bits", "input_bits"):
+            if not (2 <= q[name] <= 16 or q[name] == 32):
+                raise QuarlError(f"quant.{name}={q[name]} is out of range: use 2..16, or 32 for unquantized "
+                                 f"{'activations' if name == 'act_bits' else 'inputs'}.")
+        one_of("quant.calibration", q.calibration, CALIBRATIONS)
+        if q.calibration_episodes < 1:
+            raise QuarlError(f"quant.calibration_episodes={q.calibration_episodes} must be a positive number of "
+                             "episodes (the fp32 rollouts activation and input ranges are calibrated on).")
+        self._validate_layer_bits(cfg)
+
+    @staticmethod
+    def _validate_layer_bits(cfg: DictConfig) -> None:
+        q = cfg.quant
+        if q.layer_bits is None:
+            return
+        if not isinstance(q.layer_bits, Mapping):
+            raise QuarlError(f"quant.layer_bits={q.layer_bits} is not allowed: give {{LAYER:BITS,...}} (names from "
+                             "quarl sensitivity, bits 2..16 or 32), or null for every layer at quant.bits.")
+        for layer, bits in q.layer_bits.items():
+            if not isinstance(bits, int) or isinstance(bits, bool) or not (2 <= bits <= 16 or bits == 32):
+                raise QuarlError(f"quant.layer_bits.{layer}={bits} is out of range: use 2..16, or 32 for unchanged weights.")
+            if q.backend == "onnx_int8" and bits > 8:
+                raise QuarlError(f"quant.backend=onnx_int8 executes integer policies of at most 8 bits, not "
+                                 f"quant.layer_bits.{layer}={bits}: use layer bits <= 8, or quant.backend=auto.")
+        if q.layer_bits:
+            from quarl.layers import (
+                check_layer_names,  # builds the policy network: only where layers are named
+            )
+
+            check_layer_names(cfg)
+
+    def quantize(self, model: BaseAlgorithm, quant: DictConfig, calibrate: Optional[Calibrate] = None) -> None:
+        """Weights to `quant.bits`; with activation or input bits below 32, every layer's input too,
+        with static ranges `calibrate` (quarl.calibration.calibrator) measures on the fp32 model."""
+        from quarl.quantize import fake_quantize, quantize_weights
+
+        ranges = None
+        if activation_bits(quant) != (32, 32):
+            if calibrate is None:
+                raise ValueError("quant.act_bits / quant.input_bits below 32 need calibrate= (quarl.calibration.calibrator)")
+            ranges = calibrate(model)  # on the fp32 weights, before they are quantized
+        quantize_weights(model, quant, lambda t, granularity, bits: fake_quantize(t, bits, quant.scheme, granularity),
+                         with_bias=bool(quant.quantize_bias))
+        if ranges is not None:
+            from quarl.calibration import quantize_activations
+
+            quantize_activations(model, ranges, *activation_bits(quant))
+
+
+METHODS = (PTQ(),)
