@@ -17,8 +17,6 @@ from quarl.errors import QuarlError
 from quarl.methods.base import one_of
 
 NOISE_TYPES = (None, "normal", "ornstein_uhlenbeck")
-# "fake": quantize-dequantize only; the rest execute the policy for real (quarl.deploy.CHOICES).
-EXEC_BACKENDS = ("fake", "auto", "torch", "onnx", "onnx_int8", "onnx_int4", "onnx_int2", "torch_fp16", "torch_bf16")
 DEVICES = ("cpu", "cuda", "auto")
 POLICY_SOURCES = ("train", "path", "hub")
 
@@ -184,8 +182,17 @@ def _check_algo(cfg: Any, method: methods.QuantMethod) -> None:
                          f"(not quant={method.name}).")
 
 
+def exec_backends() -> tuple[str, ...]:
+    """quant.backend's choices: "fake" (quantize-dequantize only), or one that also executes the
+    policy for real (quarl.deploy.CHOICES)."""
+    from quarl.deploy.backends import CHOICES  # torch and ONNX Runtime: only where a cell is checked
+
+    return ("fake", *CHOICES)
+
+
 def _check_backend(q: Any, method: methods.QuantMethod) -> None:
-    one_of("quant.backend", q.backend, EXEC_BACKENDS)
+    if q.backend != "fake":
+        one_of("quant.backend", q.backend, exec_backends())
     nbits = {"onnx_int4": 4, "onnx_int2": 2}.get(q.backend)
     if nbits is not None and not (method.integer and q.bits <= nbits):
         raise QuarlError(
