@@ -256,17 +256,25 @@ def _markdown(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def not_run_here(sweeps: Path) -> str:
-    """Every named sweep with what it reproduces, its cost and command, read from its header."""
+def sweep_of(run_dir: str) -> Optional[str]:
+    """The named sweep a record's run dir belongs to (its job folder is named `+sweep=NAME,...`)."""
+    found = re.search(r"\+sweep=([\w-]+)", str(run_dir))
+    return found.group(1) if found else None
+
+
+def not_run_here(sweeps: Path, runs: pd.DataFrame) -> str:
+    """Every named sweep with the records archived from it so far, its cost and command (read from
+    its header)."""
+    archived = runs["run_dir"].map(sweep_of).value_counts() if "run_dir" in runs.columns else pd.Series(dtype=int)
     rows = []
     for path in sorted(sweeps.glob("*.yaml")):
         header = [line[2:] for line in path.read_text().splitlines() if line.startswith("# ") and "@package" not in line]
         text = " ".join(header)
         cost = re.search(r"Cost[^:]*: (.*?)(?= Quantizer:| Policies:| Run:|$)", text)
         run = re.search(r"Run: (.*?)(?=\s{2,}|\(|$)", text)
-        rows.append([f"`{path.stem}`", (cost.group(1) if cost else "see its header").strip(),
+        rows.append([f"`{path.stem}`", str(int(archived.get(path.stem, 0))), (cost.group(1) if cost else "see its header").strip(),
                      f"`{run.group(1).strip()}`" if run else f"`python run.py -m +sweep={path.stem}`"])
-    return _markdown(["sweep", "cost (its header)", "command"], rows)
+    return _markdown(["sweep", "records here", "cost (its header)", "command"], rows)
 
 
 def figure(runs: pd.DataFrame, algos: list[str], out: Path) -> Path:
@@ -345,7 +353,7 @@ def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> st
                 [[str(r["bits"]), shown(r["qat"]), str(r["qat"].n_runs), shown(r["ptq"]), str(r["ptq"].n_runs),
                   r["verdict"]] for _, r in t.iterrows()]))
     parts.append("## QAT vs PTQ\n\n" + QAT_NOTE + "\n\n" + ("\n\n".join(qat) if qat else "Not run yet."))
-    parts.append("## Not run yet or not run here\n\n" + LATER_NOTE + "\n\n" + not_run_here(sweeps))
+    parts.append("## Every named sweep: records so far, cost, command\n\n" + LATER_NOTE + "\n\n" + not_run_here(sweeps, runs))
     parts.append("## Wall time of each part on this machine\n\n```\n" + wall + "\n```")
     return "\n\n".join(parts).rstrip() + "\n"
 
@@ -407,8 +415,9 @@ QAT_NOTE = """Sweep `qat_classic` at 2, 4, 6 and 8 bits, three seeds: QAT (fake 
 budget, affine per tensor) against PTQ of the fp32 policy with the same quantizer. The paper's
 finding is that QAT keeps reward down to 5-6 bits and beats PTQ at equal bits."""
 
-LATER_NOTE = """The campaign runs part by part; what has no records yet, and the larger rows meant for a
-cluster or a GPU, are listed with the exact command and the cost each sweep's header states."""
+LATER_NOTE = """The campaign runs part by part (`docs/reproduction/campaign.sh`). Every named sweep is listed
+with the records archived from it so far (0: not run yet; the larger rows are meant for a cluster or
+a GPU), the cost its header states and the exact command."""
 
 
 def archive(root: Path, records: Path) -> int:
