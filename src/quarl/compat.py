@@ -14,11 +14,11 @@ from quarl.envs import SUITES, action_kind
 from quarl.errors import QuarlError
 
 LEGEND = {
-    "tuned": "rl-zoo3's tuned hyperparameters (conf/tuned/<algo>/<env>.yaml)",
+    "tuned": "rl-zoo3's tuned hyperparameters (src/quarl/conf/tuned/<algo>/<env>.yaml)",
     "default": "runs with the algorithm's default hyperparameters",
     "actorq": "trained by quant=actorq only",
     "n/a": "the algorithm cannot act in this action space",
-    "needs [x]": "the suite's packages are missing: pip install -e '.[x]'",
+    "needs [x]": "the suite's packages are missing: pip install 'quarl[x]' (from a checkout: pip install -e '.[x]')",
 }
 
 

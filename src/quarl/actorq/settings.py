@@ -1,7 +1,7 @@
 """The settings of one ActorQ run, resolved once from the config.
 
 Learner hyperparameters come from `algo.hyperparams` (DQN: rl-zoo3's tuned values under SB3's
-names; D4PG: conf/algo/d4pg.yaml); the distributed run's from `actorq.*`, where `null` means
+names; D4PG: src/quarl/conf/algo/d4pg.yaml); the distributed run's from `actorq.*`, where `null` means
 "derived from the algorithm" as written next to each field below. `ActorSpec` is the part every
 actor needs: plain values only, so it pickles into a process or a Ray actor.
 """
@@ -98,7 +98,7 @@ def _hyper(cfg: Any) -> dict[str, Any]:
         return hyper
     missing = [k for k in D4PG_KEYS if k not in raw]
     if missing:
-        raise QuarlError(f"algo.hyperparams.{missing[0]} is missing: algo=d4pg needs {', '.join(D4PG_KEYS)} (conf/algo/d4pg.yaml).")
+        raise QuarlError(f"algo.hyperparams.{missing[0]} is missing: algo=d4pg needs {', '.join(D4PG_KEYS)} (src/quarl/conf/algo/d4pg.yaml).")
     unknown = sorted(set(raw) - set(D4PG_KEYS))
     if unknown:
         raise QuarlError(f"algo.hyperparams.{unknown[0]} is not a D4PG hyperparameter: allowed {', '.join(D4PG_KEYS)}.")

@@ -1,6 +1,6 @@
 """A Hydra callback that collates a sweep into its sweep dir when the sweep ends.
 
-Registered in ``conf/config.yaml`` under ``hydra.callbacks.collate``. It calls `collate` on the
+Registered in ``src/quarl/conf/config.yaml`` under ``hydra.callbacks.collate``. It calls `collate` on the
 sweep's own cells and logs the equivalent ``quarl collate --sweep DIR`` command: Hydra 1.3.8 does
 not call ``on_multirun_end`` when a job failed, and a detached SLURM sweep ends without it, so that
 command gives the same output after the fact. It never fails the sweep: any error is logged as a
