@@ -3,6 +3,7 @@ code checked against an independent computation, bad input, the sweep callback, 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -28,7 +29,7 @@ from quarl import cli, policies
 from quarl.collate import collate, load, plots, published, stats, tables, weights
 from quarl.errors import QuarlError
 from quarl.collate.callback import CollateCallback
-from quarl.collate.frame import select
+from quarl.collate.frame import Notes, select
 from quarl.quantize import fake_quantize
 from quarl.store import Store
 from tests.conftest import ROOT, run_quarl
@@ -198,6 +199,24 @@ def test_spread_vs_error_correlation_and_grid(store: Path):
     assert len(levels) <= 4 and set(np.unique(fake_quantize(w.double(), 2, "affine").numpy())) <= set(levels)
 
 
+def test_weight_report_loads_from_policy_dir_and_older_records_from_the_current_folder(
+        sweep: Path, store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A record's policy_dir is where its policy is read, wherever collation runs; a record without
+    one (written before runs recorded it) is looked for in store.policies from the current folder
+    only, and the notes name it."""
+    study = load(store, {"algo": "ppo", "env": "cartpole"})
+    cfgs = [OmegaConf.create(json.loads(c)) for c in study.done["config"]]
+    dirs = [str(policies.folder_of(cfg, sweep / cfg.store.policies)) for cfg in cfgs]
+    recorded = dataclasses.replace(study, done=study.done.assign(policy_dir=dirs), notes=Notes())
+    older = dataclasses.replace(study, done=study.done.drop(columns="policy_dir", errors="ignore"), notes=Notes())
+    monkeypatch.chdir(tmp_path)  # neither the launch folder nor the repository
+    assert len(weights.report(recorded).weights) == len(SEEDS) and not recorded.notes
+    assert weights.report(older).weights == []
+    assert any("without policy_dir" in n and "ppo/cartpole seed=0" in n and str(tmp_path) in n for n in older.notes)
+    monkeypatch.chdir(sweep)
+    assert len(weights.report(older, notes=Notes()).weights) == len(SEEDS)
+
+
 # ---------------------------------------------------------------- interval code vs independent computations
 
 def by_hand_stratified(samples: list[np.ndarray], statistic, n: int, seed: int) -> tuple[float, float]:
@@ -342,6 +361,14 @@ def test_notebook_executes_against_the_sweep(store: Path, tmp_path: Path, monkey
     assert len(images) >= len(ENVS) + 3  # sweet spots, aggregate, heat map, weights
     text = "".join(o.get("text", "") for o in outputs)
     assert f"{len(Store(store).runs())} records selected" in text
+
+
+def test_importing_collation_loads_no_torch_onnx_or_sb3():
+    code = ("import importlib, pkgutil, sys, quarl.collate\n"
+            "for m in pkgutil.iter_modules(quarl.collate.__path__): importlib.import_module(f'quarl.collate.{m.name}')\n"
+            "print(sorted({k.split('.')[0] for k in sys.modules} & {'torch', 'onnx', 'onnxruntime', 'stable_baselines3'}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
 
 
 # ---------------------------------------------------------------- hand-made records (no training)

@@ -1,6 +1,8 @@
 """Weight distributions of the stored policies, and why some quantize badly.
 
-For every policy in a `Study` the trained fp32 model is loaded from the policy cache and each layer
+For every policy in a `Study` the trained fp32 model is loaded from its folder (the record's
+`policy_dir`; for a record written before runs recorded it, `store.policies` resolved against the
+current folder) and each layer
 it acts with (`quarl.quantize.inference_layers`) is described: min, max, range, std, excess
 kurtosis, the grid step at n bits and the fraction of weights that n-bit quantization clips (moves
 by more than half a step) or collapses to zero. The paper's analysis ("wider weight distributions
@@ -15,12 +17,11 @@ import logging
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import seaborn as sns
-import torch
 from matplotlib import transforms
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -28,17 +29,20 @@ from matplotlib.patches import Patch
 from omegaconf import OmegaConf
 from scipy import stats as sps
 
-from quarl import policies
 from quarl.collate.frame import Notes, Study
 from quarl.collate.plots import new_figure, styled
 from quarl.errors import QuarlError
-from quarl.quantize import fake_quantize, inference_layers
+from quarl.policy_files import META_FILE
+
+if TYPE_CHECKING:  # torch, SB3 and the quantizer load only when weights are read (collation imports this module)
+    import torch
 
 log = logging.getLogger(__name__)
 
 DEFAULT_SCHEME, DEFAULT_GRANULARITY = "affine", "per_tensor"
 STAT_COLUMNS = ["algo", "env", "seed", "policy_key", "layer", "shape", "n_weights", "min", "max", "range", "std",
                 "kurtosis", "step", "clipped_frac", "zero_frac"]
+MAX_LISTED = 5  # records named in a note, the rest counted
 
 
 @dataclass
@@ -69,9 +73,13 @@ class WeightReport:
     weights: list[PolicyWeights] = field(default_factory=list)
 
 
-def grid(w: torch.Tensor, bits: int, scheme: str) -> np.ndarray:
+def grid(w: torch.Tensor | np.ndarray, bits: int, scheme: str) -> np.ndarray:
     """The representable values of `w`'s per-tensor quantizer at `bits` within w's range (sorted)."""
-    flat = w.detach().flatten().double()
+    import torch
+
+    from quarl.quantize import fake_quantize
+
+    flat = torch.as_tensor(w).detach().flatten().double()
     probe = torch.linspace(float(flat.min()), float(flat.max()), 4 * 2**bits, dtype=torch.float64)
     levels = fake_quantize(torch.cat([flat, probe]), bits, scheme, "per_tensor")
     return np.unique(levels.numpy())
@@ -81,10 +89,15 @@ def _parts(w: torch.Tensor, granularity: str) -> list[torch.Tensor]:
     return list(w.reshape(w.shape[0], -1)) if granularity == "per_channel" and w.dim() > 1 else [w.flatten()]
 
 
-def layer_stats(w: torch.Tensor, bits: int, scheme: str = DEFAULT_SCHEME, granularity: str = DEFAULT_GRANULARITY) -> dict[str, float]:
+def layer_stats(w: torch.Tensor | np.ndarray, bits: int, scheme: str = DEFAULT_SCHEME,
+                granularity: str = DEFAULT_GRANULARITY) -> dict[str, float]:
     """min, max, range, std, excess kurtosis, grid step (the largest, per channel) and the fractions
     of weights clipped (moved by more than half a step) or collapsed to zero at `bits`."""
-    w = w.detach().double()
+    import torch
+
+    from quarl.quantize import fake_quantize
+
+    w = torch.as_tensor(w).detach().double()
     values = w.flatten().numpy()
     clipped = zero = 0
     step = 0.0
@@ -111,42 +124,41 @@ def layer_stats(w: torch.Tensor, bits: int, scheme: str = DEFAULT_SCHEME, granul
     }
 
 
-def _launch_dir(store: Path | None, store_setting: Any) -> Path | None:
-    """The folder a sweep was launched from, found from where its (relative) store.path landed."""
-    if store is None or not isinstance(store_setting, str) or Path(store_setting).is_absolute():
-        return None
-    parts = Path(store_setting).parts
-    resolved = store.resolve()
-    if resolved.parts[-len(parts):] == parts:
-        return resolved.parents[len(parts) - 1]
-    return None
+def recorded_dir(row: pd.Series) -> Path | None:
+    """The policy folder a record names (`policy_dir`); None for a record written before runs recorded it."""
+    value = row.get("policy_dir")
+    return Path(value) if isinstance(value, str) and value else None
 
 
-def policy_roots(row: pd.Series, store: Path | None) -> list[Path]:
-    """Where a record's policy cache may be: `store.policies` as written, resolved against the
-    launch folder (found from the store's location) and against the current folder."""
-    setting = row.get("store.policies")
-    if not isinstance(setting, str):
-        return []
-    path = Path(setting).expanduser()
-    if path.is_absolute():
-        return [path]
-    bases = [_launch_dir(store, row.get("store.path")), Path.cwd()]
-    return list(dict.fromkeys(b / path for b in bases if b is not None))
+def _label(row: pd.Series) -> str:
+    return f"{row['algo']}/{row['env']} seed={row.get('seed')}"
 
 
-def load_policy(row: pd.Series, store: Path | None) -> dict[str, np.ndarray]:
-    """The weights of the layers a record's fp32 policy acts with; QuarlError when it is not cached."""
+def load_policy(row: pd.Series) -> dict[str, np.ndarray]:
+    """The weights of the layers a record's fp32 policy acts with, loaded from its `policy_dir`, or,
+    for a record without one, from its `store.policies` cache resolved against the current folder;
+    QuarlError when it is not there."""
+    from quarl import policies  # torch and SB3 load only here, when a policy is read
+    from quarl.quantize import inference_layers
+
     cfg = OmegaConf.create(json.loads(row["config"]))
-    roots = policy_roots(row, store)
-    for root in roots:
+    folder = recorded_dir(row)
+    if folder is not None:
+        if not (folder / META_FILE).is_file():
+            raise QuarlError(f"the policy of {_label(row)} is not in {folder} (its policy_dir)")
+        policy = policies.CachedPolicy(str(row["policy_key"]), folder, cfg, trained=False)
+    else:
+        setting = row.get("store.policies")
+        if not isinstance(setting, str):
+            raise QuarlError(f"the record of {_label(row)} names no policy_dir and no store.policies")
+        root = Path.cwd() / Path(setting).expanduser()  # an absolute store.policies stays as it is
         try:
-            model = policies.cached(cfg, root).load()
+            policy = policies.cached(cfg, root)
         except QuarlError:
-            continue
-        return {name: layer.weight.detach().float().numpy().copy() for name, layer in inference_layers(model).items()}
-    where = ", ".join(str(r) for r in roots) or "no store.policies setting"
-    raise QuarlError(f"the policy of {row['algo']}/{row['env']} seed={row.get('seed')} is not in the policy cache ({where})")
+            raise QuarlError(f"the policy of {_label(row)} is not in the policy cache {root} (store.policies from "
+                             "the current folder: the record has no policy_dir)") from None
+    model = policy.load()
+    return {name: layer.weight.detach().float().numpy().copy() for name, layer in inference_layers(model).items()}
 
 
 def _grid_setting(done: pd.DataFrame, bits: int) -> tuple[str, str]:
@@ -171,21 +183,22 @@ def report(study: Study, bits: int = 8, notes: Notes | None = None) -> WeightRep
     ordered = fp32_policies.assign(is_fp32=fp32_policies["quant"] != "fp32").sort_values(["is_fp32", "algo", "env", "seed"])
     chosen = ordered.drop_duplicates("policy_key")
     rows, loaded, missing = [], [], []
+    _note_without_policy_dir(chosen, notes)
     for _, row in chosen.iterrows():
         try:
-            layers = load_policy(row, study.store)
+            layers = load_policy(row)
         except QuarlError as exc:
             missing.append(str(exc))
             continue
         except Exception as exc:  # a record whose config this quarl cannot build a policy from (older, hand-made)
-            missing.append(f"the policy of {row['algo']}/{row['env']} seed={row.get('seed')} cannot be loaded "
+            missing.append(f"the policy of {_label(row)} cannot be loaded "
                            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
             continue
         pw = PolicyWeights(row["algo"], row["env"], env_ids.get(row["env"], row["env"]), int(row["seed"]),
                            row["policy_key"], layers)
         loaded.append(pw)
         for name, w in layers.items():
-            s = layer_stats(torch.from_numpy(w), bits, scheme, granularity)
+            s = layer_stats(w, bits, scheme, granularity)
             rows.append({"algo": pw.algo, "env": pw.env, "seed": pw.seed, "policy_key": pw.policy_key, "layer": name,
                          "shape": "x".join(str(d) for d in w.shape), **s})
     if missing:
@@ -193,6 +206,17 @@ def report(study: Study, bits: int = 8, notes: Notes | None = None) -> WeightRep
                   + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "") + ".")
     layer_df = pd.DataFrame(rows, columns=STAT_COLUMNS)
     return WeightReport(bits, scheme, granularity, layer_df, _per_policy(layer_df, done, bits, scheme, granularity), loaded)
+
+
+def _note_without_policy_dir(chosen: pd.DataFrame, notes: Notes) -> None:
+    """Say which records name no `policy_dir` (written before runs recorded it): their policies are
+    looked for in `store.policies` from the current folder."""
+    without = [_label(row) for _, row in chosen.iterrows() if recorded_dir(row) is None]
+    if without:
+        shown = ", ".join(without[:MAX_LISTED]) + (f" and {len(without) - MAX_LISTED} more" if len(without) > MAX_LISTED else "")
+        notes.add(f"{len(without)} of {len(chosen)} policies come from records without policy_dir (written before runs "
+                  f"recorded it): their policies were looked for in store.policies from the current folder "
+                  f"{Path.cwd()}: {shown}.")
 
 
 def _per_policy(layers: pd.DataFrame, done: pd.DataFrame, bits: int, scheme: str, granularity: str) -> pd.DataFrame:
@@ -256,7 +280,7 @@ def histogram_figure(pw: PolicyWeights, rep: WeightReport, log_y: bool = False) 
         for ax, name in zip(axes.flat, names):
             w = pw.layers[name]
             ax.hist(w.ravel(), bins=60, color=color, alpha=0.8, log=log_y)
-            levels = grid(torch.from_numpy(w), rep.bits, rep.scheme)
+            levels = grid(w, rep.bits, rep.scheme)
             drawn, every = _drawn_levels(levels, width_px, float(w.max() - w.min()) * 1.1)
             blend = transforms.blended_transform_factory(ax.transData, ax.transAxes)
             if len(levels) <= 40:
