@@ -65,13 +65,6 @@ def spec(name: str) -> AlgoSpec:
     return ALGOS[name]
 
 
-def trained_by(name: str) -> tuple[str, ...]:
-    """The quant methods that train algorithm `name` where SB3 cannot (its own learner); () for SB3's."""
-    if spec(name).cls is not None:
-        return ()
-    return tuple(n for n in methods.NAMES if name in (methods.get(n).algos or ()))
-
-
 def runnable(kind: str, method: str | None = None) -> list[str]:
     """The algorithms that act in a `kind` action space and can run with quant method `method`
     (a method with its own learners, such as ActorQ, trains those only; every other needs SB3's)."""
@@ -88,8 +81,8 @@ def check_action_kind(algo: str, env_id: str, kind: str, method: str | None = No
     if kind not in spec(algo).action_kinds:
         allowed = " or ".join(spec(algo).action_kinds)
         choices = runnable(kind, method)
-        others = [f"{n} with quant={'/'.join(trained_by(n))}" for n, s in ALGOS.items()
-                  if kind in s.action_kinds and n not in choices and trained_by(n)]
+        others = [f"{n} with quant={'/'.join(methods.trained_only_by(n))}" for n, s in ALGOS.items()
+                  if kind in s.action_kinds and n not in choices and methods.trained_only_by(n)]
         pick = f"pick an algorithm from {', '.join(choices)}" if choices else "no algorithm runs there with this method"
         if others:
             pick += f"; {', '.join(others)}"

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from quarl import schema
 from quarl.errors import QuarlError
+from quarl.records import Context
 
 log = logging.getLogger("quarl")
 
@@ -41,8 +42,6 @@ class FirstOnly(logging.Filter):
 
 def job(cfg: DictConfig) -> None:
     """Run the cell `cfg`; a user mistake ends the process with one line and exit code 1."""
-    from quarl.pipeline import Context, run_cell  # torch and SB3: not needed where every cell is skipped
-
     hc = HydraConfig.get()
     ctx = Context(
         cfg=cfg,
@@ -51,6 +50,10 @@ def job(cfg: DictConfig) -> None:
         multirun=hc.mode == RunMode.MULTIRUN,
     )
     try:
+        if not ctx.multirun:
+            schema.check(cfg)  # a refused run ends before torch and SB3 are imported
+        from quarl.pipeline import run_cell  # torch and SB3: not needed where every cell is skipped
+
         run_cell(ctx)
     except QuarlError as exc:
         log.error("%s", exc)

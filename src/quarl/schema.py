@@ -171,12 +171,10 @@ def _check_policy(cfg: Any, method: methods.QuantMethod) -> None:
 
 def _check_algo(cfg: Any, method: methods.QuantMethod) -> None:
     """The algorithm exists and the method can train or quantize it."""
-    from quarl.algos import trained_by  # SB3's classes: only where a cell is checked
-
     if cfg.algo.n_envs < 1:
         raise QuarlError(f"algo.n_envs={cfg.algo.n_envs} must be at least 1.")
     one_of("algo.noise_type", cfg.algo.noise_type, NOISE_TYPES)
-    only = trained_by(cfg.algo.name)
+    only = methods.trained_only_by(cfg.algo.name)
     if only and method.name not in only:
         raise QuarlError(f"algo={cfg.algo.name} is trained by {' or '.join(only)} only: use quant={only[0]} "
                          f"(not quant={method.name}).")

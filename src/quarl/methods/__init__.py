@@ -50,6 +50,11 @@ def of(cfg: Any) -> QuantMethod:
     return get(cfg.quant.method)
 
 
+def trained_only_by(algo: str) -> tuple[str, ...]:
+    """The methods that alone train `algo` (it has no SB3 learner); () for an SB3 algorithm."""
+    return tuple(name for name, method in REGISTRY.items() if algo in method.own_algos)
+
+
 def register_schemas() -> None:
     """Each method's settings as `schema/quant/<name>` in Hydra's ConfigStore (conf/quant/<name>.yaml selects it)."""
     from hydra.core.config_store import ConfigStore
@@ -78,4 +83,4 @@ def policy_config(cfg: DictConfig) -> DictConfig:
 
 
 __all__ = ["BASELINE", "NAMES", "REGISTRY", "QuantConfig", "QuantMethod", "fp32_config", "get", "of", "policy_config",
-           "register_schemas", "settings"]
+           "register_schemas", "settings", "trained_only_by"]

@@ -30,6 +30,7 @@ class ActorQ(QuantMethod):
     trains_policy = True
     result_keys = ("actor_bits",)
     algos = ALGOS
+    own_algos = ("d4pg",)
 
     def spec(self, cfg: DictConfig) -> dict[str, Any]:
         """The distributed run shapes the policy and its curve: its settings are part of the key."""

@@ -63,6 +63,8 @@ class QuantMethod:
     auto_backend: ClassVar[str] = "auto"
     #: the algorithms it trains (None: every SB3 algorithm)
     algos: ClassVar[Optional[tuple[str, ...]]] = None
+    #: the algorithms no other method trains (its own learners, not SB3's)
+    own_algos: ClassVar[tuple[str, ...]] = ()
     #: the fp32 baseline itself: its cell is the baseline record
     baseline: ClassVar[bool] = False
 
