@@ -222,8 +222,8 @@ def test_int4_export_acts_in_a_fresh_process_without_quarl(saved, tmp_path):
     assert sum(n.op_type == "MatMulNBits" for n in proto.graph.node) == 2
 
 
-def test_a_4bit_run_records_reward_latency_and_bytes(scratch):
-    run_quarl(scratch, *FAST, "quant.bits=4", "quant.backend=onnx_int4")
+def test_a_4bit_run_records_reward_latency_and_bytes(scratch, shared_policies):
+    run_quarl(scratch, *FAST, "quant.bits=4", "quant.backend=onnx_int4", policies=shared_policies)
     cell = results.load(scratch / "outputs/results.sqlite", quant="ptq").iloc[0]
     assert cell["backend"] == "onnx_int4" and cell["backend_precision"] == "int4"
     assert cell["backend_reward"] == pytest.approx(cell["reward_mean"], rel=0.2)  # same episodes, its own weights
