@@ -31,8 +31,12 @@ class AlgoSpec:
 
 ALGOS: dict[str, AlgoSpec] = {
     "dqn": AlgoSpec(DQN, ("discrete",), ("q_net",)),
-    "a2c": AlgoSpec(A2C, ("discrete", "continuous"), ("pi_features_extractor", "mlp_extractor.policy_net", "action_net")),
-    "ppo": AlgoSpec(PPO, ("discrete", "continuous"), ("pi_features_extractor", "mlp_extractor.policy_net", "action_net")),
+    "a2c": AlgoSpec(
+        A2C, ("discrete", "continuous"), ("pi_features_extractor", "mlp_extractor.policy_net", "action_net")
+    ),
+    "ppo": AlgoSpec(
+        PPO, ("discrete", "continuous"), ("pi_features_extractor", "mlp_extractor.policy_net", "action_net")
+    ),
     "ddpg": AlgoSpec(DDPG, ("continuous",), ("actor",)),
     "td3": AlgoSpec(TD3, ("continuous",), ("actor",)),
     "sac": AlgoSpec(SAC, ("continuous",), ("actor",)),
@@ -81,8 +85,11 @@ def check_action_kind(algo: str, env_id: str, kind: str, method: str | None = No
     if kind not in spec(algo).action_kinds:
         allowed = " or ".join(spec(algo).action_kinds)
         choices = runnable(kind, method)
-        others = [f"{n} with quant={'/'.join(methods.trained_only_by(n))}" for n, s in ALGOS.items()
-                  if kind in s.action_kinds and n not in choices and methods.trained_only_by(n)]
+        others = [
+            f"{n} with quant={'/'.join(methods.trained_only_by(n))}"
+            for n, s in ALGOS.items()
+            if kind in s.action_kinds and n not in choices and methods.trained_only_by(n)
+        ]
         pick = f"pick an algorithm from {', '.join(choices)}" if choices else "no algorithm runs there with this method"
         if others:
             pick += f"; {', '.join(others)}"
@@ -126,7 +133,11 @@ def _policy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 def hyperparams(algo_cfg: Any, total_steps: int) -> dict[str, Any]:
     """The constructor arguments for the SB3 class, with step counts fitted to `total_steps`."""
-    raw = OmegaConf.to_container(algo_cfg.hyperparams, resolve=True) if isinstance(algo_cfg.hyperparams, DictConfig) else dict(algo_cfg.hyperparams)
+    raw = (
+        OmegaConf.to_container(algo_cfg.hyperparams, resolve=True)
+        if isinstance(algo_cfg.hyperparams, DictConfig)
+        else dict(algo_cfg.hyperparams)
+    )
     scale = min(1.0, total_steps / algo_cfg.n_timesteps)
     for key in STEP_COUNTS:
         if key in raw:

@@ -61,9 +61,13 @@ def job(cfg: DictConfig) -> None:
 
 
 #: The config groups `python run.py --help` lists, with how each is chosen.
-HELP_GROUPS = (("algo", "algo=NAME"), ("env", "env=NAME (other suites: env=SUITE/NAME)"), ("quant", "quant=NAME"),
-               ("hydra/launcher", "hydra/launcher=NAME (with -m)"),
-               ("sweep", "+sweep=NAME (with -m; src/quarl/conf/sweep/README.md)"))
+HELP_GROUPS = (
+    ("algo", "algo=NAME"),
+    ("env", "env=NAME (other suites: env=SUITE/NAME)"),
+    ("quant", "quant=NAME"),
+    ("hydra/launcher", "hydra/launcher=NAME (with -m)"),
+    ("sweep", "+sweep=NAME (with -m; src/quarl/conf/sweep/README.md)"),
+)
 
 
 @functools.lru_cache(maxsize=None)
@@ -79,16 +83,20 @@ def help_groups() -> str:
         lines.append(f"{how}\n    {', '.join(top)}")
         if nested:
             suites = sorted({n.split("/")[0] for n in nested})
-            lines += [f"    {suite}/: {', '.join(n.split('/', 1)[1] for n in nested if n.startswith(suite + '/'))}"
-                      for suite in suites]
+            lines += [
+                f"    {suite}/: {', '.join(n.split('/', 1)[1] for n in nested if n.startswith(suite + '/'))}"
+                for suite in suites
+            ]
     return "\n".join(lines)
 
 
 def main() -> None:
     """Entry point of `python run.py [overrides]` and `quarl run [overrides]`."""
     if not (CONF_DIR / "config.yaml").exists():
-        sys.exit(f"quarl: no configs at {CONF_DIR}: the installed package lacks its conf folder; "
-                 "reinstall it (pip install . or pip install -e . in quarl's source tree).")
+        sys.exit(
+            f"quarl: no configs at {CONF_DIR}: the installed package lacks its conf folder; "
+            "reinstall it (pip install . or pip install -e . in quarl's source tree)."
+        )
     schema.register()
     if not OmegaConf.has_resolver("quarl_groups"):
         OmegaConf.register_new_resolver("quarl_groups", help_groups)

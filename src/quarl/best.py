@@ -68,9 +68,16 @@ class KeepBest(BaseCallback):
     `on_eval(step, mean, std)` is told every evaluation (for the curve). The earliest of equal
     rewards is kept, as rl-zoo3 does."""
 
-    def __init__(self, env_cfg: Any, seed: int, every: int, episodes: int, n_envs: int,
-                 eligible: Callable[[], bool] = lambda: True,
-                 on_eval: Optional[Callable[[int, float, float], None]] = None) -> None:
+    def __init__(
+        self,
+        env_cfg: Any,
+        seed: int,
+        every: int,
+        episodes: int,
+        n_envs: int,
+        eligible: Callable[[], bool] = lambda: True,
+        on_eval: Optional[Callable[[int, float, float], None]] = None,
+    ) -> None:
         super().__init__()
         self.env_cfg, self.every, self.episodes, self.n_envs = env_cfg, every, episodes, n_envs
         self.seed = eval_seed(seed, episodes)
@@ -105,18 +112,36 @@ class KeepBest(BaseCallback):
         state = np.random.get_state()
         # evaluate() seeds torch: the training's random streams must not move
         with torch.random.fork_rng(devices=[]), as_saved(self.model):
-            ev = evaluate(self.model, self.env_cfg, self.episodes, self.seed, n_envs=self.n_envs,
-                          deterministic=True, obs_transform=normalize)
+            ev = evaluate(
+                self.model,
+                self.env_cfg,
+                self.episodes,
+                self.seed,
+                n_envs=self.n_envs,
+                deterministic=True,
+                obs_transform=normalize,
+            )
         np.random.set_state(state)
         self.evaluations.append({"step": step, "reward": ev.mean, "std": ev.std})
         better = self.best is None or ev.mean > self.best["reward"]
         if better:
-            self.best = {"step": step, "reward": ev.mean, "std": ev.std,
-                         "params": {k: v.detach().cpu().clone() for k, v in self.model.policy.state_dict().items()},
-                         "obs_rms": copy.deepcopy(venv.obs_rms) if normalize else None,
-                         "ret_rms": copy.deepcopy(venv.ret_rms) if normalize else None}
-        log.info("Evaluation at step %d: %.2f ± %.2f over %d episodes (best %.2f at step %d)", step, ev.mean, ev.std,
-                 self.episodes, self.best["reward"], self.best["step"])
+            self.best = {
+                "step": step,
+                "reward": ev.mean,
+                "std": ev.std,
+                "params": {k: v.detach().cpu().clone() for k, v in self.model.policy.state_dict().items()},
+                "obs_rms": copy.deepcopy(venv.obs_rms) if normalize else None,
+                "ret_rms": copy.deepcopy(venv.ret_rms) if normalize else None,
+            }
+        log.info(
+            "Evaluation at step %d: %.2f ± %.2f over %d episodes (best %.2f at step %d)",
+            step,
+            ev.mean,
+            ev.std,
+            self.episodes,
+            self.best["reward"],
+            self.best["step"],
+        )
         if self.on_eval is not None:
             self.on_eval(step, ev.mean, ev.std)
 
@@ -140,8 +165,23 @@ class KeepBest(BaseCallback):
         """The `kept` entry of meta.json: the kept step, its reward, how it was evaluated, and the final model's."""
         final = self.evaluations[-1] if self.evaluations and self.evaluations[-1]["step"] == final_step else None
         if self.best is None:
-            return {"step": final_step, "reward": None, "std": None, "episodes": self.episodes, "eval_seed": self.seed,
-                    "deterministic": True, "final_reward": None, "reason": "no evaluation was eligible: final model kept"}
-        return {"step": self.best["step"], "reward": self.best["reward"], "std": self.best["std"],
-                "episodes": self.episodes, "eval_seed": self.seed, "deterministic": True,
-                "final_step": final_step, "final_reward": final["reward"] if final else None}
+            return {
+                "step": final_step,
+                "reward": None,
+                "std": None,
+                "episodes": self.episodes,
+                "eval_seed": self.seed,
+                "deterministic": True,
+                "final_reward": None,
+                "reason": "no evaluation was eligible: final model kept",
+            }
+        return {
+            "step": self.best["step"],
+            "reward": self.best["reward"],
+            "std": self.best["std"],
+            "episodes": self.episodes,
+            "eval_seed": self.seed,
+            "deterministic": True,
+            "final_step": final_step,
+            "final_reward": final["reward"] if final else None,
+        }

@@ -99,8 +99,13 @@ class RangeObserver:
         return float(np.percentile(sample, PERCENTILE_LOW)), float(np.percentile(sample, PERCENTILE))
 
 
-def calibrate(model: BaseAlgorithm, env_cfg: Any, seeds: list[int], method: str = "minmax",
-              obs_transform: Optional[Callable[[np.ndarray], np.ndarray]] = None) -> Ranges:
+def calibrate(
+    model: BaseAlgorithm,
+    env_cfg: Any,
+    seeds: list[int],
+    method: str = "minmax",
+    obs_transform: Optional[Callable[[np.ndarray], np.ndarray]] = None,
+) -> Ranges:
     """Act greedily with `model` (fp32) for one episode per seed and return the observed range of
     every inference layer's input."""
     layers = inference_layers(model)
@@ -114,7 +119,9 @@ def calibrate(model: BaseAlgorithm, env_cfg: Any, seeds: list[int], method: str 
             done = False
             while not done:
                 batch = np.asarray(obs)[None]
-                action = model.predict(obs_transform(batch) if obs_transform is not None else batch, deterministic=True)[0][0]
+                action = model.predict(
+                    obs_transform(batch) if obs_transform is not None else batch, deterministic=True
+                )[0][0]
                 obs, _, terminated, truncated, _ = env.step(action)
                 done, steps = terminated or truncated, steps + 1
     finally:

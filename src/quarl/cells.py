@@ -25,8 +25,12 @@ def finished(cfg: Any, status: Optional[str]) -> bool:
 
 def log_skip(cfg: Any, status: Optional[str]) -> None:
     """The log line of a cell passed over because the store holds it."""
-    log.info("Skipping %s: already in the store as %s (cell %s; force=true runs it again).", label(cfg), status,
-             cell_key(cfg))
+    log.info(
+        "Skipping %s: already in the store as %s (cell %s; force=true runs it again).",
+        label(cfg),
+        status,
+        cell_key(cfg),
+    )
 
 
 # Small MLP policies train fastest on one thread (measured: benchmarks/bench_foundation.py), and a

@@ -52,10 +52,25 @@ def cmd_collate(args: argparse.Namespace) -> None:
     from quarl.collate import collate
 
     filters = _filters(args.filters)
-    parts = ["quarl collate", f"--store {args.store}", *([f"--sweep {args.sweep}"] if args.sweep else []),
-             f"--out {args.out}", f"--bits {args.bits}", *(["--log-y"] if args.log_y else []), *args.filters]
-    written = collate(args.store, args.out, filters, bits=args.bits, command=" ".join(parts), sweep=args.sweep,
-                      overwrite=args.overwrite, log_y=args.log_y)
+    parts = [
+        "quarl collate",
+        f"--store {args.store}",
+        *([f"--sweep {args.sweep}"] if args.sweep else []),
+        f"--out {args.out}",
+        f"--bits {args.bits}",
+        *(["--log-y"] if args.log_y else []),
+        *args.filters,
+    ]
+    written = collate(
+        args.store,
+        args.out,
+        filters,
+        bits=args.bits,
+        command=" ".join(parts),
+        sweep=args.sweep,
+        overwrite=args.overwrite,
+        log_y=args.log_y,
+    )
     for path in written:
         print(path)
 
@@ -89,8 +104,10 @@ def _not_one(df: pd.DataFrame, filters: list[str]) -> str:
         return f"No finished record matches {typed}: `quarl results` lists what is in the store."
     keys = differing_keys(df, by=())
     if not keys:
-        return (f"{len(df)} finished records match {typed} and no config key tells them apart: "
-                "`quarl results --all` shows every column.")
+        return (
+            f"{len(df)} finished records match {typed} and no config key tells them apart: "
+            "`quarl results --all` shows every column."
+        )
     apart = "; ".join(f"{k} ({values_text(df, k)})" for k in keys)
     example = " ".join(f"{k}={values_text(df, k, limit=1).split(',')[0]}" for k in keys)
     return f"{len(df)} finished records match {typed}; they differ in {apart}: add e.g. {example}."
@@ -140,8 +157,10 @@ def cmd_report(args: argparse.Namespace) -> None:
     if args.check:
         diff = reproduction.check(args.records, folder, sweeps)
         if diff:
-            raise QuarlError(f"{folder / reproduction.REPORT} differs from what {args.records} gives "
-                             f"({len(diff)} diff lines, first: {diff[0]!r}): run `quarl report` and commit it.")
+            raise QuarlError(
+                f"{folder / reproduction.REPORT} differs from what {args.records} gives "
+                f"({len(diff)} diff lines, first: {diff[0]!r}): run `quarl report` and commit it."
+            )
         print(f"{folder / reproduction.REPORT} matches {args.records}.")
         return
     print(f"Wrote {reproduction.write(args.records, folder, sweeps)}")
@@ -152,8 +171,9 @@ def cmd_sensitivity(args: argparse.Namespace) -> None:
     from quarl.sensitivity import run_study
 
     bits = [int(b) for b in args.bits.split(",") if b.strip()] if args.bits else []
-    for path in run_study(CONF_DIR, args.overrides, bits, args.min_agreement, args.max_error, args.out,
-                          search_too=not args.no_search):
+    for path in run_study(
+        CONF_DIR, args.overrides, bits, args.min_agreement, args.max_error, args.out, search_too=not args.no_search
+    ):
         print(path)
 
 
@@ -169,8 +189,12 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="quarl", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     # No option prefix ("\0" never starts an argument): -m, --cfg, --help and the rest all go to Hydra.
-    run = sub.add_parser("run", add_help=False, prefix_chars="\0",
-                         help="run a cell or, with -m, a sweep: the same as `python run.py ARGS` (quarl run --help)")
+    run = sub.add_parser(
+        "run",
+        add_help=False,
+        prefix_chars="\0",
+        help="run a cell or, with -m, a sweep: the same as `python run.py ARGS` (quarl run --help)",
+    )
     run.add_argument("overrides", nargs=argparse.REMAINDER, metavar="ARGS", help="run.py's arguments and overrides")
     run.set_defaults(func=cmd_run)
     results = sub.add_parser("results", help="print the run records, filtered by config keys")
@@ -186,11 +210,20 @@ def parser() -> argparse.ArgumentParser:
     co = sub.add_parser("collate", help="write the study's plots and tables (sweet spots, error tables, ...)")
     co.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="e.g. algo=dqn,ppo env=cartpole quant.method=ptq")
     co.add_argument("--store", type=Path, default=DEFAULT_STORE)
-    co.add_argument("--out", type=Path, default=Path("outputs/collate"),
-                    help="folder to write into (an earlier collation there is replaced)")
+    co.add_argument(
+        "--out",
+        type=Path,
+        default=Path("outputs/collate"),
+        help="folder to write into (an earlier collation there is replaced)",
+    )
     co.add_argument("--overwrite", action="store_true", help="empty a non-empty --out that no collation wrote")
-    co.add_argument("--sweep", type=Path, default=None, metavar="DIR",
-                    help="only the cells of the sweep run in DIR (outputs/multirun/DATE/TIME) and their fp32 baselines")
+    co.add_argument(
+        "--sweep",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="only the cells of the sweep run in DIR (outputs/multirun/DATE/TIME) and their fp32 baselines",
+    )
     co.add_argument("--bits", type=int, default=8, help="bit width of the grid in the weight report (2..16)")
     co.add_argument("--log-y", action="store_true", help="weight histograms on a log count axis")
     co.set_defaults(func=cmd_collate)
@@ -209,20 +242,41 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument("--store", type=Path, default=DEFAULT_STORE)
     st.set_defaults(func=cmd_status)
     rp = sub.add_parser("report", help="write the reproduction report (published vs quarl) from archived records")
-    rp.add_argument("records", type=Path, nargs="?", default=Path("docs/reproduction/records"),
-                    help="folder of record JSON files; the report is written beside it")
-    rp.add_argument("--sweeps", type=Path, default=Path(__file__).parent / "conf" / "sweep",
-                    help="the named sweeps (for the not-run table)")
+    rp.add_argument(
+        "records",
+        type=Path,
+        nargs="?",
+        default=Path("docs/reproduction/records"),
+        help="folder of record JSON files; the report is written beside it",
+    )
+    rp.add_argument(
+        "--sweeps",
+        type=Path,
+        default=Path(__file__).parent / "conf" / "sweep",
+        help="the named sweeps (for the not-run table)",
+    )
     rp.add_argument("--check", action="store_true", help="only check that the committed report matches the records")
-    rp.add_argument("--archive", type=Path, default=None, metavar="ROOT",
-                    help="first copy the done records under ROOT (run dirs) into the records folder")
+    rp.add_argument(
+        "--archive",
+        type=Path,
+        default=None,
+        metavar="ROOT",
+        help="first copy the done records under ROOT (run dirs) into the records folder",
+    )
     rp.set_defaults(func=cmd_report)
-    se = sub.add_parser("sensitivity", help="each layer (and the input) quantized alone at each width, and the smallest "
-                        "per-layer-bits policy that keeps its behaviour (a quant.layer_bits cell for run.py)")
-    se.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="run.py overrides of the cell, e.g. algo=dqn env=cartpole")
+    se = sub.add_parser(
+        "sensitivity",
+        help="each layer (and the input) quantized alone at each width, and the smallest "
+        "per-layer-bits policy that keeps its behaviour (a quant.layer_bits cell for run.py)",
+    )
+    se.add_argument(
+        "overrides", nargs="*", metavar="OVERRIDE", help="run.py overrides of the cell, e.g. algo=dqn env=cartpole"
+    )
     se.add_argument("--bits", default="2,3,4,6,8", help="bit widths to study and search (comma-separated, 2..16)")
     se.add_argument("--min-agreement", type=float, default=0.99, help="bound: action agreement with fp32 at least this")
-    se.add_argument("--max-error", type=float, default=None, help="bound: also E at most this fraction (0.01: E <= 1%%)")
+    se.add_argument(
+        "--max-error", type=float, default=None, help="bound: also E at most this fraction (0.01: E <= 1%%)"
+    )
     se.add_argument("--out", type=Path, default=None, help="folder to write into (default outputs/sensitivity/<cell>)")
     se.add_argument("--no-search", action="store_true", help="the study only")
     se.set_defaults(func=cmd_sensitivity)

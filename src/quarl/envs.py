@@ -53,8 +53,10 @@ def missing(env: str, module: str, exc: ImportError, extra: str) -> str:
     install = f"pip install -c constraints.txt -e '.[{extra}]'"
     if exc.name in (None, module):
         return f"env={env} needs the '{module}' package, which is not installed: {install}"
-    return (f"env={env} needs the '{module}' package, whose import failed because '{exc.name}' is not installed "
-            f"({exc}): {install}, or pip install {exc.name}")
+    return (
+        f"env={env} needs the '{module}' package, whose import failed because '{exc.name}' is not installed "
+        f"({exc}): {install}, or pip install {exc.name}"
+    )
 
 
 def require_suite(env_cfg: Any) -> None:
@@ -125,7 +127,8 @@ def _dmc(env: gym.Env) -> gym.Env:
     env = wrappers.FlattenObservation(env)
     space = env.observation_space
     env = wrappers.TransformObservation(
-        env, lambda obs: obs.astype(np.float32),
+        env,
+        lambda obs: obs.astype(np.float32),
         gym.spaces.Box(space.low.astype(np.float32), space.high.astype(np.float32), space.shape, np.float32),
     )
     return wrappers.RescaleAction(env, -1.0, 1.0)

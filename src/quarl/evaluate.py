@@ -93,8 +93,13 @@ def _batched(model: Any, deterministic: bool, obs_transform: Optional[ObsTransfo
     return act
 
 
-def actor_for(model: Any, deterministic: bool = True, obs_transform: Optional[ObsTransform] = None,
-              per_observation: bool = False, engine: str = "auto") -> Actor:
+def actor_for(
+    model: Any,
+    deterministic: bool = True,
+    obs_transform: Optional[ObsTransform] = None,
+    per_observation: bool = False,
+    engine: str = "auto",
+) -> Actor:
     """How `evaluate` computes the actions of a batch of raw observations (see the module docstring).
 
     `engine`: "auto" (GreedyActor's choice), "onnx" or "torch" for deterministic SB3 policies, or

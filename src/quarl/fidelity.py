@@ -80,8 +80,13 @@ def _distribution(model: BaseAlgorithm, obs: np.ndarray) -> Optional[torch.distr
     return None  # DQN, DDPG, TD3 act deterministically: no distribution to compare
 
 
-def policy_fidelity(reference: BaseAlgorithm, reference_transform: ObsTransform, model: BaseAlgorithm,
-                    transform: ObsTransform, states: np.ndarray) -> Fidelity:
+def policy_fidelity(
+    reference: BaseAlgorithm,
+    reference_transform: ObsTransform,
+    model: BaseAlgorithm,
+    transform: ObsTransform,
+    states: np.ndarray,
+) -> Fidelity:
     """Fidelity of an SB3 model (PTQ, fp16, bf16, QAT) to its fp32 `reference` on raw `states`,
     each side normalising observations with its own transform (a QAT policy has its own)."""
     ref_obs = reference_transform(states) if reference_transform is not None else states

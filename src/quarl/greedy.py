@@ -79,8 +79,15 @@ class _OnnxSession:
         # TorchScript-based export: ~0.1 s for a policy network, against seconds for torch.export's.
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
-            torch.onnx.export(net, (torch.from_numpy(example),), buffer, dynamo=False, input_names=["obs"],
-                              output_names=["action"], dynamic_axes={"obs": {0: "batch"}, "action": {0: "batch"}})
+            torch.onnx.export(
+                net,
+                (torch.from_numpy(example),),
+                buffer,
+                dynamo=False,
+                input_names=["obs"],
+                output_names=["action"],
+                dynamic_axes={"obs": {0: "batch"}, "action": {0: "batch"}},
+            )
             action = net(torch.from_numpy(example)).numpy()
         self.session = onnx_io.session(buffer.getvalue(), threads=1)
         self.obs, self.action = np.zeros_like(example[:1]), np.zeros_like(action[:1])
@@ -125,8 +132,11 @@ class GreedyActor:
             try:
                 self._run = _OnnxSession(net, example)
             except Exception as exc:  # the exporter fails in many ways; torch computes the same actions
-                log.warning("Evaluating in torch: the policy network did not export to ONNX (%s: %s).",
-                            type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+                log.warning(
+                    "Evaluating in torch: the policy network did not export to ONNX (%s: %s).",
+                    type(exc).__name__,
+                    str(exc).splitlines()[0] if str(exc) else "",
+                )
                 self.engine = "torch"
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:

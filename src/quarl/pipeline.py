@@ -62,16 +62,31 @@ def fresh_model(policy: CachedPolicy) -> Any:
     # an action distribution's state (the last Gaussian, gSDE's exploration noise) holds non-leaf
     # tensors torch cannot copy; a copy recomputes it when it acts
     dist = getattr(model.policy, "action_dist", None)
-    buffers += [v for v in vars(dist).values()
-                if isinstance(v, torch.distributions.Distribution) or (isinstance(v, torch.Tensor) and not v.is_leaf)
-                ] if dist is not None else []
+    buffers += (
+        [
+            v
+            for v in vars(dist).values()
+            if isinstance(v, torch.distributions.Distribution) or (isinstance(v, torch.Tensor) and not v.is_leaf)
+        ]
+        if dist is not None
+        else []
+    )
     return copy.deepcopy(model, {id(b): None for b in buffers if b is not None})
 
 
 def _episodes(ctx: Context, cfg: Any, actor: Any, obs_transform: Any, desc: str, **kw: Any) -> Evaluation:
-    return evaluate(actor, cfg.env, episodes=cfg.eval.episodes, seed=cfg.seed, n_envs=cfg.eval.n_envs,
-                    deterministic=cfg.eval.deterministic, obs_transform=obs_transform,
-                    progress=cfg.eval.progress, desc=desc, **kw)
+    return evaluate(
+        actor,
+        cfg.env,
+        episodes=cfg.eval.episodes,
+        seed=cfg.seed,
+        n_envs=cfg.eval.n_envs,
+        deterministic=cfg.eval.deterministic,
+        obs_transform=obs_transform,
+        progress=cfg.eval.progress,
+        desc=desc,
+        **kw,
+    )
 
 
 def _evaluate(ctx: Context, cfg: DictConfig, policy: CachedPolicy, desc: str, **kw: Any) -> tuple[Evaluation, int, Any]:
@@ -94,8 +109,7 @@ class Baseline:
 
     def fidelity(self, model: Any, policy: CachedPolicy) -> Fidelity:
         """Action fidelity of a (fake-)quantized SB3 model to this fp32 policy."""
-        return policy_fidelity(*loaded(self.policy), model, loaded(policy)[1],
-                               self.states)
+        return policy_fidelity(*loaded(self.policy), model, loaded(policy)[1], self.states)
 
     def reference_actions(self) -> np.ndarray:
         """The fp32 policy's greedy actions on the states."""
@@ -120,13 +134,25 @@ def _execute(ctx: Context, cfg: Any, model: Any, baseline: Baseline, obs_transfo
     reference = compile_policy(fp32_model, "torch", example, obs_transform=fp32_transform)
     ev = _episodes(ctx, cfg, runner, None, f"{runner.backend} eval", per_observation=True)
     fidelity = executed_fidelity(baseline.reference_actions(), runner, baseline.states, space)
-    log.info("Executed on %s (%s): reward %.2f, action agreement %.3f%s", runner.backend, runner.precision, ev.mean,
-             fidelity.agreement, f"; {runner.reason}" if runner.reason else "")
+    log.info(
+        "Executed on %s (%s): reward %.2f, action agreement %.3f%s",
+        runner.backend,
+        runner.precision,
+        ev.mean,
+        fidelity.agreement,
+        f"; {runner.reason}" if runner.reason else "",
+    )
     with activity("Measuring batch-1 latency"):
         latency, fp32_latency = measure(runner, example)["median_ms"], measure(reference, example)["median_ms"]
-    return {"backend": runner.backend, "backend_precision": runner.precision, "backend_reward": ev.mean,
-            "backend_bytes": runner.nbytes, "latency_ms": latency, "fp32_latency_ms": fp32_latency,
-            **fidelity.fields("backend_")}
+    return {
+        "backend": runner.backend,
+        "backend_precision": runner.precision,
+        "backend_reward": ev.mean,
+        "backend_bytes": runner.nbytes,
+        "latency_ms": latency,
+        "fp32_latency_ms": fp32_latency,
+        **fidelity.fields("backend_"),
+    }
 
 
 def _states_file(policy: CachedPolicy, key: str) -> Path:
@@ -157,9 +183,20 @@ def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) ->
         _save_states(states_file, ev.states)
         if reward is None:
             record = make_record(
-                cfg, "done", started, ctx.run_dir, evaluation=ev, fp32_reward=ev.mean, rel_error=0.0,
-                train_time_s=policy.meta["train_time_s"], policy_bytes=model_bytes, fp32_bytes=model_bytes,
-                trained=policy.trained, curve=policy.curve, policy_dir=str(policy.folder), **_kept(policy),
+                cfg,
+                "done",
+                started,
+                ctx.run_dir,
+                evaluation=ev,
+                fp32_reward=ev.mean,
+                rel_error=0.0,
+                train_time_s=policy.meta["train_time_s"],
+                policy_bytes=model_bytes,
+                fp32_bytes=model_bytes,
+                trained=policy.trained,
+                curve=policy.curve,
+                policy_dir=str(policy.folder),
+                **_kept(policy),
             )
             name = "record.json" if methods.of(ctx.cfg).baseline else "baseline.record.json"
             store_record(store, record, ctx.run_dir / name)
@@ -196,8 +233,14 @@ def run_cell(ctx: Context) -> None:
     except QuarlError as exc:
         if not ctx.multirun:
             raise
-        log.error("%s/%s seed=%s quant=%s is invalid and was not run: %s", cfg.algo.name, cfg.env.name, cfg.seed,
-                  cfg.quant.method, exc)
+        log.error(
+            "%s/%s seed=%s quant=%s is invalid and was not run: %s",
+            cfg.algo.name,
+            cfg.env.name,
+            cfg.seed,
+            cfg.quant.method,
+            exc,
+        )
         return
     key = cell_key(cfg)
     store = Store(ctx.path(cfg.store.path))
@@ -226,7 +269,9 @@ def _record_failure(ctx: Context, store: Store, started: str, exc: Exception) ->
     """In a sweep: record a cell that raised as skipped (n/a) or failed, and go on."""
     cfg, name = ctx.cfg, label(ctx.cfg)
     if isinstance(exc, IncompatibleCell):
-        store_record(store, make_record(cfg, "skipped", started, ctx.run_dir, message=str(exc)), ctx.run_dir / "record.json")
+        store_record(
+            store, make_record(cfg, "skipped", started, ctx.run_dir, message=str(exc)), ctx.run_dir / "record.json"
+        )
         log.warning("Skipping %s: %s", name, exc)
     else:
         error_file = ctx.run_dir / "error.txt"
@@ -259,15 +304,37 @@ def _run(ctx: Context, store: Store, started: str) -> None:
     executed = {} if cfg.quant.backend == "fake" else _execute(ctx, cfg, model, baseline, loaded(policy)[1])
     error, note = relative_error(baseline.reward, ev.mean, cfg.env.return_scale)
     record = make_record(
-        cfg, "done", started, ctx.run_dir, evaluation=ev, fp32_reward=baseline.reward, rel_error=error,
-        rel_error_note=note, train_time_s=policy.meta["train_time_s"], policy_bytes=size,
-        fp32_bytes=baseline.nbytes, trained=policy.trained, curve=policy.curve if policy is not fp32_policy else [],
+        cfg,
+        "done",
+        started,
+        ctx.run_dir,
+        evaluation=ev,
+        fp32_reward=baseline.reward,
+        rel_error=error,
+        rel_error_note=note,
+        train_time_s=policy.meta["train_time_s"],
+        policy_bytes=size,
+        fp32_bytes=baseline.nbytes,
+        trained=policy.trained,
+        curve=policy.curve if policy is not fp32_policy else [],
         policy_dir=str(policy.folder),
-        **fidelity.fields(), **_kept(policy), **executed, **calibration.record_fields(model),
+        **fidelity.fields(),
+        **_kept(policy),
+        **executed,
+        **calibration.record_fields(model),
     )
     store_record(store, record, ctx.run_dir / "record.json")
     shown = "n/a" if error is None else f"{100 * error:.2f}%"
     if note:
         log.warning("%s: %s.", name, note)
-    log.info("%s: fp32 %.2f | quantized %.2f ± %.2f | E = %s | action agreement %.3f | %d -> %d bytes",
-             name, baseline.reward, ev.mean, ev.std, shown, fidelity.agreement, baseline.nbytes, size)
+    log.info(
+        "%s: fp32 %.2f | quantized %.2f ± %.2f | E = %s | action agreement %.3f | %d -> %d bytes",
+        name,
+        baseline.reward,
+        ev.mean,
+        ev.std,
+        shown,
+        fidelity.agreement,
+        baseline.nbytes,
+        size,
+    )

@@ -128,7 +128,6 @@ def folder_of(cfg: Any, root: Path) -> Path:
     return root / f"{cfg.algo.name}-{slug(cfg.env.name)}-seed{cfg.seed}{kind}-{policy_key(cfg)}"
 
 
-
 def cached(cfg: Any, root: Path) -> CachedPolicy:
     """The cached fp32 policy of a config (for example a stored record's), without training."""
     folder = folder_of(cfg, root)
@@ -159,8 +158,14 @@ def obtain(cfg: Any, root: Path, progress: bool = False) -> CachedPolicy:
         try:
             if cfg.policy.source == "train":
                 how = methods.of(cfg).policy_kind(cfg.quant)
-                log.info("Training %s %s on %s for %d steps (seed %d)", how, cfg.algo.name, cfg.env.id,
-                         train_steps(cfg), cfg.seed)
+                log.info(
+                    "Training %s %s on %s for %d steps (seed %d)",
+                    how,
+                    cfg.algo.name,
+                    cfg.env.id,
+                    train_steps(cfg),
+                    cfg.seed,
+                )
                 train(cfg, tmp, progress, checkpoints)
             else:
                 pretrained.install(cfg, folder, tmp, downloads=root / "hub")

@@ -112,7 +112,9 @@ def download(repo: str, cache: Path) -> Path:
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
-        raise QuarlError("policy.source=hub needs huggingface_hub: pip install -c constraints.txt -e '.[hub]'") from None
+        raise QuarlError(
+            "policy.source=hub needs huggingface_hub: pip install -c constraints.txt -e '.[hub]'"
+        ) from None
     try:
         return Path(snapshot_download(repo_id=repo, cache_dir=str(cache)))
     except Exception as exc:  # offline, unknown repo, no permission: all end the same way for the user
@@ -151,8 +153,10 @@ def load_checked(model_zip: Path, cfg: Any) -> BaseAlgorithm:
         ) from None
     env = make_env(cfg.env)
     try:
-        spaces = (("observation", env.observation_space, model.observation_space),
-                  ("action", env.action_space, model.action_space))
+        spaces = (
+            ("observation", env.observation_space, model.observation_space),
+            ("action", env.action_space, model.action_space),
+        )
     finally:
         env.close()
     for what, expected, got in spaces:
@@ -179,8 +183,12 @@ def install(cfg: Any, folder: Path, tmp: Path, downloads: Path) -> None:
         shutil.copyfile(found.normalize, tmp / NORMALIZE_FILE)
     meta = {
         "key": folder.name,
-        "source": {"kind": cfg.policy.source, "from": str(source), "model": str(found.model),
-                   "normalize": str(found.normalize) if found.normalize else None},
+        "source": {
+            "kind": cfg.policy.source,
+            "from": str(source),
+            "model": str(found.model),
+            "normalize": str(found.normalize) if found.normalize else None,
+        },
         "hyperparams": saved_hyperparams,
         "train_time_s": None,
         "timesteps": int(model.num_timesteps),
@@ -188,5 +196,10 @@ def install(cfg: Any, folder: Path, tmp: Path, downloads: Path) -> None:
         "created_at": provenance.now(),
     }
     (tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
-    log.info("Pretrained %s policy from %s (%d training steps%s)", cfg.algo.name, found.model, model.num_timesteps,
-             ", with its VecNormalize statistics" if found.normalize else "")
+    log.info(
+        "Pretrained %s policy from %s (%d training steps%s)",
+        cfg.algo.name,
+        found.model,
+        model.num_timesteps,
+        ", with its VecNormalize statistics" if found.normalize else "",
+    )

@@ -67,16 +67,32 @@ class Progress:
     before (a resumed run): they count towards the total, not towards the rate.
     """
 
-    def __init__(self, total: Optional[int], desc: str, *, unit: str = "step", interval_s: float = DEFAULT_INTERVAL_S,
-                 interactive: Optional[bool] = None, enabled: bool = True, initial: int = 0,
-                 logger: logging.Logger = log) -> None:
+    def __init__(
+        self,
+        total: Optional[int],
+        desc: str,
+        *,
+        unit: str = "step",
+        interval_s: float = DEFAULT_INTERVAL_S,
+        interactive: Optional[bool] = None,
+        enabled: bool = True,
+        initial: int = 0,
+        logger: logging.Logger = log,
+    ) -> None:
         self.total, self.desc, self.unit, self.interval_s = total, desc, unit, interval_s
         self.interactive = is_terminal() if interactive is None else interactive
         self.enabled, self.initial, self.done, self.logger = enabled, initial, initial, logger
         self.info: dict[str, Any] = {}
         self.start = self.last_line = time.perf_counter()
-        self.bar = tqdm(total=total, initial=initial, desc=desc, unit=unit, leave=False, dynamic_ncols=True,
-                        disable=not (enabled and self.interactive))
+        self.bar = tqdm(
+            total=total,
+            initial=initial,
+            desc=desc,
+            unit=unit,
+            leave=False,
+            dynamic_ncols=True,
+            disable=not (enabled and self.interactive),
+        )
 
     @property
     def logging(self) -> bool:
@@ -104,8 +120,12 @@ class Progress:
         """The progress line as logged: done/total, percentage, rate, info, elapsed and time left."""
         elapsed = (time.perf_counter() if now is None else now) - self.start
         rate = (self.done - self.initial) / elapsed if elapsed > 0 else 0.0
-        parts = [f"{self.done}/{self.total} {self.unit}s ({100 * self.done / self.total:.0f}%)" if self.total
-                 else f"{self.done} {self.unit}s", f"{rate:.3g} {self.unit}s/s" if rate < 10 else f"{rate:.0f} {self.unit}s/s"]
+        parts = [
+            f"{self.done}/{self.total} {self.unit}s ({100 * self.done / self.total:.0f}%)"
+            if self.total
+            else f"{self.done} {self.unit}s",
+            f"{rate:.3g} {self.unit}s/s" if rate < 10 else f"{rate:.0f} {self.unit}s/s",
+        ]
         parts += [f"{k} {_shown(v)}" for k, v in self.info.items()]
         parts.append(f"{duration(elapsed)} elapsed")
         if self.total and rate > 0 and self.done < self.total:
@@ -124,8 +144,9 @@ class Progress:
 
 
 @contextlib.contextmanager
-def activity(desc: str, interval_s: float = DEFAULT_INTERVAL_S, interactive: Optional[bool] = None,
-             logger: logging.Logger = log) -> Iterator[None]:
+def activity(
+    desc: str, interval_s: float = DEFAULT_INTERVAL_S, interactive: Optional[bool] = None, logger: logging.Logger = log
+) -> Iterator[None]:
     """Say what a long step without its own progress is doing: `desc ...` when it starts, then, when
     not on a terminal, `desc: still running (N s)` every `interval_s` seconds, and `desc: done in N s`."""
     start = time.perf_counter()
@@ -133,6 +154,7 @@ def activity(desc: str, interval_s: float = DEFAULT_INTERVAL_S, interactive: Opt
     stop = threading.Event()
     beat = None
     if not (is_terminal() if interactive is None else interactive) and interval_s > 0:
+
         def heartbeat() -> None:
             while not stop.wait(interval_s):
                 logger.info("%s: still running (%s)", desc, duration(time.perf_counter() - start))

@@ -60,7 +60,9 @@ class FakeQuant(nn.Module):
         if not self.enabled:
             return x
         if self.scheme in FORMULA_SCHEMES:  # QuaRL's formulas, straight-through gradient
-            return formula_quantize(x.detach(), self.bits, self.scheme) + (x - x.detach())  # exactly the formula's values
+            return formula_quantize(x.detach(), self.bits, self.scheme) + (
+                x - x.detach()
+            )  # exactly the formula's values
         return quantize_with(x, *qparams(self.lo, self.hi, self.bits, self.scheme))
 
     def extra_repr(self) -> str:

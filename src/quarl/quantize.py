@@ -133,8 +133,9 @@ def check_layers(names: Iterable[str], quant: Any) -> None:
     names = list(names)
     for layer in layer_bits(quant):
         if layer not in names:
-            raise QuarlError(f"quant.layer_bits names {layer}, which this policy does not have: its layers are "
-                             f"{', '.join(names)}.")
+            raise QuarlError(
+                f"quant.layer_bits names {layer}, which this policy does not have: its layers are {', '.join(names)}."
+            )
 
 
 def bits_of(name: str, quant: Any) -> int:

@@ -36,7 +36,6 @@ class Context:
         return sys.stderr.isatty()
 
 
-
 def make_record(cfg: DictConfig, status: str, started: str, run_dir: Path, **fields: Any) -> dict[str, Any]:
     """A cell's record: `fields` become run fields; `evaluation` gives the reward fields and episodes."""
     commit, dirty = provenance.git_state()

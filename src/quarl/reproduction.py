@@ -141,8 +141,14 @@ def ptq_table(runs: pd.DataFrame, reasons: dict[str, str]) -> list[Row]:
         cells = select(base, algo=algo, env=env)
         fp32 = select(cells, quant="fp32")
         fp16 = select(cells, quant="fp16")
-        int8 = select(cells, quant="ptq", quant__bits=8, quant__scheme="symmetric", quant__granularity="per_tensor",
-                      quant__quantize_bias=False)
+        int8 = select(
+            cells,
+            quant="ptq",
+            quant__bits=8,
+            quant__scheme="symmetric",
+            quant__granularity="per_tensor",
+            quant__quantize_bias=False,
+        )
         measured = {
             "fp32": (fp32, "reward_mean", 1.0, None),
             "fp16": (fp16, "reward_mean", 1.0, fp16),
@@ -154,13 +160,30 @@ def ptq_table(runs: pd.DataFrame, reasons: dict[str, str]) -> list[Row]:
             value = float(pub[PUBLISHED_COLUMN[quantity]])
             ours = seed_interval(_values(frame, column, scale)) if not frame.empty else seed_interval([])
             agreement = seed_interval(_values(agreeing, "action_agreement")) if agreeing is not None else None
-            rows.append(Row(algo, env, quantity, value, ours,
-                            agreement, _verdict(algo, env, quantity, value, ours, fp32, frame, reasons)))
+            rows.append(
+                Row(
+                    algo,
+                    env,
+                    quantity,
+                    value,
+                    ours,
+                    agreement,
+                    _verdict(algo, env, quantity, value, ours, fp32, frame, reasons),
+                )
+            )
     return rows
 
 
-def _verdict(algo: str, env: str, quantity: str, value: float, ours: Interval, fp32: pd.DataFrame,
-             frame: pd.DataFrame, reasons: dict[str, str]) -> str:
+def _verdict(
+    algo: str,
+    env: str,
+    quantity: str,
+    value: float,
+    ours: Interval,
+    fp32: pd.DataFrame,
+    frame: pd.DataFrame,
+    reasons: dict[str, str],
+) -> str:
     if ours.n_runs == 0:
         if quantity.startswith("E_") and not frame.empty:
             return "n/a: every fp32 reward too close to 0 for E"
@@ -171,8 +194,9 @@ def _verdict(algo: str, env: str, quantity: str, value: float, ours: Interval, f
     half, allowed = (ours.high - ours.low) / 2, _resolution(quantity, frame, value)
     if half <= allowed:
         return "agrees (published value inside the interval)"
-    return (f"inconclusive: the published value is inside an interval of ±{half:.3g}, wider than {allowed:.3g}"
-            + (f" ({'; '.join(why)})" if why else "; more seeds would decide"))
+    return f"inconclusive: the published value is inside an interval of ±{half:.3g}, wider than {allowed:.3g}" + (
+        f" ({'; '.join(why)})" if why else "; more seeds would decide"
+    )
 
 
 RESOLUTION = 0.05  # an interval decides only when its half-width is within 5% of the scale that matters
@@ -204,15 +228,21 @@ def _summary(label: str, cells: pd.DataFrame) -> dict[str, Any]:
     agreement = seed_interval(_values(cells, "action_agreement")) if not cells.empty else seed_interval([])
     errors = _values(cells, "rel_error") if not cells.empty else np.empty(0)
     agree = _values(cells, "action_agreement") if not cells.empty else np.empty(0)
-    return {"bits": label, "reward": reward, "agreement": agreement, "n": reward.n_runs,
-            "sd_E": float(np.std(errors, ddof=1)) if errors.size > 1 else float("nan"),
-            "sd_agreement": float(np.std(agree, ddof=1)) if agree.size > 1 else float("nan")}
+    return {
+        "bits": label,
+        "reward": reward,
+        "agreement": agreement,
+        "n": reward.n_runs,
+        "sd_E": float(np.std(errors, ddof=1)) if errors.size > 1 else float("nan"),
+        "sd_agreement": float(np.std(agree, ddof=1)) if agree.size > 1 else float("nan"),
+    }
 
 
 def qat_vs_ptq(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataFrame:
     """QAT against PTQ of the fp32 policy at equal bits (affine, per tensor), across seeds."""
-    base = select(runs, algo=algo, env=env, train__keep_best=True, quant__scheme="affine",
-                  quant__granularity="per_tensor")
+    base = select(
+        runs, algo=algo, env=env, train__keep_best=True, quant__scheme="affine", quant__granularity="per_tensor"
+    )
     rows = []
     for bits in range(2, 9):
         qat = select(base, quant="qat", quant__bits=bits)
@@ -245,8 +275,14 @@ def noise(runs: pd.DataFrame) -> pd.DataFrame:
         errors, agree = _values(group, "rel_error", 100.0), _values(group, "action_agreement", 100.0)
         if min(errors.size, agree.size) < 2:
             continue
-        rows.append({**dict(zip(cell, key)), "n": int(min(errors.size, agree.size)),
-                     "sd_E": float(np.std(errors, ddof=1)), "sd_agreement": float(np.std(agree, ddof=1))})
+        rows.append(
+            {
+                **dict(zip(cell, key)),
+                "n": int(min(errors.size, agree.size)),
+                "sd_E": float(np.std(errors, ddof=1)),
+                "sd_agreement": float(np.std(agree, ddof=1)),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -268,12 +304,20 @@ def not_run_here(sweeps: Path, runs: pd.DataFrame) -> str:
     archived = runs["run_dir"].map(sweep_of).value_counts() if "run_dir" in runs.columns else pd.Series(dtype=int)
     rows = []
     for path in sorted(sweeps.glob("*.yaml")):
-        header = [line[2:] for line in path.read_text().splitlines() if line.startswith("# ") and "@package" not in line]
+        header = [
+            line[2:] for line in path.read_text().splitlines() if line.startswith("# ") and "@package" not in line
+        ]
         text = " ".join(header)
         cost = re.search(r"Cost[^:]*: (.*?)(?= Quantizer:| Policies:| Run:|$)", text)
         run = re.search(r"Run: (.*?)(?=\s{2,}|\(|$)", text)
-        rows.append([f"`{path.stem}`", str(int(archived.get(path.stem, 0))), (cost.group(1) if cost else "see its header").strip(),
-                     f"`{run.group(1).strip()}`" if run else f"`python run.py -m +sweep={path.stem}`"])
+        rows.append(
+            [
+                f"`{path.stem}`",
+                str(int(archived.get(path.stem, 0))),
+                (cost.group(1) if cost else "see its header").strip(),
+                f"`{run.group(1).strip()}`" if run else f"`python run.py -m +sweep={path.stem}`",
+            ]
+        )
     return _markdown(["sweep", "records here", "cost (its header)", "command"], rows)
 
 
@@ -292,8 +336,9 @@ def figure(runs: pd.DataFrame, algos: list[str], out: Path) -> Path:
     for algo, table in tables.items():
         for ax, column in zip(axes, ("reward", "agreement")):
             mean = np.array([ci.estimate for ci in table[column]])
-            err = np.array([[ci.estimate - ci.low, ci.high - ci.estimate] if ci.has_ci else [0, 0]
-                            for ci in table[column]]).T
+            err = np.array(
+                [[ci.estimate - ci.low, ci.high - ci.estimate] if ci.has_ci else [0, 0] for ci in table[column]]
+            ).T
             n = int(table["n"].max())
             ax.errorbar(x, mean, yerr=err, marker="o", capsize=3, label=f"{algo} (n={n} seeds)")
     for ax, title in zip(axes, ("reward (mean, 95% t-interval)", "action agreement with fp32")):
@@ -317,10 +362,27 @@ def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> st
     table = ptq_table(runs, reasons)
     wall = (folder / WALL_TIMES).read_text().strip() if (folder / WALL_TIMES).exists() else "none yet"
     parts = [INTRO.format(n=len(runs), files=sum(1 for _ in records.glob("*.record.json")))]
-    parts.append("## PTQ table, classic-control rows\n\n" + TABLE_NOTE + "\n\n" + _markdown(
-        ["algo", "env", "quantity", "published", "quarl mean [95% CI]", "n", "action agreement", "verdict"],
-        [[r.algo, r.env, r.quantity, fmt(r.published), shown(r.ours), str(r.ours.n_runs),
-          shown(r.agreement, 3, FRACTION) if r.agreement is not None else "", r.verdict] for r in table]))
+    parts.append(
+        "## PTQ table, classic-control rows\n\n"
+        + TABLE_NOTE
+        + "\n\n"
+        + _markdown(
+            ["algo", "env", "quantity", "published", "quarl mean [95% CI]", "n", "action agreement", "verdict"],
+            [
+                [
+                    r.algo,
+                    r.env,
+                    r.quantity,
+                    fmt(r.published),
+                    shown(r.ours),
+                    str(r.ours.n_runs),
+                    shown(r.agreement, 3, FRACTION) if r.agreement is not None else "",
+                    r.verdict,
+                ]
+                for r in table
+            ],
+        )
+    )
     kept = _kept(runs)
     if kept:
         parts.append("### The fp32 policies\n\n" + KEPT_NOTE + "\n\n" + kept)
@@ -328,32 +390,73 @@ def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> st
     sweet = []
     for algo in algos:
         t = sweet_spot(runs, algo)
-        sweet.append(f"**{algo}** on CartPole:\n\n" + _markdown(
-            ["weight bits", "reward [95% CI]", "action agreement [95% CI]", "n", "sd of E", "sd of agreement"],
-            [[r["bits"], shown(r["reward"]), shown(r["agreement"], 3, FRACTION), str(r["n"]), fmt(r["sd_E"], 4),
-              fmt(r["sd_agreement"], 4)] for _, r in t.iterrows()]))
+        sweet.append(
+            f"**{algo}** on CartPole:\n\n"
+            + _markdown(
+                ["weight bits", "reward [95% CI]", "action agreement [95% CI]", "n", "sd of E", "sd of agreement"],
+                [
+                    [
+                        r["bits"],
+                        shown(r["reward"]),
+                        shown(r["agreement"], 3, FRACTION),
+                        str(r["n"]),
+                        fmt(r["sd_E"], 4),
+                        fmt(r["sd_agreement"], 4),
+                    ]
+                    for _, r in t.iterrows()
+                ],
+            )
+        )
     has_sweet = any((sweet_spot(runs, a)["n"] > 0).any() for a in algos)
     if has_sweet and figures:
         figure(runs, algos, folder / FIGURES)
-    parts.append("## PTQ sweet spots\n\n" + SWEET_NOTE + "\n\n" + "\n\n".join(sweet)
-                 + (f"\n\n![sweet spots]({FIGURES}/{SWEET_FIGURE})" if has_sweet else ""))
+    parts.append(
+        "## PTQ sweet spots\n\n"
+        + SWEET_NOTE
+        + "\n\n"
+        + "\n\n".join(sweet)
+        + (f"\n\n![sweet spots]({FIGURES}/{SWEET_FIGURE})" if has_sweet else "")
+    )
     spread = noise(runs)
     if not spread.empty:
         label = lambda r: r["quant"] if r["quant"] != "ptq" else f"ptq {int(r['quant.bits'])}-bit {r['quant.scheme']}"  # noqa: E731
-        parts.append("## How much E and action agreement move between seeds\n\n" + NOISE_NOTE + "\n\n" + _markdown(
-            ["algo", "env", "cell", "seeds", "sd of E (points of %)", "sd of agreement (points of %)"],
-            [[r["algo"], r["env"], label(r), str(r["n"]), fmt(r["sd_E"]), fmt(r["sd_agreement"])]
-             for _, r in spread.iterrows()]))
+        parts.append(
+            "## How much E and action agreement move between seeds\n\n"
+            + NOISE_NOTE
+            + "\n\n"
+            + _markdown(
+                ["algo", "env", "cell", "seeds", "sd of E (points of %)", "sd of agreement (points of %)"],
+                [
+                    [r["algo"], r["env"], label(r), str(r["n"]), fmt(r["sd_E"]), fmt(r["sd_agreement"])]
+                    for _, r in spread.iterrows()
+                ],
+            )
+        )
     qat = []
     for algo in algos:
         t = qat_vs_ptq(runs, algo)
         if not t.empty:
-            qat.append(f"**{algo}** on CartPole:\n\n" + _markdown(
-                ["bits", "QAT reward [95% CI]", "n", "PTQ reward [95% CI]", "n", "verdict"],
-                [[str(r["bits"]), shown(r["qat"]), str(r["qat"].n_runs), shown(r["ptq"]), str(r["ptq"].n_runs),
-                  r["verdict"]] for _, r in t.iterrows()]))
+            qat.append(
+                f"**{algo}** on CartPole:\n\n"
+                + _markdown(
+                    ["bits", "QAT reward [95% CI]", "n", "PTQ reward [95% CI]", "n", "verdict"],
+                    [
+                        [
+                            str(r["bits"]),
+                            shown(r["qat"]),
+                            str(r["qat"].n_runs),
+                            shown(r["ptq"]),
+                            str(r["ptq"].n_runs),
+                            r["verdict"],
+                        ]
+                        for _, r in t.iterrows()
+                    ],
+                )
+            )
     parts.append("## QAT vs PTQ\n\n" + QAT_NOTE + "\n\n" + ("\n\n".join(qat) if qat else "Not run yet."))
-    parts.append("## Every named sweep: records so far, cost, command\n\n" + LATER_NOTE + "\n\n" + not_run_here(sweeps, runs))
+    parts.append(
+        "## Every named sweep: records so far, cost, command\n\n" + LATER_NOTE + "\n\n" + not_run_here(sweeps, runs)
+    )
     parts.append("## Wall time of each part on this machine\n\n```\n" + wall + "\n```")
     return "\n\n".join(parts).rstrip() + "\n"
 
@@ -368,8 +471,10 @@ def _kept(runs: pd.DataFrame) -> str:
         steps = ", ".join(f"{int(s)}" if not pd.isna(s) else "?" for s in group["kept_step"])
         rewards = ", ".join(fmt(r, 1) for r in group["reward_mean"])
         rows.append([algo, env, str(len(group)), steps, rewards, _not_learned(group, env) or "none"])
-    return _markdown(["algo", "env", "seeds", "kept step per seed", "study fp32 reward per seed",
-                      "flagged: fp32 did not learn"], rows)
+    return _markdown(
+        ["algo", "env", "seeds", "kept step per seed", "study fp32 reward per seed", "flagged: fp32 did not learn"],
+        rows,
+    )
 
 
 INTRO = """# QuaRL reproduced with quarl
@@ -445,5 +550,6 @@ def check(records: Path, folder: Path, sweeps: Path) -> list[str]:
 
     committed = (folder / REPORT).read_text() if (folder / REPORT).exists() else ""
     fresh = build(records, folder, sweeps, figures=False)
-    return list(difflib.unified_diff(committed.splitlines(), fresh.splitlines(), "committed", "from records",
-                                     lineterm="", n=0))
+    return list(
+        difflib.unified_diff(committed.splitlines(), fresh.splitlines(), "committed", "from records", lineterm="", n=0)
+    )

@@ -25,8 +25,17 @@ from quarl.store import RUN_COLUMNS, Store, flatten
 
 DEFAULT_STORE = Path("outputs/results.sqlite")
 #: Config keys that never change a stored number (left out when looking for keys that tell records apart).
-NEUTRAL_KEYS = frozenset({"force", "train.progress", "eval.progress", "eval.n_envs", "train.device",
-                          "train.log_interval_s", "actorq.log_interval_s"})
+NEUTRAL_KEYS = frozenset(
+    {
+        "force",
+        "train.progress",
+        "eval.progress",
+        "eval.n_envs",
+        "train.device",
+        "train.log_interval_s",
+        "actorq.log_interval_s",
+    }
+)
 NEUTRAL_PREFIXES = ("store.", "hydra.", "train.tracking.")
 #: Methods without a bit width, and the width they stand for.
 FLOAT_BITS = {"fp32": 32, "fp16": 16, "bf16": 16}
@@ -112,6 +121,7 @@ def episodes(store: str | Path = DEFAULT_STORE) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- which keys tell records apart
 
+
 def config_keys(runs: pd.DataFrame) -> list[str]:
     """The columns of `runs` that are config keys (from each record's stored config), less those
     that never change a result (store paths, progress bars, eval.n_envs, ...)."""
@@ -149,7 +159,9 @@ def _present(runs: pd.DataFrame) -> list[set[str]]:
     return out
 
 
-def differing_keys(runs: pd.DataFrame, exclude: Iterable[str] = (), by: Iterable[str] = ("algo", "env", "quant")) -> list[str]:
+def differing_keys(
+    runs: pd.DataFrame, exclude: Iterable[str] = (), by: Iterable[str] = ("algo", "env", "quant")
+) -> list[str]:
     """Config keys that tell `runs` apart beyond the columns `by` (algo, env, quant method).
 
     A key counts when records that share `by` disagree on it (null is a value: ``train.steps=null``
@@ -168,8 +180,11 @@ def differing_keys(runs: pd.DataFrame, exclude: Iterable[str] = (), by: Iterable
         values = runs.loc[has, key].map(value_text)
         if values.empty:
             continue
-        spread = (values.groupby([runs.loc[has, c].astype(str) for c in groups]).nunique() if groups
-                  else pd.Series([values.nunique()]))
+        spread = (
+            values.groupby([runs.loc[has, c].astype(str) for c in groups]).nunique()
+            if groups
+            else pd.Series([values.nunique()])
+        )
         if (spread > 1).any():
             out.append(key)
     return out
@@ -197,6 +212,7 @@ def _sort_number(text: str) -> float:
 
 
 # ---------------------------------------------------------------- status grid
+
 
 def setting_label(quant: Any, bits: Any) -> str:
     """'fp32', 'fp16' or 'ptq 4b': a quant setting as a status column."""
@@ -233,11 +249,16 @@ def status(store: str | Path, filters: Mapping[str, Any] | None = None) -> tuple
     bits = runs["quant.bits"] if "quant.bits" in runs.columns else pd.Series(None, index=runs.index)
     labels = [setting_label(q, b) for q, b in zip(runs["quant"], bits)]
     for key in quant_keys:
-        labels = [lab if runs.at[i, "quant"] in FLOAT_BITS or _norm(runs.at[i, key]) is None
-                  else f"{lab} {key.split('.', 1)[1]}={value_text(runs.at[i, key])}" for i, lab in zip(runs.index, labels)]
+        labels = [
+            lab
+            if runs.at[i, "quant"] in FLOAT_BITS or _norm(runs.at[i, key]) is None
+            else f"{lab} {key.split('.', 1)[1]}={value_text(runs.at[i, key])}"
+            for i, lab in zip(runs.index, labels)
+        ]
     shown = runs.assign(setting=labels, **{k: runs[k].map(value_text) for k in extra})  # null: a value
-    grid = shown.pivot_table(index=row_keys, columns="setting", values="status",
-                             aggfunc=lambda s: "/".join(sorted(set(s))), dropna=False)
+    grid = shown.pivot_table(
+        index=row_keys, columns="setting", values="status", aggfunc=lambda s: "/".join(sorted(set(s))), dropna=False
+    )
     grid = grid.dropna(how="all").reindex(columns=sorted(grid.columns, key=setting_order))
     grid = grid.sort_index(key=_natural)
     grid.columns.name = None
@@ -249,13 +270,32 @@ def status(store: str | Path, filters: Mapping[str, Any] | None = None) -> tuple
 # ---------------------------------------------------------------- the summary `quarl results` prints
 
 SUMMARY_COLUMNS = [
-    "algo", "env", "quant", "quant.bits", "quant.scheme", "quant.granularity", "quant.quantize_bias", "seed",
-    "status", "reward_mean", "reward_std", "fp32_reward", "rel_error", "n_episodes", "policy_bytes",
+    "algo",
+    "env",
+    "quant",
+    "quant.bits",
+    "quant.scheme",
+    "quant.granularity",
+    "quant.quantize_bias",
+    "seed",
+    "status",
+    "reward_mean",
+    "reward_std",
+    "fp32_reward",
+    "rel_error",
+    "n_episodes",
+    "policy_bytes",
 ]
 #: Action fidelity against the fp32 policy on the states it visits (blank in records written before them).
 FIDELITY_COLUMNS = [
-    "action_agreement", "action_mad", "action_kl", "agreement_states",
-    "backend_action_agreement", "backend_action_mad", "actor_action_agreement", "actor_action_mad",
+    "action_agreement",
+    "action_mad",
+    "action_kl",
+    "agreement_states",
+    "backend_action_agreement",
+    "backend_action_mad",
+    "actor_action_agreement",
+    "actor_action_mad",
 ]
 
 

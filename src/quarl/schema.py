@@ -176,8 +176,10 @@ def _check_algo(cfg: Any, method: methods.QuantMethod) -> None:
     one_of("algo.noise_type", cfg.algo.noise_type, NOISE_TYPES)
     only = methods.trained_only_by(cfg.algo.name)
     if only and method.name not in only:
-        raise QuarlError(f"algo={cfg.algo.name} is trained by {' or '.join(only)} only: use quant={only[0]} "
-                         f"(not quant={method.name}).")
+        raise QuarlError(
+            f"algo={cfg.algo.name} is trained by {' or '.join(only)} only: use quant={only[0]} "
+            f"(not quant={method.name})."
+        )
 
 
 def exec_backends() -> tuple[str, ...]:
@@ -210,7 +212,9 @@ def _check_train(cfg: Any) -> None:
         raise QuarlError(f"train.steps={t.steps} must be a positive number of env steps (or null).")
     one_of("train.device", t.device, DEVICES)
     if t.checkpoint_every is not None and t.checkpoint_every < 0:
-        raise QuarlError(f"train.checkpoint_every={t.checkpoint_every} must be >= 0 (0: no checkpoints; null: every tenth).")
+        raise QuarlError(
+            f"train.checkpoint_every={t.checkpoint_every} must be >= 0 (0: no checkpoints; null: every tenth)."
+        )
     if t.get("threads") is not None and t.threads < 1:
         raise QuarlError(f"train.threads={t.threads} must be at least 1 (or null: what the launcher allots, else 1).")
     if t.log_interval_s < 0:

@@ -111,8 +111,16 @@ class Probe:
 
     def _evaluate(self, model: Any, **kw: Any) -> Any:
         c = self.cfg
-        return evaluate(model, c.env, episodes=c.eval.episodes, seed=c.seed, n_envs=c.eval.n_envs,
-                        deterministic=c.eval.deterministic, obs_transform=self.transform, **kw)
+        return evaluate(
+            model,
+            c.env,
+            episodes=c.eval.episodes,
+            seed=c.seed,
+            n_envs=c.eval.n_envs,
+            deterministic=c.eval.deterministic,
+            obs_transform=self.transform,
+            **kw,
+        )
 
     def quant(self, layer_bits: Optional[dict[str, int]] = None, input_bits: int = 32, bits: int = 32) -> Any:
         """`cfg.quant` (its scheme, granularity, calibration) with these bit widths, activations fp32."""
@@ -177,12 +185,16 @@ def search(probe: Probe, table: pd.DataFrame, bits: list[int], bound: Bound) -> 
     current = {name: widest for name in probe.layers}
     start = probe.measure(probe.quant(current))
     uniform_bytes = probe.bytes(probe.quant(current))
-    best, steps = start, [{"layer": f"(every layer at {widest})", "bits": widest, **asdict(start), "kept": bound.met(start)}]
+    best, steps = (
+        start,
+        [{"layer": f"(every layer at {widest})", "bits": widest, **asdict(start), "kept": bound.met(start)}],
+    )
     if not bound.met(start):
         log.warning("Uniform %d-bit weights already break the bound (%s): nothing to search.", widest, bound.text())
     frozen: set[str] = set() if bound.met(start) else set(current)
-    alone = {(r.layer, r.bits): Measure(r.reward, r.agreement, None if pd.isna(r.e) else r.e)
-             for r in table.itertuples()}
+    alone = {
+        (r.layer, r.bits): Measure(r.reward, r.agreement, None if pd.isna(r.e) else r.e) for r in table.itertuples()
+    }
     layers = inference_layers(probe.reference)
     while True:
         candidates = []
@@ -195,8 +207,9 @@ def search(probe: Probe, table: pd.DataFrame, bits: list[int], bound: Bound) -> 
             if not bound.met(single):
                 frozen.add(name)  # alone at that width it already breaks the bound
                 continue
-            saved = (layer_bytes(name, layers[name], probe.quant({name: current[name]}))
-                     - layer_bytes(name, layers[name], probe.quant({name: b})))
+            saved = layer_bytes(name, layers[name], probe.quant({name: current[name]})) - layer_bytes(
+                name, layers[name], probe.quant({name: b})
+            )
             candidates.append((saved / (1.0 - single.agreement + 1e-3), name, b))
         if not candidates:
             break
@@ -205,17 +218,34 @@ def search(probe: Probe, table: pd.DataFrame, bits: list[int], bound: Bound) -> 
         m = probe.measure(probe.quant(trial))
         kept = bound.met(m)
         steps.append({"layer": name, "bits": b, **asdict(m), "kept": kept})
-        log.info("%s -> %d bits: agreement %.3f, reward %.2f: %s", name, b, m.agreement, m.reward,
-                 "kept" if kept else "rejected")
+        log.info(
+            "%s -> %d bits: agreement %.3f, reward %.2f: %s",
+            name,
+            b,
+            m.agreement,
+            m.reward,
+            "kept" if kept else "rejected",
+        )
         if kept:
             current, best = trial, m
         else:
             frozen.add(name)
     quant = probe.quant(current)
-    return Search(layer_bits=current, bound=bound.text(), met=bound.met(best), reward=best.reward,
-                  agreement=best.agreement, e=best.e, bytes=probe.bytes(quant), uniform_bytes=uniform_bytes,
-                  uniform_bits=widest, fp32_bytes=probe.bytes(probe.quant()), fp32_reward=probe.fp32_reward,
-                  evaluations=probe.evaluations, steps=steps)
+    return Search(
+        layer_bits=current,
+        bound=bound.text(),
+        met=bound.met(best),
+        reward=best.reward,
+        agreement=best.agreement,
+        e=best.e,
+        bytes=probe.bytes(quant),
+        uniform_bytes=uniform_bytes,
+        uniform_bits=widest,
+        fp32_bytes=probe.bytes(probe.quant()),
+        fp32_reward=probe.fp32_reward,
+        evaluations=probe.evaluations,
+        steps=steps,
+    )
 
 
 def heatmap(table: pd.DataFrame, title: str) -> Figure:
@@ -223,18 +253,31 @@ def heatmap(table: pd.DataFrame, title: str) -> Figure:
     order = table.sort_values("rank")["layer"].drop_duplicates().tolist()
     fig = Figure(figsize=(11, 1.2 + 0.55 * len(order)), layout="constrained")
     FigureCanvasAgg(fig)
-    for ax, (value, label, cmap) in zip(fig.subplots(1, 2), (("agreement", "action agreement", "viridis"),
-                                                             ("reward", "reward", "magma"))):
+    for ax, (value, label, cmap) in zip(
+        fig.subplots(1, 2), (("agreement", "action agreement", "viridis"), ("reward", "reward", "magma"))
+    ):
         grid = table.pivot(index="layer", columns="bits", values=value).reindex(order)
         data = grid.to_numpy(dtype=float)
-        image = ax.imshow(data, cmap=cmap, aspect="auto", vmin=0 if value == "agreement" else None,
-                          vmax=1 if value == "agreement" else None)
+        image = ax.imshow(
+            data,
+            cmap=cmap,
+            aspect="auto",
+            vmin=0 if value == "agreement" else None,
+            vmax=1 if value == "agreement" else None,
+        )
         ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns])
         ax.set_yticks(range(grid.shape[0]), order)
         ax.set_xlabel("bits (this layer alone; the rest fp32)")
         for (i, j), v in np.ndenumerate(data):
-            ax.text(j, i, f"{v:.2f}" if value == "agreement" else f"{v:.0f}", ha="center", va="center", fontsize=8,
-                    color="white" if (v < 0.6 if value == "agreement" else v < np.nanmean(data)) else "black")
+            ax.text(
+                j,
+                i,
+                f"{v:.2f}" if value == "agreement" else f"{v:.0f}",
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="white" if (v < 0.6 if value == "agreement" else v < np.nanmean(data)) else "black",
+            )
         fig.colorbar(image, ax=ax, label=label)
     fig.suptitle(title)
     return fig
@@ -258,10 +301,14 @@ def write(out: Path, table: pd.DataFrame, result: Optional[Search], title: str, 
     ranking.columns = [f"agreement@{b}" for b in ranking.columns]
     ranking = ranking.join(table.groupby("layer")[["rank", "sensitivity"]].first()).sort_values("rank").reset_index()
     written = [out / "sensitivity.csv"]
-    written += tables.write(ranking, out / "ranking", f"{title}: sensitivity, most sensitive first",
-                            "Action agreement with the fp32 policy when only this layer's weights (or the input) are "
-                            "quantized, the rest fp32; rank 1 = most sensitive (mean disagreement over the widths).",
-                            floatfmt=".3f")
+    written += tables.write(
+        ranking,
+        out / "ranking",
+        f"{title}: sensitivity, most sensitive first",
+        "Action agreement with the fp32 policy when only this layer's weights (or the input) are "
+        "quantized, the rest fp32; rank 1 = most sensitive (mean disagreement over the widths).",
+        floatfmt=".3f",
+    )
     fig = heatmap(table, f"{title}: each layer quantized alone")
     try:
         written += plots.save(fig, out / "heatmap")
@@ -271,14 +318,19 @@ def write(out: Path, table: pd.DataFrame, result: Optional[Search], title: str, 
         record = {**asdict(result), "command": command}
         (out / "search.json").write_text(json.dumps(record, indent=2))
         steps = pd.DataFrame(result.steps)
-        lines = [f"## {title}: smallest policy with {result.bound}", "",
-                 f"- layer bits: {json.dumps(result.layer_bits)}",
-                 f"- bytes: {result.bytes} (uniform {result.uniform_bits}-bit: {result.uniform_bytes}, fp32: "
-                 f"{result.fp32_bytes}); {result.uniform_bytes / result.bytes:.2f}x smaller than uniform",
-                 f"- agreement {result.agreement:.4f}, reward {result.reward:.2f} (fp32 {result.fp32_reward:.2f}), "
-                 f"E {'n/a' if result.e is None else f'{100 * result.e:.2f}%'}; bound met: {result.met}",
-                 f"- {result.evaluations} evaluations; run it as a cell: `{command}`", "",
-                 steps.to_markdown(index=False, floatfmt=".4g"), ""]
+        lines = [
+            f"## {title}: smallest policy with {result.bound}",
+            "",
+            f"- layer bits: {json.dumps(result.layer_bits)}",
+            f"- bytes: {result.bytes} (uniform {result.uniform_bits}-bit: {result.uniform_bytes}, fp32: "
+            f"{result.fp32_bytes}); {result.uniform_bytes / result.bytes:.2f}x smaller than uniform",
+            f"- agreement {result.agreement:.4f}, reward {result.reward:.2f} (fp32 {result.fp32_reward:.2f}), "
+            f"E {'n/a' if result.e is None else f'{100 * result.e:.2f}%'}; bound met: {result.met}",
+            f"- {result.evaluations} evaluations; run it as a cell: `{command}`",
+            "",
+            steps.to_markdown(index=False, floatfmt=".4g"),
+            "",
+        ]
         (out / "search.md").write_text("\n".join(lines))
         written += [out / "search.json", out / "search.md"]
     return written
@@ -300,13 +352,22 @@ def compose_cell(conf_dir: Path, overrides: list[str]) -> Any:
         raise QuarlError(f"These overrides do not make a cell: {exc}") from None
     method = methods.of(cfg)
     if method.trains_policy or not method.integer:  # it quantizes the fp32 policy's layers to integers
-        raise QuarlError(f"quarl sensitivity studies post-training quantization: use quant=ptq, not quant={cfg.quant.method}.")
+        raise QuarlError(
+            f"quarl sensitivity studies post-training quantization: use quant=ptq, not quant={cfg.quant.method}."
+        )
     schema.check(cfg)
     return cfg
 
 
-def run_study(conf_dir: Path, overrides: list[str], bits: list[int], min_agreement: float,
-              max_error: Optional[float], out: Optional[Path], search_too: bool = True) -> list[Path]:
+def run_study(
+    conf_dir: Path,
+    overrides: list[str],
+    bits: list[int],
+    min_agreement: float,
+    max_error: Optional[float],
+    out: Optional[Path],
+    search_too: bool = True,
+) -> list[Path]:
     """`quarl sensitivity`: obtain the cell's fp32 policy (trained if not cached), study it, search,
     and write the outputs (see `write`) into `out` (default outputs/sensitivity/<algo>-<env>-seed<seed>-<policy>)."""
     from quarl.algos import check_action_kind
@@ -321,17 +382,32 @@ def run_study(conf_dir: Path, overrides: list[str], bits: list[int], min_agreeme
     policy = obtain(fp32_config(cfg), Path(cfg.store.policies), progress=bool(cfg.train.progress))
     out = out or Path("outputs/sensitivity") / slug(f"{cfg.algo.name}-{cfg.env.name}-seed{cfg.seed}-{policy.key}")
     probe = Probe(cfg, policy)
-    if max_error is not None and probe._relative_error(probe.fp32_reward, probe.fp32_reward, cfg.env.return_scale)[0] is None:
-        raise QuarlError(f"--max-error {max_error} cannot be checked: E is n/a for this policy (its fp32 reward "
-                         f"{probe.fp32_reward:.4g} is too close to 0); bound it with --min-agreement only.")
+    if (
+        max_error is not None
+        and probe._relative_error(probe.fp32_reward, probe.fp32_reward, cfg.env.return_scale)[0] is None
+    ):
+        raise QuarlError(
+            f"--max-error {max_error} cannot be checked: E is n/a for this policy (its fp32 reward "
+            f"{probe.fp32_reward:.4g} is too close to 0); bound it with --min-agreement only."
+        )
     table = study(probe, bits)
     result = search(probe, table, bits, bound) if search_too else None
     command = run_command(overrides, result.layer_bits, max(bits)) if result is not None else None
     title = f"{cfg.algo.name} on {cfg.env.name} (seed {cfg.seed})"
     written = write(out, table, result, title, command)
     if result is not None:
-        log.info("Smallest policy with %s: %s, %d bytes (uniform %d-bit %d, fp32 %d); agreement %.4f, reward %.2f "
-                 "(fp32 %.2f). Run it as a cell: %s", result.bound, json.dumps(result.layer_bits), result.bytes,
-                 result.uniform_bits, result.uniform_bytes, result.fp32_bytes, result.agreement, result.reward,
-                 result.fp32_reward, command)
+        log.info(
+            "Smallest policy with %s: %s, %d bytes (uniform %d-bit %d, fp32 %d); agreement %.4f, reward %.2f "
+            "(fp32 %.2f). Run it as a cell: %s",
+            result.bound,
+            json.dumps(result.layer_bits),
+            result.bytes,
+            result.uniform_bits,
+            result.uniform_bytes,
+            result.fp32_bytes,
+            result.agreement,
+            result.reward,
+            result.fp32_reward,
+            command,
+        )
     return written

@@ -70,8 +70,19 @@ CREATE TABLE IF NOT EXISTS actors (
 """
 # Columns added to a table after a store was first written: added to older files when opened.
 MIGRATIONS = {"curves": ("wall_s REAL", "actor INTEGER")}
-ACTOR_COLUMNS = ("actor", "steps", "steps_per_s", "wall_s", "inference_s", "env_s", "pull_s", "deserialize_s",
-                 "load_s", "pulls", "restarts")
+ACTOR_COLUMNS = (
+    "actor",
+    "steps",
+    "steps_per_s",
+    "wall_s",
+    "inference_s",
+    "env_s",
+    "pull_s",
+    "deserialize_s",
+    "load_s",
+    "pulls",
+    "restarts",
+)
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -154,8 +165,10 @@ class Store:
                 con.execute("DELETE FROM curves WHERE cell_key = ?", (run["cell_key"],))
                 con.executemany(
                     "INSERT INTO curves (cell_key, step, reward, length, wall_s, actor) VALUES (?, ?, ?, ?, ?, ?)",
-                    [(run["cell_key"], c["step"], c["reward"], c["length"], c.get("wall_s"), c.get("actor"))
-                     for c in record.get("curve", [])],
+                    [
+                        (run["cell_key"], c["step"], c["reward"], c["length"], c.get("wall_s"), c.get("actor"))
+                        for c in record.get("curve", [])
+                    ],
                 )
                 con.execute("DELETE FROM actors WHERE cell_key = ?", (run["cell_key"],))
                 con.executemany(

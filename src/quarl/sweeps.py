@@ -43,8 +43,9 @@ def jobs(overrides: Sequence[Override]) -> list[list[str]]:
             axes[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
         else:
             kind = override.value_type.name if override.value_type else "unknown"
-            raise HydraException(f"{override.input_line}: quarl's sweeper enumerates choice, range and glob "
-                                 f"sweeps only, not {kind}")
+            raise HydraException(
+                f"{override.input_line}: quarl's sweeper enumerates choice, range and glob sweeps only, not {kind}"
+            )
     return [list(job) for job in itertools.product(*axes.values())]
 
 
@@ -163,9 +164,19 @@ def plan(conf_dir: Path, args: list[str], store_path: Path | None = None) -> pd.
         path = store_path or Path(cfg.store.path)
         store = stores.setdefault(path, Store(path))
         state, why = _state(cfg, store)
-        rows.append({"algo": cfg.algo.name, "env": cfg.env.name, "quant": cfg.quant.method,
-                     "quant.bits": cfg.quant.bits, "seed": cfg.seed, "state": state, "cell_key": cell_key(cfg),
-                     "overrides": " ".join(job), "why": why})
+        rows.append(
+            {
+                "algo": cfg.algo.name,
+                "env": cfg.env.name,
+                "quant": cfg.quant.method,
+                "quant.bits": cfg.quant.bits,
+                "seed": cfg.seed,
+                "state": state,
+                "cell_key": cell_key(cfg),
+                "overrides": " ".join(job),
+                "why": why,
+            }
+        )
     return pd.DataFrame(rows)
 
 

@@ -137,9 +137,17 @@ class WandbWriter:
 
         folder = _resolve(settings.wandb_dir, base)
         folder.mkdir(parents=True, exist_ok=True)
-        self.run = wandb.init(project=settings.project, group=run.group, name=run.name, job_type=run.tags.get("quant"),
-                              tags=[f"{k}={v}" for k, v in run.tags.items()], config=run.config, dir=str(folder),
-                              mode=settings.wandb_mode, reinit="create_new")
+        self.run = wandb.init(
+            project=settings.project,
+            group=run.group,
+            name=run.name,
+            job_type=run.tags.get("quant"),
+            tags=[f"{k}={v}" for k, v in run.tags.items()],
+            config=run.config,
+            dir=str(folder),
+            mode=settings.wandb_mode,
+            reinit="create_new",
+        )
         self.run.define_metric("env_step")
         self.run.define_metric("*", step_metric="env_step")
         log.info("W&B run %s (%s mode) in %s", self.run.id, settings.wandb_mode, folder)
@@ -177,7 +185,9 @@ class MlflowWriter:
         from mlflow.entities import Param
 
         for start in range(0, len(params), 100):
-            self.client.log_batch(self.run_id, params=[Param(k, str(v)[:6000]) for k, v in list(params.items())[start:start + 100]])
+            self.client.log_batch(
+                self.run_id, params=[Param(k, str(v)[:6000]) for k, v in list(params.items())[start : start + 100]]
+            )
         self.pending: list[Any] = []
         log.info("MLflow run %s in %s", self.run_id, uri)
 
@@ -193,7 +203,7 @@ class MlflowWriter:
 
     def _flush(self) -> None:
         for start in range(0, len(self.pending), 1000):
-            self.client.log_batch(self.run_id, metrics=self.pending[start:start + 1000])
+            self.client.log_batch(self.run_id, metrics=self.pending[start : start + 1000])
         self.pending = []
 
     def episode(self, step: int, row: dict[str, Any]) -> None:
@@ -219,8 +229,11 @@ class Curves:
             writer.episode(int(step), row)
 
     def scalars(self, step: int, values: dict[str, Any], wall_s: Optional[float] = None) -> None:
-        numeric = {k: float(v) for k, v in values.items()
-                   if isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(float(v))}
+        numeric = {
+            k: float(v)
+            for k, v in values.items()
+            if isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(float(v))
+        }
         if wall_s is not None:
             numeric = {"wall_s": round(wall_s, 3), **numeric}
         if numeric:
@@ -253,8 +266,10 @@ def require(settings: Any) -> None:
     """Fail, before any work, when a tracker is chosen whose package is not installed."""
     for flag, package in (("wandb", "wandb"), ("mlflow", "mlflow")):
         if settings[flag] and importlib.util.find_spec(package) is None:
-            raise QuarlError(f"train.tracking.{flag}=true needs the {package} package: pip install '{EXTRA}' "
-                             f"(or pip install {package}), or set train.tracking.{flag}=false.")
+            raise QuarlError(
+                f"train.tracking.{flag}=true needs the {package} package: pip install '{EXTRA}' "
+                f"(or pip install {package}), or set train.tracking.{flag}=false."
+            )
 
 
 def open_curves(folder: Path, settings: Any, run: RunName, base: Path, resume_step: Optional[int] = None) -> Curves:

@@ -116,8 +116,13 @@ def run_name(cfg: Any) -> RunName:
     method = methods.of(cfg)
     name = f"{cfg.algo.name}-{slug(cfg.env.name)}-seed{cfg.seed}{method.policy_tag(cfg.quant)}"
     quant = method.name if method.trains_policy else methods.BASELINE
-    tags = {"algo": cfg.algo.name, "env": cfg.env.name, "quant": quant, "seed": str(cfg.seed),
-            "policy_key": policy_key(cfg)}
+    tags = {
+        "algo": cfg.algo.name,
+        "env": cfg.env.name,
+        "quant": quant,
+        "seed": str(cfg.seed),
+        "policy_key": policy_key(cfg),
+    }
     return RunName(name, sweep_group(cfg.train.tracking.group), tags, training_spec(cfg))
 
 
@@ -132,8 +137,15 @@ def _keep_best(cfg: Any, hook: Optional[TrainingHook], curves: Curves, progress:
     eligible = hook.ready if hook is not None else (lambda: True)
     # a fixed number of episodes side by side: eval.n_envs is not in the policy key, so it must not
     # touch the float rounding that decides which model is kept
-    return KeepBest(cfg.env, cfg.seed, keep_best_every(cfg), int(cfg.train.eval_episodes), KEEP_BEST_ENVS,
-                    eligible=eligible, on_eval=on_eval)
+    return KeepBest(
+        cfg.env,
+        cfg.seed,
+        keep_best_every(cfg),
+        int(cfg.train.eval_episodes),
+        KEEP_BEST_ENVS,
+        eligible=eligible,
+        on_eval=on_eval,
+    )
 
 
 def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = None) -> None:
@@ -163,8 +175,15 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
         shutil.rmtree(live, ignore_errors=True)
     curves = open_curves(live, cfg.train.tracking, run_name(cfg), launch_dir(), resume_step=done if resuming else None)
     how = method.policy_kind(cfg.quant)
-    bar = Progress(steps, f"Training {how} {algo_cfg.name}", interval_s=cfg.train.log_interval_s,
-                   interactive=progress or None, enabled=progress or cfg.train.progress, initial=done, logger=log)
+    bar = Progress(
+        steps,
+        f"Training {how} {algo_cfg.name}",
+        interval_s=cfg.train.log_interval_s,
+        interactive=progress or None,
+        enabled=progress or cfg.train.progress,
+        initial=done,
+        logger=log,
+    )
     logged = TrainingLog(curves, bar, dump_every=max(1, steps // CURVE_ROWS))
     model.set_logger(Logger(str(live), [CurvesOutput(curves)]))
     callbacks: list[BaseCallback] = [logged] + ([hook.callback] if hook is not None else [])
@@ -179,13 +198,22 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
             keeper.load_state(extra["best"])
         log.info("Resuming from the checkpoint at step %d of %d", done, steps)
     if checkpoints is not None and checkpoint_every(cfg) > 0:
-        state = lambda: {"curve": logged.points, "seconds": logged.wall_s(), "dumped": logged.last_dump,  # noqa: E731
-                         "hook": hook.state() if hook is not None else None,
-                         "best": keeper.state() if keeper is not None else None}
+        state = lambda: {
+            "curve": logged.points,
+            "seconds": logged.wall_s(),
+            "dumped": logged.last_dump,  # noqa: E731
+            "hook": hook.state() if hook is not None else None,
+            "best": keeper.state() if keeper is not None else None,
+        }
         callbacks.append(checkpoint.Checkpointer(checkpoints, checkpoint_every(cfg), state))
     try:
-        model.learn(total_timesteps=steps - done, progress_bar=False, callback=callbacks, log_interval=None,
-                    reset_num_timesteps=done == 0)
+        model.learn(
+            total_timesteps=steps - done,
+            progress_bar=False,
+            callback=callbacks,
+            log_interval=None,
+            reset_num_timesteps=done == 0,
+        )
     finally:
         bar.close()
         curves.close()
@@ -194,8 +222,13 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
     if keeper is not None:
         keeper.restore_best(model)
         kept = keeper.summary(model.num_timesteps)
-        log.info("Kept the model of step %d (evaluation reward %s over %d episodes; final model %s)", kept["step"],
-                 _reward(kept["reward"]), kept["episodes"], _reward(kept.get("final_reward")))
+        log.info(
+            "Kept the model of step %d (evaluation reward %s over %d episodes; final model %s)",
+            kept["step"],
+            _reward(kept["reward"]),
+            kept["episodes"],
+            _reward(kept.get("final_reward")),
+        )
     if hook is not None:
         hook.save(model, folder)
     model.save(folder / MODEL_FILE)

@@ -77,7 +77,9 @@ class Policy:
 
     def load(self, version: int, packed: np.ndarray) -> None:
         t0 = time.perf_counter()
-        layers = execution.convert(params.unpack(packed, self.spec.layer_shapes, self.spec.comm_bits), self.spec.actor_bits)
+        layers = execution.convert(
+            params.unpack(packed, self.spec.layer_shapes, self.spec.comm_bits), self.spec.actor_bits
+        )
         t1 = time.perf_counter()
         self.executor = execution.build(layers, self.spec.actor_bits, self.spec.squash)
         t2 = time.perf_counter()
@@ -127,7 +129,9 @@ def run_actor(actor_id: int, spec: ActorSpec, link: Link) -> Timings:
                 env_action = scale_action(action, low, high)
             else:
                 greedy = int(np.argmax(out))
-                action = env_action = int(rng.integers(spec.n_out)) if rng.random() < epsilon(spec, timings.steps) else greedy
+                action = env_action = (
+                    int(rng.integers(spec.n_out)) if rng.random() < epsilon(spec, timings.steps) else greedy
+                )
             t1 = time.perf_counter()
             next_obs, reward, terminated, truncated, _ = env.step(env_action)
             t2 = time.perf_counter()

@@ -34,8 +34,9 @@ class GreedyPolicy:
     def __init__(self, forward: Any, settings: Settings) -> None:
         self.forward, self.settings = forward, settings
 
-    def predict(self, obs: np.ndarray, state: Any = None, episode_start: Any = None,
-                deterministic: bool = True) -> tuple[np.ndarray, None]:
+    def predict(
+        self, obs: np.ndarray, state: Any = None, episode_start: Any = None, deterministic: bool = True
+    ) -> tuple[np.ndarray, None]:
         out = self.forward(np.asarray(obs, dtype=np.float32))
         if self.settings.actor.squash:
             s = self.settings
@@ -129,18 +130,37 @@ def run_actorq_cell(ctx: Context, store: Store, started: str) -> None:
     device = _device(cfg.train.device)
     learner = (DQNLearner if settings.actor.algo == "dqn" else D4PGLearner)(settings, device)
     spec = settings.actor
-    log.info("ActorQ %s on %s: %d %s actors (%s backend), weights sent at %d bits, learner on %s, %d env steps.",
-             cfg.algo.name, cfg.env.name, settings.actors, execution.PRECISIONS[spec.actor_bits], settings.backend,
-             spec.comm_bits, device, spec.total_steps)
+    log.info(
+        "ActorQ %s on %s: %d %s actors (%s backend), weights sent at %d bits, learner on %s, %d env steps.",
+        cfg.algo.name,
+        cfg.env.name,
+        settings.actors,
+        execution.PRECISIONS[spec.actor_bits],
+        settings.backend,
+        spec.comm_bits,
+        device,
+        spec.total_steps,
+    )
     with sigterm_as_interrupt(), learner_threads(settings, device) as threads:
         log.debug("Learner on %d CPU threads.", threads)
-        result = train(settings, learner, make_transport(settings), progress=cfg.train.progress and ctx.interactive,
-                       curves=open_run_curves(cfg, ctx.run_dir))
-    run_eval = dict(episodes=cfg.eval.episodes, seed=cfg.seed, n_envs=cfg.eval.n_envs,
-                    deterministic=True, progress=cfg.eval.progress)
+        result = train(
+            settings,
+            learner,
+            make_transport(settings),
+            progress=cfg.train.progress and ctx.interactive,
+            curves=open_run_curves(cfg, ctx.run_dir),
+        )
+    run_eval = dict(
+        episodes=cfg.eval.episodes,
+        seed=cfg.seed,
+        n_envs=cfg.eval.n_envs,
+        deterministic=True,
+        progress=cfg.eval.progress,
+    )
     learner.policy.eval()
-    fp32_policy = GreedyPolicy(lambda x: learner.policy(torch.as_tensor(x, device=device)).detach().cpu().numpy(),
-                               settings)
+    fp32_policy = GreedyPolicy(
+        lambda x: learner.policy(torch.as_tensor(x, device=device)).detach().cpu().numpy(), settings
+    )
     ev = evaluate(fp32_policy, cfg.env, desc="fp32 learner eval", keep_states=STATES, **run_eval)
     actor_policy = _actor_policy(learner, settings)  # executed as the actors run it: one observation per call
     actor_ev = evaluate(actor_policy, cfg.env, desc="actor-precision eval", per_observation=True, **run_eval)
@@ -154,11 +174,34 @@ def run_actorq_cell(ctx: Context, store: Store, started: str) -> None:
     record["actors"] = result.actors
     store_record(store, record, ctx.run_dir / "record.json")
     for a in result.actors:
-        log.info("actor %d: %d steps, %.0f steps/s; inference %.1f s, env %.1f s, pull %.2f s, deserialize %.2f s, "
-                 "load %.2f s (%d pulls, %d restarts)", a["actor"], a["steps"], a["steps_per_s"], a["inference_s"],
-                 a["env_s"], a["pull_s"], a["deserialize_s"], a["load_s"], a["pulls"], a["restarts"])
-    log.info("%s/%s ActorQ %s actors: reward %.2f ± %.2f (fp32 learner), %.2f (%s actor policy, action agreement "
-             "%.3f) | %d env steps in %.1f s, %.0f actor steps/s, %d learner steps, %d bytes per publish",
-             cfg.algo.name, cfg.env.name, execution.PRECISIONS[spec.actor_bits], ev.mean, ev.std, actor_ev.mean,
-             execution.PRECISIONS[spec.actor_bits], fidelity.agreement, result.env_steps, result.wall_s, fields["actor_steps_per_s"],
-             result.learner_steps, result.bytes_per_publish)
+        log.info(
+            "actor %d: %d steps, %.0f steps/s; inference %.1f s, env %.1f s, pull %.2f s, deserialize %.2f s, "
+            "load %.2f s (%d pulls, %d restarts)",
+            a["actor"],
+            a["steps"],
+            a["steps_per_s"],
+            a["inference_s"],
+            a["env_s"],
+            a["pull_s"],
+            a["deserialize_s"],
+            a["load_s"],
+            a["pulls"],
+            a["restarts"],
+        )
+    log.info(
+        "%s/%s ActorQ %s actors: reward %.2f ± %.2f (fp32 learner), %.2f (%s actor policy, action agreement "
+        "%.3f) | %d env steps in %.1f s, %.0f actor steps/s, %d learner steps, %d bytes per publish",
+        cfg.algo.name,
+        cfg.env.name,
+        execution.PRECISIONS[spec.actor_bits],
+        ev.mean,
+        ev.std,
+        actor_ev.mean,
+        execution.PRECISIONS[spec.actor_bits],
+        fidelity.agreement,
+        result.env_steps,
+        result.wall_s,
+        fields["actor_steps_per_s"],
+        result.learner_steps,
+        result.bytes_per_publish,
+    )

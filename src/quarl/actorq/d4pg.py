@@ -22,8 +22,9 @@ from quarl.actorq.networks import DistributionalCritic, gradient_step, policy_ne
 from quarl.actorq.settings import Settings
 
 
-def project(next_probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor,
-            atoms: torch.Tensor) -> torch.Tensor:
+def project(
+    next_probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor, atoms: torch.Tensor
+) -> torch.Tensor:
     """Categorical projection (C51): the distribution of `rewards + discounts * Z`, where Z has
     probabilities `next_probs` [batch, atoms] on `atoms`, moved onto the same atoms.
 

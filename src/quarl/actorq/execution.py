@@ -112,8 +112,11 @@ def _graph(shapes: tuple[tuple[int, int], ...], quantized: bool, squash: bool) -
         x = y
     nodes.append(helper.make_node("Tanh" if squash else "Identity", [x], [onnx_io.OUTPUT]))
     graph = helper.make_graph(
-        nodes, "actor", [helper.make_tensor_value_info(onnx_io.INPUT, TensorProto.FLOAT, ["batch", shapes[0][0]])],
-        [helper.make_tensor_value_info(onnx_io.OUTPUT, TensorProto.FLOAT, ["batch", shapes[-1][1]])], inits,
+        nodes,
+        "actor",
+        [helper.make_tensor_value_info(onnx_io.INPUT, TensorProto.FLOAT, ["batch", shapes[0][0]])],
+        [helper.make_tensor_value_info(onnx_io.OUTPUT, TensorProto.FLOAT, ["batch", shapes[-1][1]])],
+        inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
@@ -142,8 +145,13 @@ class TorchExecutor:
         self.dtype = torch.from_numpy(layers[0].wt[:0]).dtype
         self.precision = "fp16" if self.dtype == torch.float16 else "fp32"
         self.half = self.dtype == torch.float16
-        self.layers = [(torch.from_numpy(lay.wt).t().contiguous() if self.half else torch.from_numpy(lay.wt),
-                        torch.from_numpy(lay.b).to(self.dtype)) for lay in layers]
+        self.layers = [
+            (
+                torch.from_numpy(lay.wt).t().contiguous() if self.half else torch.from_numpy(lay.wt),
+                torch.from_numpy(lay.b).to(self.dtype),
+            )
+            for lay in layers
+        ]
         self.squash = squash
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:

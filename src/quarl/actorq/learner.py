@@ -88,14 +88,26 @@ def open_run_curves(cfg: Any, run_dir: Path) -> Curves:
     """The curve writers of an ActorQ run: CSV and TensorBoard in `<run dir>/curves` (quarl.tracking),
     plus the trackers `train.tracking` turns on, the run named by algo, env, seed and actor precision."""
     name = f"actorq-{cfg.algo.name}-{cfg.env.name.replace('/', '-')}-seed{cfg.seed}-actor{cfg.quant.actor_bits}"
-    tags = {"algo": cfg.algo.name, "env": cfg.env.name, "quant": "actorq", "seed": str(cfg.seed),
-            "actor_bits": str(cfg.quant.actor_bits)}
+    tags = {
+        "algo": cfg.algo.name,
+        "env": cfg.env.name,
+        "quant": "actorq",
+        "seed": str(cfg.seed),
+        "actor_bits": str(cfg.quant.actor_bits),
+    }
     from omegaconf import OmegaConf
 
-    config = {"algo": OmegaConf.to_container(cfg.algo, resolve=True), "actorq": OmegaConf.to_container(cfg.actorq, resolve=True),
-              "steps": cfg.train.steps}
-    return open_curves(run_dir / CURVES_DIR, cfg.train.tracking, RunName(name, sweep_group(cfg.train.tracking.group),
-                                                                         tags, config), launch_dir())
+    config = {
+        "algo": OmegaConf.to_container(cfg.algo, resolve=True),
+        "actorq": OmegaConf.to_container(cfg.actorq, resolve=True),
+        "steps": cfg.train.steps,
+    }
+    return open_curves(
+        run_dir / CURVES_DIR,
+        cfg.train.tracking,
+        RunName(name, sweep_group(cfg.train.tracking.group), tags, config),
+        launch_dir(),
+    )
 
 
 class LossWindow:
@@ -116,8 +128,9 @@ class LossWindow:
         return means
 
 
-def train(settings: Settings, learner: Learner, transport: Transport, progress: bool,
-          curves: Optional[Curves] = None) -> TrainResult:
+def train(
+    settings: Settings, learner: Learner, transport: Transport, progress: bool, curves: Optional[Curves] = None
+) -> TrainResult:
     """Run the actors and train `learner` until the env-step budget is spent; stops the actors in any case.
 
     `progress`: a bar on a terminal; otherwise a progress line every `actorq.log_interval_s`. With
@@ -125,8 +138,12 @@ def train(settings: Settings, learner: Learner, transport: Transport, progress: 
     spec = settings.actor
     budget = spec.total_steps
     replay = Replay(settings.replay_size, seed=spec.seed)
-    limiter = RateLimiter(settings.samples_per_insert, settings.min_replay, settings.hyper["batch_size"],
-                          slack=SLACK_CHUNKS * spec.chunk_size * settings.actors)
+    limiter = RateLimiter(
+        settings.samples_per_insert,
+        settings.min_replay,
+        settings.hyper["batch_size"],
+        slack=SLACK_CHUNKS * spec.chunk_size * settings.actors,
+    )
     quantizer = ParameterQuantizer(spec.layer_shapes, spec.comm_bits)
     book = ActorBook()
     curve: list[dict[str, float]] = []
@@ -140,8 +157,14 @@ def train(settings: Settings, learner: Learner, transport: Transport, progress: 
         publish_s += time.perf_counter() - t0
 
     precision = f"int{spec.actor_bits}" if spec.actor_bits == 8 else f"fp{spec.actor_bits}"
-    bar = Progress(budget, f"ActorQ {spec.algo} {precision}", unit="env step", interval_s=settings.log_interval_s,
-                   interactive=progress or None, logger=log)
+    bar = Progress(
+        budget,
+        f"ActorQ {spec.algo} {precision}",
+        unit="env step",
+        interval_s=settings.log_interval_s,
+        interactive=progress or None,
+        logger=log,
+    )
     window, dump_every, last_dump = LossWindow(), max(1, budget // CURVE_ROWS), 0
     try:
         publish()
@@ -156,7 +179,9 @@ def train(settings: Settings, learner: Learner, transport: Transport, progress: 
                 seen = len(curve)
                 env_steps += _take(chunk, replay, book, curve, env_steps, now - start)
                 for point in curve[seen:] if curves is not None else ():
-                    curves.episode(point["step"], point["reward"], point["length"], point["wall_s"], actor=point["actor"])
+                    curves.episode(
+                        point["step"], point["reward"], point["length"], point["wall_s"], actor=point["actor"]
+                    )
             if chunks or can_train:
                 last_progress = now
             for _ in range(UPDATES_PER_DRAIN):
@@ -170,23 +195,47 @@ def train(settings: Settings, learner: Learner, transport: Transport, progress: 
                     publish()
             _watch(settings, transport, book)
             if now - last_progress > settings.stall_timeout_s:
-                raise QuarlError(f"No experience from any actor for {settings.stall_timeout_s:.0f} s "
-                                 "(actorq.stall_timeout_s): the actors are stuck or cannot start; see the log above.")
+                raise QuarlError(
+                    f"No experience from any actor for {settings.stall_timeout_s:.0f} s "
+                    "(actorq.stall_timeout_s): the actors are stuck or cannot start; see the log above."
+                )
             recent = [c["reward"] for c in curve[-20:]]
-            bar.update(min(budget, env_steps) - bar.done, **{"learner steps": learner.updates, "replay": len(replay),
-                                                             "return": float(np.mean(recent)) if recent else "n/a"})
+            bar.update(
+                min(budget, env_steps) - bar.done,
+                **{
+                    "learner steps": learner.updates,
+                    "replay": len(replay),
+                    "return": float(np.mean(recent)) if recent else "n/a",
+                },
+            )
             if curves is not None and env_steps - last_dump >= dump_every:
                 last_dump = env_steps
-                curves.scalars(env_steps, {**window.take(), "train/learner_steps": learner.updates,
-                                           "train/replay": len(replay), "train/publishes": version + 1},
-                               wall_s=now - start)
+                curves.scalars(
+                    env_steps,
+                    {
+                        **window.take(),
+                        "train/learner_steps": learner.updates,
+                        "train/replay": len(replay),
+                        "train/publishes": version + 1,
+                    },
+                    wall_s=now - start,
+                )
     finally:
         bar.close()
         transport.stop()
         if curves is not None:
             curves.close()
-    return TrainResult(curve, book.rows(), env_steps, learner.updates, version + 1, quantizer.nbytes, publish_s,
-                       time.perf_counter() - start, losses)
+    return TrainResult(
+        curve,
+        book.rows(),
+        env_steps,
+        learner.updates,
+        version + 1,
+        quantizer.nbytes,
+        publish_s,
+        time.perf_counter() - start,
+        losses,
+    )
 
 
 def _reached(settings: Settings, curve: list[dict[str, float]], env_steps: int) -> bool:
@@ -196,8 +245,13 @@ def _reached(settings: Settings, curve: list[dict[str, float]], env_steps: int) 
     recent = float(np.mean([c["reward"] for c in curve[-RETURN_WINDOW:]]))
     if recent < settings.stop_at_return:
         return False
-    log.info("Mean return of the last %d training episodes %.1f >= %g (actorq.stop_at_return) after %d env steps: "
-             "stopping.", RETURN_WINDOW, recent, settings.stop_at_return, env_steps)
+    log.info(
+        "Mean return of the last %d training episodes %.1f >= %g (actorq.stop_at_return) after %d env steps: stopping.",
+        RETURN_WINDOW,
+        recent,
+        settings.stop_at_return,
+        env_steps,
+    )
     return True
 
 
@@ -207,7 +261,9 @@ def _take(chunk: Chunk, replay: Replay, book: ActorBook, curve: list, env_steps:
         replay.insert(chunk.data)
     book.current[chunk.actor] = chunk.stats
     step = env_steps + chunk.steps
-    curve += [{"step": step, "wall_s": wall_s, "reward": r, "length": n, "actor": chunk.actor} for r, n in chunk.episodes]
+    curve += [
+        {"step": step, "wall_s": wall_s, "reward": r, "length": n, "actor": chunk.actor} for r, n in chunk.episodes
+    ]
     return chunk.steps
 
 
@@ -219,11 +275,21 @@ def _watch(settings: Settings, transport: Transport, book: ActorBook) -> None:
         if restarts < settings.max_restarts:
             book.restarts[actor_id] = restarts + 1
             where = transport.start(actor_id)
-            log.warning("Actor %d died (%s); restarted it (%s), restart %d of at most %d.",
-                        actor_id, why, where, restarts + 1, settings.max_restarts)
+            log.warning(
+                "Actor %d died (%s); restarted it (%s), restart %d of at most %d.",
+                actor_id,
+                why,
+                where,
+                restarts + 1,
+                settings.max_restarts,
+            )
         else:
             book.gone.add(actor_id)
-            log.warning("Actor %d died (%s) and has used its %d restarts (actorq.max_restarts): going on without it.",
-                        actor_id, why, settings.max_restarts)
+            log.warning(
+                "Actor %d died (%s) and has used its %d restarts (actorq.max_restarts): going on without it.",
+                actor_id,
+                why,
+                settings.max_restarts,
+            )
     if len(book.gone) == settings.actors:
         raise QuarlError("Every actor died and none can be restarted (actorq.max_restarts): see the log above.")

@@ -56,8 +56,9 @@ class DistributionalCritic(nn.Module):
         return self.net(torch.cat([obs, action], dim=-1))
 
 
-def gradient_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters: Iterable[nn.Parameter],
-                  max_grad_norm: float) -> None:
+def gradient_step(
+    optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters: Iterable[nn.Parameter], max_grad_norm: float
+) -> None:
     """One optimiser step on `loss`, its gradients clipped to `max_grad_norm` (global norm)."""
     optimizer.zero_grad()
     loss.backward()

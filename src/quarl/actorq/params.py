@@ -105,12 +105,17 @@ class ParameterQuantizer:
 
 def unpack(buffer: np.ndarray, shapes: Sequence[tuple[int, int]], bits: int) -> list[Layer]:
     """The layers in a packed buffer, as views into it (no copy)."""
-    views = {name: np.ndarray(shape, dtype=dtype, buffer=buffer, offset=offset)
-             for name, offset, shape, dtype in _layout(shapes, bits)[:-1]}
+    views = {
+        name: np.ndarray(shape, dtype=dtype, buffer=buffer, offset=offset)
+        for name, offset, shape, dtype in _layout(shapes, bits)[:-1]
+    }
     return [
-        Layer(views[f"wt{i}"], views[f"b{i}"],
-              float(views[f"scale{i}"][0]) if bits == 8 else None,
-              int(views[f"zero_point{i}"][0]) if bits == 8 else None)
+        Layer(
+            views[f"wt{i}"],
+            views[f"b{i}"],
+            float(views[f"scale{i}"][0]) if bits == 8 else None,
+            int(views[f"zero_point{i}"][0]) if bits == 8 else None,
+        )
         for i in range(len(shapes))
     ]
 

@@ -31,8 +31,10 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise QuarlError("actorq.backend=ray needs Ray, which is not installed: pip install 'ray[default]' "
-                         "(or use actorq.backend=local on one machine).") from None
+        raise QuarlError(
+            "actorq.backend=ray needs Ray, which is not installed: pip install 'ray[default]' "
+            "(or use actorq.backend=local on one machine)."
+        ) from None
     return ray
 
 
@@ -99,8 +101,14 @@ class RayTransport(Transport):
                 ray.init(address=address, runtime_env={"env_vars": env}, logging_level=logging.WARNING)
             else:
                 # address="local": a new local Ray, never a cluster a stale /tmp/ray file points at
-                ray.init(address="local", num_cpus=max(os.cpu_count() or 1, actors), runtime_env={"env_vars": env},
-                         include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
+                ray.init(
+                    address="local",
+                    num_cpus=max(os.cpu_count() or 1, actors),
+                    runtime_env={"env_vars": env},
+                    include_dashboard=False,
+                    logging_level=logging.WARNING,
+                    log_to_driver=False,
+                )
             self.owns_ray = True
         else:
             self.owns_ray = False
@@ -149,7 +157,9 @@ class RayTransport(Transport):
                     self.ray.get(ref)
                     found[actor_id] = "it returned before the learner asked it to stop"
                 except Exception as exc:  # RayActorError, RayTaskError: the actor or its task failed
-                    found[actor_id] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+                    found[actor_id] = (
+                        f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+                    )
         return found
 
     def stop(self) -> None:
@@ -167,4 +177,3 @@ class RayTransport(Transport):
                 self.ray.kill(handle)
             if self.owns_ray:
                 self.ray.shutdown()
-

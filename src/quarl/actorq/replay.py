@@ -57,8 +57,9 @@ class NStepAdder:
             self.out[key].append(value)
         self.window.popleft()
 
-    def add(self, obs: np.ndarray, action: Any, reward: float, next_obs: np.ndarray, terminated: bool,
-            truncated: bool) -> None:
+    def add(
+        self, obs: np.ndarray, action: Any, reward: float, next_obs: np.ndarray, terminated: bool, truncated: bool
+    ) -> None:
         """One env step; at the end of an episode every pending transition is written."""
         self.window.append((obs, action, float(reward)))
         if terminated or truncated:
@@ -69,8 +70,10 @@ class NStepAdder:
 
     def take(self) -> dict[str, np.ndarray]:
         """The transitions written since the last call, as arrays."""
-        data = {k: np.asarray(v, dtype=np.float32 if k != "action" or np.ndim(v[0]) else np.int64)
-                for k, v in self.out.items()}
+        data = {
+            k: np.asarray(v, dtype=np.float32 if k != "action" or np.ndim(v[0]) else np.int64)
+            for k, v in self.out.items()
+        }
         self.out = {k: [] for k in FIELDS}
         return data
 

@@ -19,17 +19,42 @@ from quarl.errors import QuarlError
 from quarl.keys import train_steps
 
 # SB3's DQN defaults, used where the tuned config leaves a hyperparameter out.
-DQN_DEFAULTS = {"learning_rate": 1e-4, "batch_size": 32, "gamma": 0.99, "target_update_interval": 10000,
-                "train_freq": 4, "gradient_steps": 1, "exploration_fraction": 0.1, "exploration_initial_eps": 1.0,
-                "exploration_final_eps": 0.05, "max_grad_norm": 10.0, "buffer_size": 1_000_000,
-                "learning_starts": 100, "policy_kwargs": {"net_arch": [64, 64]}}
+DQN_DEFAULTS = {
+    "learning_rate": 1e-4,
+    "batch_size": 32,
+    "gamma": 0.99,
+    "target_update_interval": 10000,
+    "train_freq": 4,
+    "gradient_steps": 1,
+    "exploration_fraction": 0.1,
+    "exploration_initial_eps": 1.0,
+    "exploration_final_eps": 0.05,
+    "max_grad_norm": 10.0,
+    "buffer_size": 1_000_000,
+    "learning_starts": 100,
+    "policy_kwargs": {"net_arch": [64, 64]},
+}
 # DQN's n-step returns under ActorQ (not an SB3 hyperparameter). Measured on CartPole with rl-zoo3's
 # values, 2 actors, 50k env steps: 1-step returns peaked at 276-367 (10-episode training mean),
 # 3-step returns reached 500 after 23-35k steps.
 DQN_N_STEP = 3
-D4PG_KEYS = ("n_step", "gamma", "atoms", "v_min", "v_max", "learning_rate", "batch_size", "target_update_period",
-             "sigma", "policy_layers", "critic_layers", "samples_per_insert", "learning_starts", "buffer_size",
-             "max_grad_norm")
+D4PG_KEYS = (
+    "n_step",
+    "gamma",
+    "atoms",
+    "v_min",
+    "v_max",
+    "learning_rate",
+    "batch_size",
+    "target_update_period",
+    "sigma",
+    "policy_layers",
+    "critic_layers",
+    "samples_per_insert",
+    "learning_starts",
+    "buffer_size",
+    "max_grad_norm",
+)
 
 
 @dataclass(frozen=True)
@@ -98,7 +123,9 @@ def _hyper(cfg: Any) -> dict[str, Any]:
         return hyper
     missing = [k for k in D4PG_KEYS if k not in raw]
     if missing:
-        raise QuarlError(f"algo.hyperparams.{missing[0]} is missing: algo=d4pg needs {', '.join(D4PG_KEYS)} (src/quarl/conf/algo/d4pg.yaml).")
+        raise QuarlError(
+            f"algo.hyperparams.{missing[0]} is missing: algo=d4pg needs {', '.join(D4PG_KEYS)} (src/quarl/conf/algo/d4pg.yaml)."
+        )
     unknown = sorted(set(raw) - set(D4PG_KEYS))
     if unknown:
         raise QuarlError(f"algo.hyperparams.{unknown[0]} is not a D4PG hyperparameter: allowed {', '.join(D4PG_KEYS)}.")
@@ -113,15 +140,20 @@ def resolve(cfg: Any) -> Settings:
     obs_space, act_space = env.observation_space, env.action_space
     env.close()
     if len(obs_space.shape) != 1:
-        raise QuarlError(f"quant=actorq acts with MLP policies on flat observations; env {cfg.env.id} has "
-                         f"observations of shape {obs_space.shape}.")
+        raise QuarlError(
+            f"quant=actorq acts with MLP policies on flat observations; env {cfg.env.id} has "
+            f"observations of shape {obs_space.shape}."
+        )
     if algo == "dqn":
         assert isinstance(act_space, gym.spaces.Discrete)
         hidden = tuple(hyper["policy_kwargs"].get("net_arch", DQN_DEFAULTS["policy_kwargs"]["net_arch"]))
         n_out, n_step = int(act_space.n), a.n_step or DQN_N_STEP
         spi = a.samples_per_insert or hyper["batch_size"] * hyper["gradient_steps"] / hyper["train_freq"]
-        explore = {"eps_initial": hyper["exploration_initial_eps"], "eps_final": hyper["exploration_final_eps"],
-                   "eps_fraction": hyper["exploration_fraction"]}
+        explore = {
+            "eps_initial": hyper["exploration_initial_eps"],
+            "eps_final": hyper["exploration_final_eps"],
+            "eps_fraction": hyper["exploration_fraction"],
+        }
         low = high = None
     else:
         hidden, n_out = tuple(hyper["policy_layers"]), int(act_space.shape[0])
@@ -129,17 +161,38 @@ def resolve(cfg: Any) -> Settings:
         explore = {"sigma": float(hyper["sigma"])}
         low, high = act_space.low.tolist(), act_space.high.tolist()
     spec = ActorSpec(
-        algo=algo, env=OmegaConf.to_container(cfg.env, resolve=True), obs_dim=int(obs_space.shape[0]), n_out=n_out,
-        hidden=tuple(int(h) for h in hidden), actor_bits=int(cfg.quant.actor_bits),
-        comm_bits=int(a.comm_bits or cfg.quant.actor_bits), update_period=int(a.update_period),
-        chunk_size=int(a.chunk_size), n_step=int(n_step), gamma=float(hyper["gamma"]), seed=int(cfg.seed),
-        total_steps=train_steps(cfg), actors=int(a.actors), **explore,
+        algo=algo,
+        env=OmegaConf.to_container(cfg.env, resolve=True),
+        obs_dim=int(obs_space.shape[0]),
+        n_out=n_out,
+        hidden=tuple(int(h) for h in hidden),
+        actor_bits=int(cfg.quant.actor_bits),
+        comm_bits=int(a.comm_bits or cfg.quant.actor_bits),
+        update_period=int(a.update_period),
+        chunk_size=int(a.chunk_size),
+        n_step=int(n_step),
+        gamma=float(hyper["gamma"]),
+        seed=int(cfg.seed),
+        total_steps=train_steps(cfg),
+        actors=int(a.actors),
+        **explore,
     )
     return Settings(
-        actor=spec, hyper=hyper, actors=int(a.actors), backend=a.backend, publish_period=int(a.publish_period),
-        samples_per_insert=float(spi), min_replay=int(max(a.min_replay if a.min_replay is not None else hyper["learning_starts"], hyper["batch_size"])),
-        replay_size=int(a.replay_size or hyper["buffer_size"]), max_restarts=int(a.max_restarts),
-        ray_address=a.ray_address, log_interval_s=float(a.log_interval_s), stall_timeout_s=float(a.stall_timeout_s),
+        actor=spec,
+        hyper=hyper,
+        actors=int(a.actors),
+        backend=a.backend,
+        publish_period=int(a.publish_period),
+        samples_per_insert=float(spi),
+        min_replay=int(
+            max(a.min_replay if a.min_replay is not None else hyper["learning_starts"], hyper["batch_size"])
+        ),
+        replay_size=int(a.replay_size or hyper["buffer_size"]),
+        max_restarts=int(a.max_restarts),
+        ray_address=a.ray_address,
+        log_interval_s=float(a.log_interval_s),
+        stall_timeout_s=float(a.stall_timeout_s),
         stop_at_return=a.stop_at_return,
-        action_low=low, action_high=high,
+        action_low=low,
+        action_high=high,
     )

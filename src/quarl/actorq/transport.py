@@ -100,8 +100,9 @@ class LocalTransport(Transport):
 
     def start(self, actor_id: int) -> str:
         link = LocalLink(self.weights, self.version, self.size, self.lock, self.chunks, self.stop_event)
-        proc = self.mp.Process(target=_local_actor, args=(actor_id, self.spec, link), daemon=True,
-                               name=f"quarl-actor-{actor_id}")
+        proc = self.mp.Process(
+            target=_local_actor, args=(actor_id, self.spec, link), daemon=True, name=f"quarl-actor-{actor_id}"
+        )
         proc.start()
         self.procs[actor_id] = proc
         self.reported.discard(actor_id)

@@ -67,7 +67,9 @@ def load(store: str | Path, filters: Mapping[str, Any] | None = None, cells: set
         if selected.empty:
             shown = " ".join(f"{k}={v}" for k, v in (filters or {}).items())
             where = f" of the sweep's {len(cells)} cells" if cells is not None else ""
-            notes.add(f"No records{where} in {path} match {shown or '(no filter)'}: `quarl results` lists what is there.")
+            notes.add(
+                f"No records{where} in {path} match {shown or '(no filter)'}: `quarl results` lists what is there."
+            )
         elif study.empty:
             notes.add("None of the selected records is done: nothing to collate.")
     study.notes[:0] = notes

@@ -33,8 +33,13 @@ from quarl.store import Store
 GRID = 100  # wall-time points per convergence curve
 ORDER = ["fp32", "fp16", "int8"]  # precisions in plots and tables
 PARTS = ["inference_s", "env_s", "pull_s", "deserialize_s", "load_s"]
-PART_NAMES = {"inference_s": "inference", "env_s": "env", "pull_s": "pull", "deserialize_s": "deserialize",
-              "load_s": "load"}  # as the ActorQ log names them
+PART_NAMES = {
+    "inference_s": "inference",
+    "env_s": "env",
+    "pull_s": "pull",
+    "deserialize_s": "deserialize",
+    "load_s": "load",
+}  # as the ActorQ log names them
 
 
 def published() -> pd.DataFrame:
@@ -53,8 +58,13 @@ def runs(study: Study) -> pd.DataFrame:
 def smoothed(curves: pd.DataFrame, cell_key: str) -> pd.DataFrame:
     """One run's (wall_s, step, return) with the return averaged over the last RETURN_WINDOW episodes."""
     c = curves[curves["cell_key"] == cell_key].sort_values("wall_s")
-    return pd.DataFrame({"wall_s": c["wall_s"].to_numpy(), "step": c["step"].to_numpy(),
-                         "return": c["reward"].rolling(RETURN_WINDOW, min_periods=1).mean().to_numpy()})
+    return pd.DataFrame(
+        {
+            "wall_s": c["wall_s"].to_numpy(),
+            "step": c["step"].to_numpy(),
+            "return": c["reward"].rolling(RETURN_WINDOW, min_periods=1).mean().to_numpy(),
+        }
+    )
 
 
 def target(algo: str, env: str, per_run: dict[str, pd.DataFrame], rows: pd.DataFrame) -> tuple[float, str]:
@@ -112,17 +122,35 @@ def time_to_reward(study: Study, curves: pd.DataFrame) -> pd.DataFrame:
                     times.append(wall)
                     steps.append(step)
             agreement = pd.to_numeric(group.get("actor_action_agreement"), errors="coerce")
-            out.append({"algo": algo, "env": env, "update_period": period, "precision": precision, "target": goal,
-                        "target_from": source, "time_s": np.mean(times), "env_steps": np.mean(steps),
-                        "censored": reached < len(group), "reached": f"{reached}/{len(group)}", "seeds": len(group),
-                        "actor_agreement": agreement.mean() if agreement is not None else np.nan})
+            out.append(
+                {
+                    "algo": algo,
+                    "env": env,
+                    "update_period": period,
+                    "precision": precision,
+                    "target": goal,
+                    "target_from": source,
+                    "time_s": np.mean(times),
+                    "env_steps": np.mean(steps),
+                    "censored": reached < len(group),
+                    "reached": f"{reached}/{len(group)}",
+                    "seeds": len(group),
+                    "actor_agreement": agreement.mean() if agreement is not None else np.nan,
+                }
+            )
     table = pd.DataFrame(out)
     if table.empty:
         return table
     fp32 = table[table["precision"] == "fp32"].set_index(["algo", "env", "update_period"])
-    speed = [_speedup(fp32["time_s"].get((r.algo, r.env, r.update_period), np.nan),
-                      bool(fp32["censored"].get((r.algo, r.env, r.update_period), False)), r.time_s, r.censored)
-             for r in table.itertuples()]
+    speed = [
+        _speedup(
+            fp32["time_s"].get((r.algo, r.env, r.update_period), np.nan),
+            bool(fp32["censored"].get((r.algo, r.env, r.update_period), False)),
+            r.time_s,
+            r.censored,
+        )
+        for r in table.itertuples()
+    ]
     table["speedup_vs_fp32"] = [v for v, _ in speed]
     table["speedup_bound"] = [k for _, k in speed]
     keys = paper.set_index(["algo", "key"])
@@ -142,7 +170,8 @@ TTR_CAPTION = (
     "that happened to reach it. speedup_vs_fp32: fp32 actors' time / this precision's, a number only when every "
     "seed of both reached the target; ≥ x when fp32's time is a bound, ≤ x when this precision's is, – when both "
     "are (CSV: speedup_bound). actor_agreement: the actors' quantized policy's action agreement with the fp32 "
-    "learner's (where measured). speedup (paper): QuaRL's int8 speedup (arXiv 1910.01055).")
+    "learner's (where measured). speedup (paper): QuaRL's int8 speedup (arXiv 1910.01055)."
+)
 
 
 def ttr_display(table: pd.DataFrame) -> pd.DataFrame:
@@ -152,8 +181,9 @@ def ttr_display(table: pd.DataFrame) -> pd.DataFrame:
     shown["time_s"] = [_bounded(v, c) for v, c in zip(table["time_s"], table["censored"])]
     shown["env_steps"] = [_bounded(v, c) for v, c in zip(table["env_steps"], table["censored"])]
     marks = {"=": "", ">=": "≥ ", "<=": "≤ "}
-    shown["speedup_vs_fp32"] = ["–" if not k else f"{marks[k]}{v:.3g}"
-                                for v, k in zip(table["speedup_vs_fp32"], table["speedup_bound"])]
+    shown["speedup_vs_fp32"] = [
+        "–" if not k else f"{marks[k]}{v:.3g}" for v, k in zip(table["speedup_vs_fp32"], table["speedup_bound"])
+    ]
     return shown
 
 
@@ -181,7 +211,7 @@ def convergence(study: Study, curves: pd.DataFrame, algo: str, env: str):
                 warnings.simplefilter("ignore", RuntimeWarning)
                 mean = np.nanmean(y, axis=0)
                 se = np.nanstd(y, axis=0, ddof=1) / np.sqrt(n)
-            line, = ax.plot(grid, mean, label=f"{precision} actors (n = {len(lines)})")
+            (line,) = ax.plot(grid, mean, label=f"{precision} actors (n = {len(lines)})")
             if len(lines) > 1:
                 half = np.array([t_quantile(0.95, k - 1) if k > 1 else np.nan for k in n]) * se
                 ax.fill_between(grid, mean - half, mean + half, color=line.get_color(), alpha=0.2, linewidth=0)
@@ -189,7 +219,9 @@ def convergence(study: Study, curves: pd.DataFrame, algo: str, env: str):
         ax.set_xlabel("wall time (s)")
         ax.set_ylabel(f"training return (mean of last {RETURN_WINDOW} episodes)")
         ax.set_title(f"ActorQ {algo.upper()} on {env}")
-        ax.legend(title="shaded: 95% Student-t CI across seeds" if max(counts, default=1) > 1 else "one seed: no interval")
+        ax.legend(
+            title="shaded: 95% Student-t CI across seeds" if max(counts, default=1) > 1 else "one seed: no interval"
+        )
     return fig
 
 
@@ -240,12 +272,17 @@ def write_actorq(study: Study, out: Path) -> list[Path]:
         written += plots.save(fig, folder / f"convergence_{name}")
     ttr = time_to_reward(study, curves)
     if len(ttr):
-        written += tables.write(ttr, folder / "time_to_reward", "ActorQ: time to reward", TTR_CAPTION,
-                                shown=ttr_display(ttr))
+        written += tables.write(
+            ttr, folder / "time_to_reward", "ActorQ: time to reward", TTR_CAPTION, shown=ttr_display(ttr)
+        )
     bd = breakdown(study, actors)
     if len(bd):
-        written += tables.write(bd, folder / "breakdown", "ActorQ: actor runtime breakdown",
-                                "ms per actor env step in each part, mean over actors and seeds; steps_per_s per actor.")
+        written += tables.write(
+            bd,
+            folder / "breakdown",
+            "ActorQ: actor runtime breakdown",
+            "ms per actor env step in each part, mean over actors and seeds; steps_per_s per actor.",
+        )
         for (algo, env), _ in bd.groupby(["algo", "env"]):
             written += plots.save(breakdown_figure(bd, algo, env), folder / slug(f"breakdown_{algo}_{env}"))
     return written

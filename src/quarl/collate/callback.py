@@ -44,8 +44,12 @@ class CollateCallback(Callback):
         try:
             self._collate(config)
         except Exception as exc:  # a collation problem must never fail a finished sweep
-            log.warning("Collation after the sweep failed (%s: %s); the sweep's records are in the store: "
-                        "run `quarl collate` to try again.", type(exc).__name__, exc)
+            log.warning(
+                "Collation after the sweep failed (%s: %s); the sweep's records are in the store: "
+                "run `quarl collate` to try again.",
+                type(exc).__name__,
+                exc,
+            )
 
     def _collate(self, config: DictConfig) -> None:
         from quarl.collate import collate
@@ -56,7 +60,19 @@ class CollateCallback(Callback):
         out = sweep_dir / self.subdir
         store = Path(str(config.store.path)).expanduser()
         store = store if store.is_absolute() else cwd / store
-        command = shlex.join(["quarl", "collate", "--store", str(store), "--sweep", str(sweep_dir), "--out", str(out),
-                              "--bits", str(self.bits)])
+        command = shlex.join(
+            [
+                "quarl",
+                "collate",
+                "--store",
+                str(store),
+                "--sweep",
+                str(sweep_dir),
+                "--out",
+                str(out),
+                "--bits",
+                str(self.bits),
+            ]
+        )
         written = collate(store, out, bits=self.bits, command=command, sweep=sweep_dir)
         log.info("Collated the sweep into %s (%d files); the same output again: %s", out, len(written), command)

@@ -18,8 +18,16 @@ log = logging.getLogger(__name__)
 #: One value per seed of every (algo, env, method, bits): the unit collation averages over.
 CELL = ["algo", "env", "method", "bits"]
 #: Action fidelity of a quantized record against its fp32 policy (see `quarl.results.FIDELITY_COLUMNS`).
-FIDELITY = ["action_agreement", "action_mad", "action_kl", "agreement_states", "backend_action_agreement",
-            "backend_action_mad", "actor_action_agreement", "actor_action_mad"]
+FIDELITY = [
+    "action_agreement",
+    "action_mad",
+    "action_kl",
+    "agreement_states",
+    "backend_action_agreement",
+    "backend_action_mad",
+    "actor_action_agreement",
+    "actor_action_mad",
+]
 #: The quantizer settings every table and plot names.
 QUANTIZER_KEYS = ("scheme", "granularity", "quantize_bias")
 
@@ -119,7 +127,10 @@ class Study:
     def quantizers(self, methods: list[str] | None = None, algos: list[str] | None = None) -> str:
         """`quantizer` of every integer method (or of `methods`), joined by '; ': for titles and captions."""
         chosen = methods if methods is not None else self.integer_methods()
-        return "; ".join(dict.fromkeys(self.quantizer(m, algos) for m in chosen if m is not None and m not in FLOAT_BITS)) or "no quantizer"
+        return (
+            "; ".join(dict.fromkeys(self.quantizer(m, algos) for m in chosen if m is not None and m not in FLOAT_BITS))
+            or "no quantizer"
+        )
 
     def integer_methods(self) -> list[str]:
         """Method labels with a bit width (ptq, qat, ... and their variants), sorted."""
@@ -163,8 +174,10 @@ def _baselines(done: pd.DataFrame, notes: Notes) -> pd.DataFrame:
     carried_ok = [k for k in missing if pd.notna(carried.loc[k])]
     blank = [k for k in missing if k not in carried_ok]
     if carried_ok:
-        notes.add(f"No fp32 record in the selection for {_seed_list(carried_ok)}: the fp32 baseline is the one "
-                  "stored with their quantized records.")
+        notes.add(
+            f"No fp32 record in the selection for {_seed_list(carried_ok)}: the fp32 baseline is the one "
+            "stored with their quantized records."
+        )
     if blank:
         notes.add(f"No fp32 baseline at all for {_seed_list(blank)}: their fp32 value and E are left blank.")
     both = pd.concat([fp32, carried.loc[missing]]).dropna()
@@ -200,9 +213,13 @@ def prepare(runs: pd.DataFrame, store: str | Path | None = None) -> Study:
         _undefined_e(quantized, notes)
         seeds = (
             quantized.groupby(CELL + ["seed"], dropna=False)
-            .agg(reward=("reward_mean", "mean"), e=("e", "mean"), records=("cell_key", "size"),
-                 e_note=("e_note", lambda v: next((str(n) for n in v if isinstance(n, str) and n), None)),
-                 **{c: (c, "mean") for c in FIDELITY})
+            .agg(
+                reward=("reward_mean", "mean"),
+                e=("e", "mean"),
+                records=("cell_key", "size"),
+                e_note=("e_note", lambda v: next((str(n) for n in v if isinstance(n, str) and n), None)),
+                **{c: (c, "mean") for c in FIDELITY},
+            )
             .reset_index()
         )
         seeds["bits"] = seeds["bits"].astype(int)
@@ -211,8 +228,14 @@ def prepare(runs: pd.DataFrame, store: str | Path | None = None) -> Study:
         baselines = pd.DataFrame(columns=["algo", "env", "seed", "fp32"])
         seeds = pd.DataFrame(columns=CELL + ["seed", "reward", "e", "records", "e_note", *FIDELITY])
     _one_seed(seeds, notes)
-    return Study(runs=runs, done=done.reset_index(drop=True), seeds=seeds, baselines=baselines, notes=notes,
-                 store=Path(store) if store is not None else None)
+    return Study(
+        runs=runs,
+        done=done.reset_index(drop=True),
+        seeds=seeds,
+        baselines=baselines,
+        notes=notes,
+        store=Path(store) if store is not None else None,
+    )
 
 
 def _undefined_e(quantized: pd.DataFrame, notes: Notes) -> None:
@@ -221,8 +244,10 @@ def _undefined_e(quantized: pd.DataFrame, notes: Notes) -> None:
     for (algo, env), rows in undefined.groupby(["algo", "env"]):
         reasons = sorted({str(n) for n in rows["e_note"] if isinstance(n, str) and n})
         why = "; ".join(reasons) if reasons else "no fp32 reward to compare with, or an fp32 reward of 0"
-        notes.add(f"{algo}/{env}: E is n/a for {len(rows)} records ({why}): shown as n/a and left out of every "
-                  "mean, aggregate and plot of E.")
+        notes.add(
+            f"{algo}/{env}: E is n/a for {len(rows)} records ({why}): shown as n/a and left out of every "
+            "mean, aggregate and plot of E."
+        )
 
 
 def _one_seed(seeds: pd.DataFrame, notes: Notes) -> None:
@@ -231,7 +256,9 @@ def _one_seed(seeds: pd.DataFrame, notes: Notes) -> None:
     counts = seeds.groupby(CELL).size()
     single = counts[counts == 1]
     if len(single) == len(counts):
-        notes.add("Every cell has a single seed: no confidence intervals can be given (run more seeds, e.g. seed=0,1,2).")
+        notes.add(
+            "Every cell has a single seed: no confidence intervals can be given (run more seeds, e.g. seed=0,1,2)."
+        )
     elif len(single):
         cells = ", ".join(f"{a}/{e} {m} {b}" for a, e, m, b in single.index[:5])
         more = f" and {len(single) - 5} more" if len(single) > 5 else ""
@@ -241,4 +268,3 @@ def _one_seed(seeds: pd.DataFrame, notes: Notes) -> None:
 def bit_label(method: str, bits: int) -> str:
     """'fp16', 'fp32' or 'ptq 4': how a (method, bits) pair is named in tables and plots."""
     return method if method in FLOAT_BITS else f"{method} {bits}"
-

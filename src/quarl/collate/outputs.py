@@ -58,7 +58,8 @@ def write_sweet_spots(study: Study, out: Path) -> list[Path]:
             written += _figure(plots.sweet_spot(study, env, algos), folder / slug(f"{env}_all-algos"))
     cell = ["algo", "env", "method", "bits"]
     points = stats.summarise(study.seeds, cell, "reward").rename(
-        columns={"mean": "reward_mean", "low": "reward_low", "high": "reward_high"})
+        columns={"mean": "reward_mean", "low": "reward_low", "high": "reward_high"}
+    )
     for value, name in (("e", "e"), ("action_agreement", "agreement")):
         part = stats.summarise(study.seeds, cell, value)
         points = points.merge(part.rename(columns={c: f"{name}_{c}" for c in ("mean", "low", "high", "n")}), on=cell)
@@ -72,7 +73,8 @@ ERRORS_CAPTION = (
     "the seeds that have one (each quantized policy against its own fp32 policy); n/a: E is undefined because the "
     "fp32 reward is too close to 0 (the reason is listed below the table). int8 = PTQ at 8 bits. (paper): QuaRL's "
     "published value (arXiv 1910.01055). seeds: runs per value. mean: over environments, of E only (rewards of "
-    "different environments are not comparable), n/a environments left out, blank where one has no value.")
+    "different environments are not comparable), n/a environments left out, blank where one has no value."
+)
 
 
 def write_tables(study: Study, out: Path) -> list[Path]:
@@ -84,25 +86,33 @@ def write_tables(study: Study, out: Path) -> list[Path]:
     for algo in sorted(study.seeds["algo"].unique()):
         methods = _table_methods(study, algo)
         errors = [(_heading(study, m, algo), tables.error_table(study, algo, m)) for m in methods]
-        written += tables.write_sections(errors, folder / f"errors_{slug(algo)}",
-                                         f"{algo.upper()}: fp32, fp16 and int8 rewards and errors "
-                                         f"({study.quantizers(methods, [algo])})", ERRORS_CAPTION)
+        written += tables.write_sections(
+            errors,
+            folder / f"errors_{slug(algo)}",
+            f"{algo.upper()}: fp32, fp16 and int8 rewards and errors ({study.quantizers(methods, [algo])})",
+            ERRORS_CAPTION,
+        )
         bits = [(_heading(study, m, algo), tables.bits_table(study, algo, m)) for m in methods if m is not None]
         if bits:
             written += tables.write_sections(
-                bits, folder / f"e_by_bits_{slug(algo)}",
+                bits,
+                folder / f"e_by_bits_{slug(algo)}",
                 f"{algo.upper()}: E (%) per bit width and environment ({study.quantizers(methods, [algo])})",
                 "E = (R_fp32 - R_q) / |R_fp32| in %, mean over the seeds that have one; rows: weight bits of the "
                 "quantizer, then fp16/bf16; n/a: E undefined (fp32 reward too close to 0); mean: over environments, "
-                "n/a environments left out, blank where one has no value.")
+                "n/a environments left out, blank where one has no value.",
+            )
         written += _agreement_table(study, algo, folder)
     ptq = [m for m in _table_methods(study) if m is None or m.split(" ")[0] == "ptq"]
     pub = tables.published_table(study, ptq[0] if ptq else None)
     if len(pub):
-        written += tables.write(pub, folder / "published_vs_reproduced",
-                                f"Published vs reproduced ({study.quantizers(ptq[:1]) if ptq[0] else 'no quantizer'})",
-                                "Ours: this store (mean over seeds); (paper): QuaRL, arXiv 1910.01055, Table 2, whose "
-                                "numbers came from QuaRL's released code (quant.scheme=quarl_code). E in %.")
+        written += tables.write(
+            pub,
+            folder / "published_vs_reproduced",
+            f"Published vs reproduced ({study.quantizers(ptq[:1]) if ptq[0] else 'no quantizer'})",
+            "Ours: this store (mean over seeds); (paper): QuaRL, arXiv 1910.01055, Table 2, whose "
+            "numbers came from QuaRL's released code (quant.scheme=quarl_code). E in %.",
+        )
     else:
         study.notes.add("No cell of this selection is in the paper's PTQ table: no published-vs-reproduced table.")
     return written
@@ -121,9 +131,13 @@ def _agreement_table(study: Study, algo: str, folder: Path) -> list[Path]:
     if table.empty:
         return []
     methods = [m for m in _table_methods(study, algo) if m is not None]
-    return tables.write(table, folder / f"agreement_{slug(algo)}",
-                        f"{algo.upper()}: action fidelity against the fp32 policy ({study.quantizers(methods, [algo])})",
-                        tables.AGREEMENT_CAPTION, floatfmt=".3g")
+    return tables.write(
+        table,
+        folder / f"agreement_{slug(algo)}",
+        f"{algo.upper()}: action fidelity against the fp32 policy ({study.quantizers(methods, [algo])})",
+        tables.AGREEMENT_CAPTION,
+        floatfmt=".3g",
+    )
 
 
 def write_aggregate(study: Study, out: Path) -> list[Path]:
@@ -160,41 +174,60 @@ def write_weights(study: Study, out: Path, bits: int, log_y: bool = False) -> li
         return []
     written: list[Path] = []
     for pw in rep.weights:
-        written += _figure(weights.histogram_figure(pw, rep, log_y=log_y), folder / slug(f"{pw.algo}_{pw.env}_seed{pw.seed}_{pw.policy_key[:8]}"))
-    written += tables.write(rep.layers, folder / "layers", f"Weights of every policy's layers at {bits} bits",
-                            f"Grid: {bits}-bit {rep.scheme} {rep.granularity} (weights; the study's quantizers: "
-                            f"{study.quantizers()}). kurtosis: excess (normal = 0); "
-                            "step: grid spacing; clipped_frac: weights moved by more than half a step; "
-                            "zero_frac: nonzero weights quantized to 0.", floatfmt=".3g")
+        written += _figure(
+            weights.histogram_figure(pw, rep, log_y=log_y),
+            folder / slug(f"{pw.algo}_{pw.env}_seed{pw.seed}_{pw.policy_key[:8]}"),
+        )
+    written += tables.write(
+        rep.layers,
+        folder / "layers",
+        f"Weights of every policy's layers at {bits} bits",
+        f"Grid: {bits}-bit {rep.scheme} {rep.granularity} (weights; the study's quantizers: "
+        f"{study.quantizers()}). kurtosis: excess (normal = 0); "
+        "step: grid spacing; clipped_frac: weights moved by more than half a step; "
+        "zero_frac: nonzero weights quantized to 0.",
+        floatfmt=".3g",
+    )
     folder.mkdir(parents=True, exist_ok=True)
     rep.policies.to_csv(folder / "spread_vs_E.csv", index=False)
     written.append(folder / "spread_vs_E.csv")
     if weights.correlation(rep.policies) is None:
         with_e = int(rep.policies["E (%)"].notna().sum())
-        why = (f"only {with_e} policies have a PTQ record at {bits} bits" if with_e < 3
-               else f"E at {bits} bits (or the weight range) is the same for every policy")
+        why = (
+            f"only {with_e} policies have a PTQ record at {bits} bits"
+            if with_e < 3
+            else f"E at {bits} bits (or the weight range) is the same for every policy"
+        )
         study.notes.add(f"Weight spread vs E: no correlation, {why}.")
     written += _figure(weights.spread_figure(rep.policies, bits), folder / "spread_vs_E")
     return written
 
 
-def write_readme(study: Study, out: Path, filters: Mapping[str, Any], bits: int, command: str | None,
-                 written: list[Path]) -> list[Path]:
+def write_readme(
+    study: Study, out: Path, filters: Mapping[str, Any], bits: int, command: str | None, written: list[Path]
+) -> list[Path]:
     """`out`/README.md: the selection, the counts, the notes and the list of files."""
     out.mkdir(parents=True, exist_ok=True)
     lines = [README_HEADING, ""]
     if command:
         lines += ["Made by (run it again for the same output):", "", f"    {command}", ""]
     shown = " ".join(f"{k}={v}" for k, v in filters.items()) or "(none)"
-    lines += [f"- store: `{study.store}`", f"- filters: {shown}", f"- weight grid: {bits} bits",
-              f"- records selected: {len(study.runs)}, done: {len(study.done)}"]
+    lines += [
+        f"- store: `{study.store}`",
+        f"- filters: {shown}",
+        f"- weight grid: {bits} bits",
+        f"- records selected: {len(study.runs)}, done: {len(study.done)}",
+    ]
     if not study.seeds.empty:
-        lines += [f"- quantizers: {study.quantizers()}",
-                  "- intervals: one cell across its seeds, Student-t 95% interval of the mean; across tasks "
-                  "(aggregate), rliable's stratified bootstrap (10,000 resamples, percentile)"]
+        lines += [
+            f"- quantizers: {study.quantizers()}",
+            "- intervals: one cell across its seeds, Student-t 95% interval of the mean; across tasks "
+            "(aggregate), rliable's stratified bootstrap (10,000 resamples, percentile)",
+        ]
     if not study.seeds.empty:
-        per = study.seeds.groupby(["algo", "env"]).agg(methods=("method", lambda m: ", ".join(sorted(set(m)))),
-                                                        seeds=("seed", "nunique"))
+        per = study.seeds.groupby(["algo", "env"]).agg(
+            methods=("method", lambda m: ", ".join(sorted(set(m)))), seeds=("seed", "nunique")
+        )
         lines += ["", "| algo | env | methods | seeds |", "| --- | --- | --- | --- |"]
         lines += [f"| {a} | {e} | {r.methods} | {r.seeds} |" for (a, e), r in per.iterrows()]
     if study.notes:
@@ -217,8 +250,11 @@ def _previous(out: Path) -> list[Path] | None:
             return None
     readme = out / "README.md"
     if readme.is_file() and readme.read_text(errors="replace").startswith(README_HEADING):
-        listed = [line.split("](", 1)[1].rstrip(")") for line in readme.read_text().splitlines()
-                  if line.startswith("- [") and "](" in line]
+        listed = [
+            line.split("](", 1)[1].rstrip(")")
+            for line in readme.read_text().splitlines()
+            if line.startswith("- [") and "](" in line
+        ]
         return [out / f for f in listed] + [readme]
     return None
 
@@ -243,8 +279,10 @@ def clear_out(out: Path, overwrite: bool, store: Path | None = None) -> None:
     if not any(out.iterdir()):
         return
     if not overwrite:
-        raise QuarlError(f"--out {out} is a non-empty folder that no collation wrote: give a new or empty folder, "
-                         "or pass --overwrite to empty it first.")
+        raise QuarlError(
+            f"--out {out} is a non-empty folder that no collation wrote: give a new or empty folder, "
+            "or pass --overwrite to empty it first."
+        )
     here, target = Path.cwd().resolve(), out.resolve()
     if here.is_relative_to(target) or (store is not None and store.resolve().is_relative_to(target)):
         raise QuarlError(f"--out {out} holds the current folder or the results store: --overwrite will not empty it.")
@@ -258,8 +296,9 @@ def write_manifest(out: Path, written: list[Path]) -> None:
     (out / MANIFEST).write_text(json.dumps({"files": files}, indent=1))
 
 
-def write_all(study: Study, out: Path, filters: Mapping[str, Any], bits: int, command: str | None,
-              log_y: bool = False) -> list[Path]:
+def write_all(
+    study: Study, out: Path, filters: Mapping[str, Any], bits: int, command: str | None, log_y: bool = False
+) -> list[Path]:
     """Every output; returns the paths written (README last)."""
     written: list[Path] = []
     if not study.seeds.empty:  # PTQ, QAT and float records (ActorQ's alone have none of these outputs)
@@ -273,5 +312,7 @@ def write_all(study: Study, out: Path, filters: Mapping[str, Any], bits: int, co
     if study.store is not None and (study.done["quant"] == "actorq").any():
         written += _guard(study, "the ActorQ outputs", lambda: actorq.write_actorq(study, out))
     written = write_readme(study, out, filters, bits, command, written)
-    log.info("Collated %d records into %s: %d files (index: %s).", len(study.done), out, len(written), out / "README.md")
+    log.info(
+        "Collated %d records into %s: %d files (index: %s).", len(study.done), out, len(written), out / "README.md"
+    )
     return written

@@ -32,8 +32,12 @@ CI_TEXT = "95% Student-t CI across seeds"
 @contextlib.contextmanager
 def styled(style: str = "whitegrid") -> Iterator[None]:
     """A seaborn style (whitegrid by default) and a readable font size, for the figures made inside."""
-    with sns.axes_style(style), sns.plotting_context("notebook", font_scale=0.85), matplotlib.rc_context(
-        {"savefig.dpi": 150, "figure.dpi": 100, "legend.fontsize": 8.5, "legend.title_fontsize": 9}
+    with (
+        sns.axes_style(style),
+        sns.plotting_context("notebook", font_scale=0.85),
+        matplotlib.rc_context(
+            {"savefig.dpi": 150, "figure.dpi": 100, "legend.fontsize": 8.5, "legend.title_fontsize": 9}
+        ),
     ):
         yield
 
@@ -102,8 +106,16 @@ def _yerr(s: pd.Series) -> np.ndarray | None:
     return np.array([[s["mean"] - s["low"]], [s["high"] - s["mean"]]])
 
 
-def _series(ax: Axes, cells: pd.DataFrame, base: pd.DataFrame, algos: list[str], methods: list[str],
-            scale: dict[int, float], ylabel: str, several: bool) -> None:
+def _series(
+    ax: Axes,
+    cells: pd.DataFrame,
+    base: pd.DataFrame,
+    algos: list[str],
+    methods: list[str],
+    scale: dict[int, float],
+    ylabel: str,
+    several: bool,
+) -> None:
     """One panel of a value vs bits: a line per (algo, method) with its interval, fp16/bf16 as
     markers at 16 and the fp32 value as a dashed line with its interval as an error bar at 32.
     One algorithm: intervals are shaded bands. Several: capped error bars, each series nudged
@@ -125,8 +137,18 @@ def _series(ax: Axes, cells: pd.DataFrame, base: pd.DataFrame, algos: list[str],
             label = (f"{algo.upper()} {method}" if len(methods) > 1 else algo.upper()) if several else method
             if several:
                 x = x + nudge(i * len(methods) + j)
-                ax.errorbar(x, s["mean"], yerr=_yerrs(s), marker="o", markersize=4.5, color=color, linestyle=style,
-                            capsize=2.5, elinewidth=0.9, label=label)
+                ax.errorbar(
+                    x,
+                    s["mean"],
+                    yerr=_yerrs(s),
+                    marker="o",
+                    markersize=4.5,
+                    color=color,
+                    linestyle=style,
+                    capsize=2.5,
+                    elinewidth=0.9,
+                    label=label,
+                )
             else:
                 ax.plot(x, s["mean"], marker="o", color=color, linestyle=style, label=label)
                 _band(ax, x, s, color)
@@ -135,16 +157,38 @@ def _series(ax: Axes, cells: pd.DataFrame, base: pd.DataFrame, algos: list[str],
             if s.empty:
                 continue
             row = s.iloc[0]
-            ax.errorbar([scale[16] + offset], [row["mean"]], yerr=_yerr(row), marker=marker, markersize=7,
-                        color=algo_color, linestyle="none", capsize=4, label=f"{algo.upper()} {method}" if several else method)
+            ax.errorbar(
+                [scale[16] + offset],
+                [row["mean"]],
+                yerr=_yerr(row),
+                marker=marker,
+                markersize=7,
+                color=algo_color,
+                linestyle="none",
+                capsize=4,
+                label=f"{algo.upper()} {method}" if several else method,
+            )
             floats[16] = method
         f = base[base["algo"] == algo]
         if not f.empty and 32 in scale:
             row = f.iloc[0]
-            ax.axhline(row["mean"], color=algo_color, linestyle="--", linewidth=1.0,
-                       label=f"{algo.upper()} fp32" if several else "fp32 (baseline)")
-            ax.errorbar([scale[32] + offset], [row["mean"]], yerr=_yerr(row), marker="*", markersize=11,
-                        color=algo_color, linestyle="none", capsize=4)
+            ax.axhline(
+                row["mean"],
+                color=algo_color,
+                linestyle="--",
+                linewidth=1.0,
+                label=f"{algo.upper()} fp32" if several else "fp32 (baseline)",
+            )
+            ax.errorbar(
+                [scale[32] + offset],
+                [row["mean"]],
+                yerr=_yerr(row),
+                marker="*",
+                markersize=11,
+                color=algo_color,
+                linestyle="none",
+                capsize=4,
+            )
             floats[32] = "fp32"
     bits_axis(ax, scale, floats)
     ax.set_ylabel(ylabel)
@@ -163,8 +207,14 @@ def _legend_below(fig: Figure, ax: Axes, title: str) -> None:
     """The legend in columns under the plot (never beside it, where it took 40% of the width)."""
     handles, labels = ax.get_legend_handles_labels()
     if handles:
-        fig.legend(handles, labels, loc="outside lower center", ncols=min(3, max(1, -(-len(labels) // 3))),
-                   frameon=False, title=title)
+        fig.legend(
+            handles,
+            labels,
+            loc="outside lower center",
+            ncols=min(3, max(1, -(-len(labels) // 3))),
+            frameon=False,
+            title=title,
+        )
 
 
 def _sweet_spot_data(study: Study, env: str, algos: list[str], value: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -193,8 +243,11 @@ def sweet_spot(study: Study, env: str, algos: list[str] | None = None) -> Figure
         counts = pd.concat([cells["n"], fp32["n"]])
         lacking = [a.upper() for a in algos if a not in set(fp32["algo"])]
         missing = f"\nno fp32 baseline in the selection for {', '.join(lacking)}" if lacking else ""
-        ax.set_title(f"{who} on {env_id}: reward vs weight bit width\n{study.quantizers(methods, algos)}\n"
-                     f"{n_text(counts, 'bars' if several else 'shaded')}{missing}", fontsize=9.5)
+        ax.set_title(
+            f"{who} on {env_id}: reward vs weight bit width\n{study.quantizers(methods, algos)}\n"
+            f"{n_text(counts, 'bars' if several else 'shaded')}{missing}",
+            fontsize=9.5,
+        )
         _legend_below(fig, ax, "algorithm, method" if several else "method")
     return fig
 
@@ -211,14 +264,15 @@ def agreement(study: Study, env: str, algo: str) -> Figure:
         scale = bit_scale([*rewards["bits"], *agree["bits"], 32])
         _series(axes[0, 0], rewards, fp32, [algo], methods, scale, "mean episode reward (over seeds)", False)
         ones = pd.DataFrame({"algo": [algo], "mean": [1.0], "low": [np.nan], "high": [np.nan], "n": [0]})
-        _series(axes[0, 1], agree, ones, [algo], methods, scale,
-                "agreement with fp32 (fraction of states)", False)
+        _series(axes[0, 1], agree, ones, [algo], methods, scale, "agreement with fp32 (fraction of states)", False)
         axes[0, 0].set_title("reward", fontsize=10)
         axes[0, 1].set_title("actions: same as fp32 on the states fp32 visits", fontsize=10)
         axes[0, 1].set_ylim(top=1.02)
-        fig.suptitle(f"{algo.upper()} on {env_id}: reward and action agreement vs weight bit width\n"
-                     f"{study.quantizers(methods, [algo])}; {n_text(pd.concat([rewards['n'], agree['n']]))}",
-                     fontsize=10)
+        fig.suptitle(
+            f"{algo.upper()} on {env_id}: reward and action agreement vs weight bit width\n"
+            f"{study.quantizers(methods, [algo])}; {n_text(pd.concat([rewards['n'], agree['n']]))}",
+            fontsize=10,
+        )
         _legend_below(fig, axes[0, 0], "method")
     return fig
 
@@ -233,16 +287,28 @@ def aggregate_table(study: Study, **kw: object) -> pd.DataFrame:
         strata = [1.0 - g["e"].to_numpy(float) for _, g in group.groupby(["algo", "env"])]
         for name, fn in stats.STATISTICS.items():
             ci = stats.stratified_bootstrap(strata, fn, **kw)  # type: ignore[arg-type]
-            rows.append({"method": method, "bits": int(bits), "statistic": name, "estimate": ci.estimate,
-                         "low": ci.low, "high": ci.high, "n_runs": ci.n_runs, "n_tasks": ci.n_tasks})
+            rows.append(
+                {
+                    "method": method,
+                    "bits": int(bits),
+                    "statistic": name,
+                    "estimate": ci.estimate,
+                    "low": ci.low,
+                    "high": ci.high,
+                    "n_runs": ci.n_runs,
+                    "n_tasks": ci.n_tasks,
+                }
+            )
     return pd.DataFrame(rows, columns=["method", "bits", "statistic", "estimate", "low", "high", "n_runs", "n_tasks"])
 
 
 def _counts(rows: pd.DataFrame) -> str:
     """'4 tasks, 8 runs' (or ranges) for the legend of the aggregate plot."""
+
     def span(col: str) -> str:
         lo, hi = int(rows[col].min()), int(rows[col].max())
         return str(lo) if lo == hi else f"{lo}-{hi}"
+
     tasks, runs = span("n_tasks"), span("n_runs")
     return f"{tasks} task{'' if tasks == '1' else 's'}, {runs} run{'' if runs == '1' else 's'}"
 
@@ -267,16 +333,27 @@ def aggregate(table: pd.DataFrame, quantizer: str = "") -> Figure:
             for method, marker in FLOAT_MARKERS.items():
                 s = t[t["method"] == method].rename(columns={"estimate": "mean"})
                 if not s.empty:
-                    ax.errorbar([scale[16]], [s.iloc[0]["mean"]], yerr=_yerr(s.iloc[0]), marker=marker, color="0.25",
-                                linestyle="none", capsize=4, markersize=7, label=f"{method} ({_counts(s)})")
+                    ax.errorbar(
+                        [scale[16]],
+                        [s.iloc[0]["mean"]],
+                        yerr=_yerr(s.iloc[0]),
+                        marker=marker,
+                        color="0.25",
+                        linestyle="none",
+                        capsize=4,
+                        markersize=7,
+                        label=f"{method} ({_counts(s)})",
+                    )
             ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1, label="fp32 (= 1)")
             ax.set_title(statistic, fontsize=10)
             bits_axis(ax, scale, floats)
         axes[0, 0].set_ylabel("normalised score 1 − E (fp32 = 1)")
         has_ci = table["low"].notna().any()
         ci = "shaded: 95% stratified-bootstrap CI over seeds" if has_ci else "no confidence interval: one seed per task"
-        fig.suptitle(f"Normalised score across tasks (algo × env) per bit width; {ci}"
-                     + (f"\n{quantizer}" if quantizer else ""), fontsize=10)
+        fig.suptitle(
+            f"Normalised score across tasks (algo × env) per bit width; {ci}" + (f"\n{quantizer}" if quantizer else ""),
+            fontsize=10,
+        )
         _legend_below(fig, axes[0, 1], "method (tasks, runs per point); E n/a left out")
     return fig
 
@@ -290,20 +367,25 @@ def _wrap(label: str, width: int = 12) -> str:
         return label
     parts = head.replace(" (", "\n").rstrip(")").replace(", ", "\n").split("\n")
     lines = [line for p in parts for line in (p.replace("=", "=\n").split("\n") if len(p) > width else [p])]
-    return "\n".join([*(w for line in lines for w in textwrap.wrap(line, width, break_long_words=False) or [line]),
-                      f"{bits} bits"])
+    return "\n".join(
+        [*(w for line in lines for w in textwrap.wrap(line, width, break_long_words=False) or [line]), f"{bits} bits"]
+    )
 
 
 def heatmap(study: Study) -> Figure:
     """E (%) over (algo, env) rows and (method, bits) columns, mean over the seeds with an E,
     annotated; cells whose records have no E (n/a) say so, cells never run are grey."""
     q = study.quantized()
-    q = q.assign(task=q["algo"].str.upper() + " / " + q["env"], column=[bit_label(m, b) for m, b in zip(q["method"], q["bits"])],
-                 float_last=q["method"].isin(list(FLOAT_BITS)).astype(int))
+    q = q.assign(
+        task=q["algo"].str.upper() + " / " + q["env"],
+        column=[bit_label(m, b) for m, b in zip(q["method"], q["bits"])],
+        float_last=q["method"].isin(list(FLOAT_BITS)).astype(int),
+    )
     order = q.sort_values(["float_last", "method", "bits"])["column"].drop_duplicates().tolist()
     ran = q.pivot_table(index="task", columns="column", values="reward", aggfunc="size").reindex(columns=order)
-    grid = (100 * q.pivot_table(index="task", columns="column", values="e", aggfunc="mean", dropna=False)
-            ).reindex(index=ran.index, columns=order)
+    grid = (100 * q.pivot_table(index="task", columns="column", values="e", aggfunc="mean", dropna=False)).reindex(
+        index=ran.index, columns=order
+    )
     undefined = ran.notna() & grid.isna()
     counts = q.dropna(subset=["e"]).groupby("column")["seed"].nunique()
     labels = [_wrap(c) for c in order]
@@ -321,9 +403,21 @@ def heatmap(study: Study) -> Figure:
         text = grid.map(lambda v: "" if pd.isna(v) else f"{v:.1f}").where(~undefined, "n/a")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PendingDeprecationWarning)  # seaborn 0.13 calls cmap.set_bad
-            sns.heatmap(grid, ax=ax, cmap="vlag", center=0, vmin=-vmax, vmax=vmax, annot=text.to_numpy(), fmt="",
-                        annot_kws={"fontsize": 8}, linewidths=0.5, linecolor="white", xticklabels=labels,
-                        cbar_kws={"label": "E (%): reward lost vs fp32" + (" (scale clipped at ±100)" if vmax >= 100 else "")})
+            sns.heatmap(
+                grid,
+                ax=ax,
+                cmap="vlag",
+                center=0,
+                vmin=-vmax,
+                vmax=vmax,
+                annot=text.to_numpy(),
+                fmt="",
+                annot_kws={"fontsize": 8},
+                linewidths=0.5,
+                linecolor="white",
+                xticklabels=labels,
+                cbar_kws={"label": "E (%): reward lost vs fp32" + (" (scale clipped at ±100)" if vmax >= 100 else "")},
+            )
         for i, j in zip(*np.nonzero(undefined.to_numpy())):  # seaborn leaves NaN cells blank: say n/a there
             ax.text(j + 0.5, i + 0.5, "n/a", ha="center", va="center", fontsize=8, color="0.3")
         ax.set_facecolor("0.9")  # cells that were not run, or whose E is n/a
@@ -335,9 +429,18 @@ def heatmap(study: Study) -> Figure:
             for tick in ax.get_xticklabels():
                 tick.set_horizontalalignment("right")
         ax.tick_params(axis="y", rotation=0)
-        seeds = "0" if counts.empty else f"{counts.min()}" if counts.min() == counts.max() else f"{counts.min()}-{counts.max()}"
+        seeds = (
+            "0"
+            if counts.empty
+            else f"{counts.min()}"
+            if counts.min() == counts.max()
+            else f"{counts.min()}-{counts.max()}"
+        )
         gaps = "; grey: not run" if (grid.isna() & ~undefined).to_numpy().any() else ""
         gaps += "; n/a: E undefined (fp32 reward too close to 0)" if undefined.to_numpy().any() else ""
-        ax.set_title(f"Relative error E (%) per algorithm, env and bit width\n{study.quantizers()}\n"
-                     f"(mean over {seeds} seeds{gaps})", fontsize=10)
+        ax.set_title(
+            f"Relative error E (%) per algorithm, env and bit width\n{study.quantizers()}\n"
+            f"(mean over {seeds} seeds{gaps})",
+            fontsize=10,
+        )
     return fig

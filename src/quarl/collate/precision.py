@@ -19,7 +19,8 @@ from quarl.keys import slug
 CAPTION = (
     "PTQ with static activation and input ranges (quarl.calibration). Each cell: mean over seeds of the reward "
     "and, in brackets, of the action agreement with the fp32 policy; 32 = not quantized. Weights x activations: "
-    "records with fp32 inputs; inputs: every activation width, weights at each width shown.")
+    "records with fp32 inputs; inputs: every activation width, weights at each width shown."
+)
 KEYS = ["algo", "env", "seed", "weight_bits", "act_bits", "input_bits"]
 
 
@@ -33,11 +34,22 @@ def precision_records(study: Study) -> pd.DataFrame:
     done = effective_quant_columns(done)
     act = pd.to_numeric(done["quant.act_bits"], errors="coerce")
     inp = pd.to_numeric(done["quant.input_bits"], errors="coerce")
-    uniform = done["quant.layer_bits"].isna() if "quant.layer_bits" in done.columns else pd.Series(True, index=done.index)
-    rows = pd.DataFrame({
-        "algo": done["algo"], "env": done["env"], "seed": done["seed"], "weight_bits": done["bits"].astype(int),
-        "act_bits": act.astype(int), "input_bits": inp.astype(int), "reward": done["reward_mean"],
-        "agreement": done["action_agreement"], "e": done["e"]})[uniform]
+    uniform = (
+        done["quant.layer_bits"].isna() if "quant.layer_bits" in done.columns else pd.Series(True, index=done.index)
+    )
+    rows = pd.DataFrame(
+        {
+            "algo": done["algo"],
+            "env": done["env"],
+            "seed": done["seed"],
+            "weight_bits": done["bits"].astype(int),
+            "act_bits": act.astype(int),
+            "input_bits": inp.astype(int),
+            "reward": done["reward_mean"],
+            "agreement": done["action_agreement"],
+            "e": done["e"],
+        }
+    )[uniform]
     if ((rows["act_bits"] == 32) & (rows["input_bits"] == 32)).all():
         return rows.iloc[0:0]
     return rows
@@ -52,8 +64,12 @@ def _cell(reward: float, agreement: float) -> str:
 def _grid(per: pd.DataFrame, rows: str, columns: str) -> pd.DataFrame:
     """`rows` x `columns` table of 'reward (agreement)' cells."""
     table = per.pivot_table(index=rows, columns=columns, values=["reward", "agreement"], aggfunc="mean")
-    out = pd.DataFrame({f"{columns}={c}": [_cell(table["reward"].loc[r, c], table["agreement"].loc[r, c])
-                                           for r in table.index] for c in table["reward"].columns})
+    out = pd.DataFrame(
+        {
+            f"{columns}={c}": [_cell(table["reward"].loc[r, c], table["agreement"].loc[r, c]) for r in table.index]
+            for c in table["reward"].columns
+        }
+    )
     out.insert(0, rows, table.index)
     return out
 
@@ -61,8 +77,9 @@ def _grid(per: pd.DataFrame, rows: str, columns: str) -> pd.DataFrame:
 def summary(rows: pd.DataFrame) -> pd.DataFrame:
     """Mean, Student-t interval and n over seeds of reward, agreement and E per (algo, env, bits...)."""
     by = [k for k in KEYS if k != "seed"]
-    out = stats.summarise(rows, by, "reward").rename(columns={"mean": "reward", "low": "reward_low",
-                                                              "high": "reward_high", "n": "seeds"})
+    out = stats.summarise(rows, by, "reward").rename(
+        columns={"mean": "reward", "low": "reward_low", "high": "reward_high", "n": "seeds"}
+    )
     for value in ("agreement", "e"):
         part = stats.summarise(rows, by, value)[[*by, "mean"]].rename(columns={"mean": value})
         out = out.merge(part, on=by)
@@ -106,11 +123,18 @@ def write_precision(study: Study, out: Path) -> list[Path]:
     written = [folder / "summary.csv"]
     for (algo, env), per in rows.groupby(["algo", "env"]):
         per = per.groupby(KEYS, as_index=False)[["reward", "agreement", "e"]].mean()  # one value per seed
-        sections = [("weight bits x activation bits (inputs fp32)", _grid(per[per["input_bits"] == 32], "weight_bits", "act_bits"))]
+        sections = [
+            (
+                "weight bits x activation bits (inputs fp32)",
+                _grid(per[per["input_bits"] == 32], "weight_bits", "act_bits"),
+            )
+        ]
         for bits in sorted(per["weight_bits"].unique()):
             part = per[per["weight_bits"] == bits]
             if part["input_bits"].nunique() > 1:
-                sections.append((f"input bits x activation bits (weights {bits} bits)", _grid(part, "input_bits", "act_bits")))
+                sections.append(
+                    (f"input bits x activation bits (weights {bits} bits)", _grid(part, "input_bits", "act_bits"))
+                )
         stem = folder / slug(f"{algo}_{env}")
         title = f"{algo.upper()} on {env}: which precision matters (reward (action agreement))"
         written += tables.write_sections(sections, stem, title, CAPTION, column="grid")

@@ -23,8 +23,9 @@ def effective_quant_columns(done: pd.DataFrame) -> pd.DataFrame:
         out.loc[old, "quant.input_bits"] = 32
     layers = [c for c in out.columns if c.startswith(LAYER_PREFIX)]
     if layers:
+
         def text(row: pd.Series) -> str | None:
-            bits = {c[len(LAYER_PREFIX):]: int(v) for c, v in row.items() if pd.notna(v)}
+            bits = {c[len(LAYER_PREFIX) :]: int(v) for c, v in row.items() if pd.notna(v)}
             return json.dumps(bits, sort_keys=True) if bits else None
 
         out["quant.layer_bits"] = out[layers].apply(text, axis=1)

@@ -123,9 +123,10 @@ def bits_table(study: Study, algo: str, method: str) -> pd.DataFrame:
     if seeds.empty:
         return pd.DataFrame(columns=["bits", MEAN_ROW])
     order = {m: i for i, m in enumerate([method, "fp16", "bf16"])}
-    seeds = seeds.assign(order=seeds["method"].map(order), label=[
-        str(b) if m == method else m for m, b in zip(seeds["method"], seeds["bits"])
-    ])
+    seeds = seeds.assign(
+        order=seeds["method"].map(order),
+        label=[str(b) if m == method else m for m, b in zip(seeds["method"], seeds["bits"])],
+    )
     means = seeds.groupby(["order", "bits", "label", "env"])["e"].mean().mul(100)
     table = means.unstack("env").reset_index(level=["order", "bits"], drop=True)
     envs = list(table.columns)
@@ -145,10 +146,16 @@ AGREEMENT_CAPTION = (
     "action dimension within eval.action_tolerance of the action range), mean over seeds with its Student-t 95% "
     "interval (low, high; none for one seed); KL: mean KL(fp32 || quantized) of the action distributions "
     "(stochastic policies); MAD: mean |a_q - a_fp32| / (high - low) (continuous actions); backend: the same for the "
-    "executed backend; states: states compared per seed; seeds: seeds with a value.")
+    "executed backend; states: states compared per seed; seeds: seeds with a value."
+)
 #: Action-fidelity columns of the agreement table: store column -> table column.
-AGREEMENT_COLUMNS = {"action_kl": "KL", "action_mad": "MAD", "backend_action_agreement": "backend agreement",
-                     "backend_action_mad": "backend MAD", "agreement_states": "states"}
+AGREEMENT_COLUMNS = {
+    "action_kl": "KL",
+    "action_mad": "MAD",
+    "backend_action_agreement": "backend agreement",
+    "backend_action_mad": "backend MAD",
+    "agreement_states": "states",
+}
 
 
 def agreement_table(study: Study, algo: str) -> pd.DataFrame:
@@ -163,14 +170,23 @@ def agreement_table(study: Study, algo: str) -> pd.DataFrame:
     rows = []
     for (env, _, method, bits), g in order.groupby(["env", "float_last", "method", "bits"], sort=True):
         ci = stats.seed_interval(g["action_agreement"].to_numpy(float))
-        row = {"env": env, "method": method, "bits": int(bits), "agreement": ci.estimate, "low": ci.low,
-               "high": ci.high}
+        row = {
+            "env": env,
+            "method": method,
+            "bits": int(bits),
+            "agreement": ci.estimate,
+            "low": ci.low,
+            "high": ci.high,
+        }
         row.update({name: g[col].mean() for col, name in AGREEMENT_COLUMNS.items()})
         row["seeds"] = ci.n_runs
         rows.append(row)
     table = pd.DataFrame(rows)
-    keep = [c for c in table.columns if c in ("env", "method", "bits", "agreement", "low", "high", "seeds")
-            or table[c].notna().any()]
+    keep = [
+        c
+        for c in table.columns
+        if c in ("env", "method", "bits", "agreement", "low", "high", "seeds") or table[c].notna().any()
+    ]
     return table[keep]
 
 
@@ -218,13 +234,24 @@ def na_notes(df: pd.DataFrame) -> list[str]:
 
 def latex_escape(text: str) -> str:
     """`text` safe inside LaTeX (captions: pandas escapes the cells, not the caption)."""
-    marks = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-             "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+    marks = {
+        "\\": r"\textbackslash{}",
+        "&": r"\&",
+        "%": r"\%",
+        "$": r"\$",
+        "#": r"\#",
+        "_": r"\_",
+        "{": r"\{",
+        "}": r"\}",
+        "~": r"\textasciitilde{}",
+        "^": r"\textasciicircum{}",
+    }
     return "".join(marks.get(ch, ch) for ch in text)
 
 
-def write(df: pd.DataFrame, stem: Path, title: str, caption: str, floatfmt: str = ".2f",
-          shown: pd.DataFrame | None = None) -> list[Path]:
+def write(
+    df: pd.DataFrame, stem: Path, title: str, caption: str, floatfmt: str = ".2f", shown: pd.DataFrame | None = None
+) -> list[Path]:
     """`stem`.md, .csv and .tex of one data frame (floats shown with `floatfmt`; the Markdown shows
     `shown` instead where given, e.g. with bounds written '≥ x'); returns the paths."""
     paths = write_sections([("", df)], stem, title, caption, floatfmt)
@@ -234,8 +261,14 @@ def write(df: pd.DataFrame, stem: Path, title: str, caption: str, floatfmt: str 
     return paths
 
 
-def write_sections(sections: list[tuple[str, pd.DataFrame]], stem: Path, title: str, caption: str,
-                   floatfmt: str = ".2f", column: str = "quantizer") -> list[Path]:
+def write_sections(
+    sections: list[tuple[str, pd.DataFrame]],
+    stem: Path,
+    title: str,
+    caption: str,
+    floatfmt: str = ".2f",
+    column: str = "quantizer",
+) -> list[Path]:
     """One file set (`stem`.md/.csv/.tex) holding one table per section (heading, frame): the
     Markdown has a sub-heading per section (its quantizer, say), the CSV and LaTeX one table with
     the heading in a leading `column` (when there are headings). Returns the paths."""
@@ -253,8 +286,12 @@ def write_sections(sections: list[tuple[str, pd.DataFrame]], stem: Path, title: 
     whole = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     whole.to_csv(csv, index=False)
     latex = whole.to_latex(
-        index=False, float_format=lambda v: format(v, floatfmt), na_rep="--", escape=True,
-        caption=latex_escape(f"{title}. {caption}"), label=f"tab:{slug(stem.name)}",
+        index=False,
+        float_format=lambda v: format(v, floatfmt),
+        na_rep="--",
+        escape=True,
+        caption=latex_escape(f"{title}. {caption}"),
+        label=f"tab:{slug(stem.name)}",
     )
     tex.write_text(latex)
     return [md, csv, tex]

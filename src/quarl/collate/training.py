@@ -50,8 +50,13 @@ def curves_figure(points: pd.DataFrame, algo: str, env: str):
             run = group[group["seed"] == seed].sort_values("step")
             smooth = run["reward"].rolling(SMOOTH, min_periods=1).mean()
             ax.plot(run["step"], run["reward"], color=colour, alpha=0.15, linewidth=0.6)
-            ax.plot(run["step"], smooth, color=colour, linewidth=1.4,
-                    label=f"{label} ({len(seeds)} seeds)" if i == 0 else None)
+            ax.plot(
+                run["step"],
+                smooth,
+                color=colour,
+                linewidth=1.4,
+                label=f"{label} ({len(seeds)} seeds)" if i == 0 else None,
+            )
     ax.set_xlabel("env steps")
     ax.set_ylabel(f"training episode return ({SMOOTH}-episode mean)")
     ax.set_title(f"{algo} on {env}: training curves, one line per seed")

@@ -51,7 +51,9 @@ class ObsNormalize(nn.Module):
     def __init__(self, mean: np.ndarray, var: np.ndarray, epsilon: float, clip: float) -> None:
         super().__init__()
         self.register_buffer("mean", torch.as_tensor(np.asarray(mean, dtype=np.float32)))
-        self.register_buffer("std", torch.as_tensor(np.sqrt(np.asarray(var, dtype=np.float64) + epsilon).astype(np.float32)))
+        self.register_buffer(
+            "std", torch.as_tensor(np.sqrt(np.asarray(var, dtype=np.float64) + epsilon).astype(np.float32))
+        )
         self.clip = float(clip)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
@@ -150,8 +152,18 @@ class ActingNetwork(nn.Module):
         algo: the SB3 algorithm's name, lower case.
     """
 
-    def __init__(self, prep: nn.Module, body: nn.Sequential, head: nn.Module, *, obs_shape: tuple[int, ...],
-                 obs_dtype: np.dtype, action_kind: str, action_shape: tuple[int, ...], algo: str) -> None:
+    def __init__(
+        self,
+        prep: nn.Module,
+        body: nn.Sequential,
+        head: nn.Module,
+        *,
+        obs_shape: tuple[int, ...],
+        obs_dtype: np.dtype,
+        action_kind: str,
+        action_shape: tuple[int, ...],
+        algo: str,
+    ) -> None:
         super().__init__()
         self.prep, self.body, self.head = prep, body, head
         self.obs_shape, self.obs_dtype = tuple(obs_shape), np.dtype(obs_dtype)
@@ -237,10 +249,18 @@ def _body_and_head(policy: Any) -> tuple[list[nn.Module], nn.Module, str]:
             # gSDE with squash_output: the mode is tanh(mean), then unscaled; otherwise the mean, clipped
             return layers, BoxAction(space, squash=policy.squash_output, tanh=policy.squash_output), "continuous"
     elif isinstance(policy, TD3Policy):  # DDPG and TD3: the actor ends in tanh
-        return [policy.actor.features_extractor, policy.actor.mu], BoxAction(space, squash=True, tanh=False), "continuous"
+        return (
+            [policy.actor.features_extractor, policy.actor.mu],
+            BoxAction(space, squash=True, tanh=False),
+            "continuous",
+        )
     elif isinstance(policy, SACPolicy):  # the mode of the squashed Gaussian: tanh(mean)
         actor = policy.actor
-        return [actor.features_extractor, actor.latent_pi, actor.mu], BoxAction(space, squash=True, tanh=True), "continuous"
+        return (
+            [actor.features_extractor, actor.latent_pi, actor.mu],
+            BoxAction(space, squash=True, tanh=True),
+            "continuous",
+        )
     else:
         raise QuarlError(
             f"{type(policy).__name__} is not supported for deployment: quarl deploys DQN, A2C, PPO, DDPG, TD3 and SAC policies."
@@ -275,12 +295,20 @@ def acting_network(model: BaseAlgorithm, obs_transform: ObsTransform = None) -> 
     image = bool(policy.normalize_images and is_image_space(obs_space))
     prep: list[nn.Module] = []
     if normalizer is not None:
-        prep.append(ObsNormalize(normalizer.obs_rms.mean, normalizer.obs_rms.var, normalizer.epsilon, normalizer.clip_obs))
+        prep.append(
+            ObsNormalize(normalizer.obs_rms.mean, normalizer.obs_rms.var, normalizer.epsilon, normalizer.clip_obs)
+        )
     prep.append(Preprocess(scale_images=image))
     obs_dtype = np.uint8 if obs_space.dtype == np.uint8 and normalizer is None else np.float32
     body = nn.Sequential(*[_copy(p) for p in parts])
     net = ActingNetwork(
-        nn.Sequential(*prep), body, head, obs_shape=obs_space.shape, obs_dtype=obs_dtype,
-        action_kind=action_kind, action_shape=tuple(policy.action_space.shape), algo=type(model).__name__.lower(),
+        nn.Sequential(*prep),
+        body,
+        head,
+        obs_shape=obs_space.shape,
+        obs_dtype=obs_dtype,
+        action_kind=action_kind,
+        action_shape=tuple(policy.action_space.shape),
+        algo=type(model).__name__.lower(),
     )
     return net.eval()

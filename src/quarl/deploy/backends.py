@@ -110,8 +110,9 @@ class Runner(ABC):
     @abstractmethod
     def _run(self, obs: np.ndarray) -> np.ndarray: ...
 
-    def predict(self, observation: np.ndarray, state: Any = None, episode_start: Any = None,
-                deterministic: bool = True) -> tuple[np.ndarray, None]:
+    def predict(
+        self, observation: np.ndarray, state: Any = None, episode_start: Any = None, deterministic: bool = True
+    ) -> tuple[np.ndarray, None]:
         """SB3's `predict` signature, so a runner can stand in for the model in
         `quarl.evaluate.evaluate` (pass obs_transform=None there: the runner normalises itself)."""
         if not deterministic:
@@ -267,11 +268,20 @@ def _build_nbits(net: ActingNetwork, backend: str, example: np.ndarray, threads:
     bits = NBITS[backend]
     model, report = nbits.quantize_nbits(onnx_io.to_onnx(net, example), bits)
     if report.fp32:
-        log.info("backend=%s keeps %s in float32.", backend, "; ".join(f"{n} ({why})" for n, why in report.fp32.items()))
+        log.info(
+            "backend=%s keeps %s in float32.", backend, "; ".join(f"{n} ({why})" for n, why in report.fp32.items())
+        )
     if report.rtn:
-        log.warning("backend=%s rounds %s to %d bits block-wise (blocks of %d, not the policy's own weights: they are "
-                    "not on a %d-bit grid; quantize the policy to quant.bits<=%d to execute its own weights).",
-                    backend, ", ".join(report.rtn), bits, nbits.RTN_BLOCK, bits, bits)
+        log.warning(
+            "backend=%s rounds %s to %d bits block-wise (blocks of %d, not the policy's own weights: they are "
+            "not on a %d-bit grid; quantize the policy to quant.bits<=%d to execute its own weights).",
+            backend,
+            ", ".join(report.rtn),
+            bits,
+            nbits.RTN_BLOCK,
+            bits,
+            bits,
+        )
     return NbitsRunner(net, backend, model, threads, report)
 
 
@@ -287,8 +297,13 @@ def action_agreement(net: ActingNetwork, runner: Runner, obs: np.ndarray) -> flo
     return float(np.mean(np.all(diff <= AGREEMENT_TOLERANCE, axis=1)))
 
 
-def compile_network(net: ActingNetwork, backend: str = "auto", example_obs: Optional[np.ndarray] = None,
-                    threads: int = 1, min_agreement: Optional[float] = None) -> Runner:
+def compile_network(
+    net: ActingNetwork,
+    backend: str = "auto",
+    example_obs: Optional[np.ndarray] = None,
+    threads: int = 1,
+    min_agreement: Optional[float] = None,
+) -> Runner:
     """Compile an acting network for a backend.
 
     Args:
@@ -315,7 +330,9 @@ def compile_network(net: ActingNetwork, backend: str = "auto", example_obs: Opti
             4-/2-bit backend can run; a bad min_agreement; a network the ONNX exporter cannot export.
     """
     if not isinstance(net, ActingNetwork):
-        raise TypeError(f"compile_network takes an ActingNetwork (from acting_network(model)), not {type(net).__name__}")
+        raise TypeError(
+            f"compile_network takes an ActingNetwork (from acting_network(model)), not {type(net).__name__}"
+        )
     if backend not in CHOICES:
         raise QuarlError(f"backend={backend} is not known: choose one of {', '.join(CHOICES)}.")
     if min_agreement is not None:
@@ -326,17 +343,27 @@ def compile_network(net: ActingNetwork, backend: str = "auto", example_obs: Opti
     return _build(net, backend, example, example_obs is not None, threads)
 
 
-def compile_policy(model: BaseAlgorithm, backend: str = "auto", example_obs: Optional[np.ndarray] = None,
-                   obs_transform: ObsTransform = None, threads: int = 1, min_agreement: Optional[float] = None) -> Runner:
+def compile_policy(
+    model: BaseAlgorithm,
+    backend: str = "auto",
+    example_obs: Optional[np.ndarray] = None,
+    obs_transform: ObsTransform = None,
+    threads: int = 1,
+    min_agreement: Optional[float] = None,
+) -> Runner:
     """`compile_network(acting_network(model, obs_transform), backend, example_obs, threads, min_agreement)`."""
     return compile_network(acting_network(model, obs_transform), backend, example_obs, threads, min_agreement)
 
 
 def _check_bound(backend: str, min_agreement: float, example_obs: Optional[np.ndarray]) -> None:
     if backend != "auto":
-        raise QuarlError(f"min_agreement={min_agreement} bounds backend=auto's choice: use backend=auto, or leave it unset.")
+        raise QuarlError(
+            f"min_agreement={min_agreement} bounds backend=auto's choice: use backend=auto, or leave it unset."
+        )
     if not 0 < min_agreement <= 1:
-        raise QuarlError(f"min_agreement={min_agreement} is out of range: use a fraction in (0, 1], e.g. 0.99, or leave it unset.")
+        raise QuarlError(
+            f"min_agreement={min_agreement} is out of range: use a fraction in (0, 1], e.g. 0.99, or leave it unset."
+        )
     if example_obs is None or np.ndim(example_obs) < 2 or len(example_obs) < AGREEMENT_MIN_OBS:
         raise QuarlError(
             f"min_agreement needs example_obs, a batch of at least {AGREEMENT_MIN_OBS} real observations to measure "
@@ -353,20 +380,28 @@ def _eligible(net: ActingNetwork, runner: Runner, example: np.ndarray, min_agree
         return None
     if isinstance(runner, NbitsRunner) and not runner.exact:
         bits = NBITS[runner.backend]
-        return (f"its {bits}-bit weights would be rounded from the policy's, which are not on a {bits}-bit grid "
-                f"(quantize to quant.bits<={bits}, or bound it with min_agreement)")
+        return (
+            f"its {bits}-bit weights would be rounded from the policy's, which are not on a {bits}-bit grid "
+            f"(quantize to quant.bits<={bits}, or bound it with min_agreement)"
+        )
     return None
 
 
-def _auto(net: ActingNetwork, example: np.ndarray, calibrated: bool, threads: int,
-          min_agreement: Optional[float]) -> Runner:
+def _auto(
+    net: ActingNetwork, example: np.ndarray, calibrated: bool, threads: int, min_agreement: Optional[float]
+) -> Runner:
     if not onnx_io.available():
         runner = TorchRunner(net, "torch")
-        runner.reason = ("backend=auto: int8 needs ONNX Runtime, which is not installed "
-                         "(pip install onnx onnxscript onnxruntime); running fp32 on torch.")
+        runner.reason = (
+            "backend=auto: int8 needs ONNX Runtime, which is not installed "
+            "(pip install onnx onnxscript onnxruntime); running fp32 on torch."
+        )
         log.warning(runner.reason)
         return runner
-    candidates: dict[str, Runner] = {"torch": TorchRunner(net, "torch"), "onnx": _build(net, "onnx", example, calibrated, threads)}
+    candidates: dict[str, Runner] = {
+        "torch": TorchRunner(net, "torch"),
+        "onnx": _build(net, "onnx", example, calibrated, threads),
+    }
     problems: dict[str, str] = {}
     quiet = logging.getLogger(__name__).level
     log.setLevel(max(quiet, logging.ERROR))  # a candidate's own notes are not auto's choice
@@ -391,15 +426,19 @@ def _auto(net: ActingNetwork, example: np.ndarray, calibrated: bool, threads: in
     fastest = min(low, key=timings.__getitem__) if low else None
     if fastest is not None and timings[fastest] <= AUTO_MARGIN * timings[fp32]:
         chosen = candidates[fastest]
-        chosen.reason = (f"backend=auto: running {chosen.precision} on {fastest}, {timings[fp32] / timings[fastest]:.2f}x "
-                         f"faster than fp32 {fp32} ({shown}, batch 1)"
-                         + "".join(f"; {why}" for why in problems.values()) + ".")
+        chosen.reason = (
+            f"backend=auto: running {chosen.precision} on {fastest}, {timings[fp32] / timings[fastest]:.2f}x "
+            f"faster than fp32 {fp32} ({shown}, batch 1)" + "".join(f"; {why}" for why in problems.values()) + "."
+        )
         log.info(chosen.reason)
     else:
         chosen = candidates[fp32]
         whys = list(problems.values())
-        whys += [f"{b} ({timings[b]:.4f} ms) is not faster than fp32 ({fp32}, {timings[fp32]:.4f} ms) for this network "
-                 f"at batch 1 (needs <= {AUTO_MARGIN:.0%} of the fp32 time)" for b in low]
+        whys += [
+            f"{b} ({timings[b]:.4f} ms) is not faster than fp32 ({fp32}, {timings[fp32]:.4f} ms) for this network "
+            f"at batch 1 (needs <= {AUTO_MARGIN:.0%} of the fp32 time)"
+            for b in low
+        ]
         chosen.reason = f"backend=auto: {'; '.join(whys)}; falling back to fp32 on {fp32} ({shown})."
         log.warning(chosen.reason)
     chosen.timings_ms = timings

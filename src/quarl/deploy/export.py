@@ -31,7 +31,12 @@ from quarl.errors import QuarlError
 
 log = logging.getLogger(__name__)
 
-PRECISIONS = {"fp32": "onnx", "int8": "onnx_int8", "int4": "onnx_int4", "int2": "onnx_int2"}  # -> backend that builds the file
+PRECISIONS = {
+    "fp32": "onnx",
+    "int8": "onnx_int8",
+    "int4": "onnx_int4",
+    "int2": "onnx_int2",
+}  # -> backend that builds the file
 
 
 def _env_id(model: BaseAlgorithm) -> Optional[str]:

@@ -92,10 +92,14 @@ class Report:
     def summary(self, bits: int) -> str:
         parts = []
         if self.exact:
-            parts.append(f"{len(self.exact)} layer(s) with the policy's own {bits}-bit weights ({', '.join(self.exact)})")
+            parts.append(
+                f"{len(self.exact)} layer(s) with the policy's own {bits}-bit weights ({', '.join(self.exact)})"
+            )
         if self.rtn:
-            parts.append(f"{len(self.rtn)} layer(s) rounded block-wise to {bits} bits, not on a {bits}-bit grid "
-                         f"({', '.join(self.rtn)})")
+            parts.append(
+                f"{len(self.rtn)} layer(s) rounded block-wise to {bits} bits, not on a {bits}-bit grid "
+                f"({', '.join(self.rtn)})"
+            )
         if self.fp32:
             parts.append("float32: " + "; ".join(f"{n} ({why})" for n, why in self.fp32.items()))
         return "; ".join(parts)
@@ -255,8 +259,9 @@ def _bias(node, inits: dict, n: int) -> Optional[np.ndarray]:
     return c.reshape(-1) if c.size == n else None
 
 
-def quantize_nbits(model: bytes, bits: int = 4, block_size: Optional[int] = None,
-                   accuracy_level: int = ACCURACY_LEVEL) -> tuple[bytes, Report]:
+def quantize_nbits(
+    model: bytes, bits: int = 4, block_size: Optional[int] = None, accuracy_level: int = ACCURACY_LEVEL
+) -> tuple[bytes, Report]:
     """`model` (fp32 ONNX) with every Gemm / MatMul that MatMulNBits can run replaced by MatMulNBits
     at `bits`; the report says which layers are exact, rounded, or left in float32 and why.
     `block_size` (one of BLOCK_SIZES; None: EXACT_BLOCK / RTN_BLOCK) is the largest block, smaller
@@ -291,18 +296,30 @@ def quantize_nbits(model: bytes, bits: int = 4, block_size: Optional[int] = None
         name = node.input[1]
         packed = pack(w, bits, None if block_size is None else block_size_for(w.shape[1], block_size))
         (report.exact if packed.exact else report.rtn).append(name)
-        tensors = [numpy_helper.from_array(packed.codes, f"{name}_q{bits}"),
-                   numpy_helper.from_array(packed.scales, f"{name}_scales"),
-                   numpy_helper.from_array(packed.zero_points, f"{name}_zero_points")]
+        tensors = [
+            numpy_helper.from_array(packed.codes, f"{name}_q{bits}"),
+            numpy_helper.from_array(packed.scales, f"{name}_scales"),
+            numpy_helper.from_array(packed.zero_points, f"{name}_zero_points"),
+        ]
         inputs = [node.input[0], *(t.name for t in tensors)]
         if bias.size:
             tensors.append(numpy_helper.from_array(bias, f"{name}_bias"))
             inputs += ["", tensors[-1].name]
         used_new += tensors
-        nodes.append(helper.make_node(
-            "MatMulNBits", inputs, list(node.output), name=f"{node.name or name}_q{bits}", domain="com.microsoft",
-            K=w.shape[1], N=w.shape[0], bits=bits, block_size=packed.block_size, accuracy_level=accuracy_level,
-        ))
+        nodes.append(
+            helper.make_node(
+                "MatMulNBits",
+                inputs,
+                list(node.output),
+                name=f"{node.name or name}_q{bits}",
+                domain="com.microsoft",
+                K=w.shape[1],
+                N=w.shape[0],
+                bits=bits,
+                block_size=packed.block_size,
+                accuracy_level=accuracy_level,
+            )
+        )
     if not report.exact and not report.rtn:
         raise QuarlError(
             f"backend=onnx_int{bits} has no layer it can run in {bits} bits (MatMulNBits runs Linear layers with at "

@@ -98,8 +98,14 @@ def to_onnx(net: nn.Module, example: np.ndarray) -> bytes:
     try:
         with _quiet(), torch.no_grad():
             program = torch.onnx.export(
-                net.eval(), (x,), None, input_names=[INPUT], output_names=[OUTPUT],
-                dynamic_shapes=({0: batch},), verbose=False, optimize=True,
+                net.eval(),
+                (x,),
+                None,
+                input_names=[INPUT],
+                output_names=[OUTPUT],
+                dynamic_shapes=({0: batch},),
+                verbose=False,
+                optimize=True,
             )
     except Exception as exc:  # the exporter raises many types; name the cause in one line
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -132,7 +138,9 @@ class _Calibration:
         return next(self.batches, None)
 
 
-def _input_overrides(onnx: Any, path: Path, ranges: list[tuple[float, int]]) -> Optional[dict[str, list[dict[str, Any]]]]:
+def _input_overrides(
+    onnx: Any, path: Path, ranges: list[tuple[float, int]]
+) -> Optional[dict[str, list[dict[str, Any]]]]:
     """ONNX Runtime's TensorQuantOverrides giving the input of the i-th MatMul/Gemm the i-th (scale,
     uint8 zero point); None when the graph's weight layers do not pair up with `ranges`."""
     from onnxruntime.quantization import QuantType
@@ -140,13 +148,24 @@ def _input_overrides(onnx: Any, path: Path, ranges: list[tuple[float, int]]) -> 
     nodes = [n for n in onnx.load(str(path)).graph.node if n.op_type in ("Gemm", "MatMul")]
     if len(nodes) != len(ranges):
         return None
-    return {n.input[0]: [{"quant_type": QuantType.QUInt8, "scale": np.array(scale, dtype=np.float32),
-                          "zero_point": np.array(zp, dtype=np.uint8)}]
-            for n, (scale, zp) in zip(nodes, ranges)}
+    return {
+        n.input[0]: [
+            {
+                "quant_type": QuantType.QUInt8,
+                "scale": np.array(scale, dtype=np.float32),
+                "zero_point": np.array(zp, dtype=np.uint8),
+            }
+        ]
+        for n, (scale, zp) in zip(nodes, ranges)
+    }
 
 
-def quantize_int8(model: bytes, calibration: Optional[np.ndarray], static: bool,
-                  input_ranges: Optional[list[tuple[float, int]]] = None) -> bytes:
+def quantize_int8(
+    model: bytes,
+    calibration: Optional[np.ndarray],
+    static: bool,
+    input_ranges: Optional[list[tuple[float, int]]] = None,
+) -> bytes:
     """The int8 version of an fp32 ONNX model: dynamic, or static (QDQ) calibrated on `calibration`;
     with `input_ranges` (an MLP's (scale, uint8 zero point) of every weight layer's input, in order),
     static with exactly those activation ranges (calibration then only for tensors they do not cover)."""
@@ -170,14 +189,25 @@ def quantize_int8(model: bytes, calibration: Optional[np.ndarray], static: bool,
         quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)
         overrides = _input_overrides(onnx, pre, input_ranges) if input_ranges else None
         if input_ranges and overrides is None:
-            log.warning("The int8 graph's weight layers do not pair up with the policy's %d calibrated activation "
-                        "ranges: quantizing activations dynamically instead.", len(input_ranges))
+            log.warning(
+                "The int8 graph's weight layers do not pair up with the policy's %d calibrated activation "
+                "ranges: quantizing activations dynamically instead.",
+                len(input_ranges),
+            )
         if overrides is not None:
             quantize_static(
-                str(pre), str(out), Reader(calibration[:CALIBRATION_MAX]), quant_format=QuantFormat.QDQ,
-                activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True,
+                str(pre),
+                str(out),
+                Reader(calibration[:CALIBRATION_MAX]),
+                quant_format=QuantFormat.QDQ,
+                activation_type=QuantType.QUInt8,
+                weight_type=QuantType.QInt8,
+                per_channel=True,
                 op_types_to_quantize=["Gemm", "MatMul"],
-                extra_options={"OpTypesToExcludeOutputQuantization": ["Gemm", "MatMul"], "TensorQuantOverrides": overrides},
+                extra_options={
+                    "OpTypesToExcludeOutputQuantization": ["Gemm", "MatMul"],
+                    "TensorQuantOverrides": overrides,
+                },
             )
         elif static:
             if calibration is None or len(calibration) == 0:
@@ -186,13 +216,20 @@ def quantize_int8(model: bytes, calibration: Optional[np.ndarray], static: bool,
                     "pass a batch of real observations (a few hundred from the environment)."
                 )
             quantize_static(
-                str(pre), str(out), Reader(calibration[:CALIBRATION_MAX]), quant_format=QuantFormat.QDQ,
-                activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=True,
+                str(pre),
+                str(out),
+                Reader(calibration[:CALIBRATION_MAX]),
+                quant_format=QuantFormat.QDQ,
+                activation_type=QuantType.QInt8,
+                weight_type=QuantType.QInt8,
+                per_channel=True,
                 op_types_to_quantize=["Conv", "Gemm", "MatMul", "Relu", "Reshape", "Flatten", "MaxPool", "AveragePool"],
                 extra_options={"OpTypesToExcludeOutputQuantization": ["Gemm", "MatMul"]},
             )
         else:
-            quantize_dynamic(str(pre), str(out), weight_type=QuantType.QUInt8, per_channel=False, op_types_to_quantize=["MatMul"])
+            quantize_dynamic(
+                str(pre), str(out), weight_type=QuantType.QUInt8, per_channel=False, op_types_to_quantize=["MatMul"]
+            )
         return out.read_bytes()
 
 
@@ -224,5 +261,7 @@ def weight_bytes(model: bytes) -> int:
     total = sum(numpy_helper.to_array(t).nbytes for t in proto.graph.initializer)
     for node in proto.graph.node:  # tensors folded into Constant nodes
         if node.op_type == "Constant":
-            total += sum(numpy_helper.to_array(a.t).nbytes for a in node.attribute if a.type == onnx.AttributeProto.TENSOR)
+            total += sum(
+                numpy_helper.to_array(a.t).nbytes for a in node.attribute if a.type == onnx.AttributeProto.TENSOR
+            )
     return total

@@ -82,5 +82,17 @@ def policy_config(cfg: DictConfig) -> DictConfig:
     return cfg if of(cfg).trains_policy else fp32_config(cfg)
 
 
-__all__ = ["BASELINE", "NAMES", "REGISTRY", "QuantConfig", "QuantMethod", "fp32_config", "get", "of", "policy_config",
-           "register_schemas", "settings", "trained_only_by"]
+__all__ = [
+    "BASELINE",
+    "NAMES",
+    "REGISTRY",
+    "QuantConfig",
+    "QuantMethod",
+    "fp32_config",
+    "get",
+    "of",
+    "policy_config",
+    "register_schemas",
+    "settings",
+    "trained_only_by",
+]

@@ -39,27 +39,43 @@ class ActorQ(QuantMethod):
     def validate(self, cfg: DictConfig) -> None:
         a = cfg.actorq
         if cfg.algo.name not in ALGOS:
-            raise QuarlError(f"quant=actorq trains algo=dqn (discrete actions) or algo=d4pg (continuous), not "
-                             f"algo={cfg.algo.name}.")
+            raise QuarlError(
+                f"quant=actorq trains algo=dqn (discrete actions) or algo=d4pg (continuous), not algo={cfg.algo.name}."
+            )
         if cfg.train.keep_best:
-            raise QuarlError("train.keep_best=true applies to SB3 and QAT trainings; quant=actorq records its final "
-                             "learner: use train.keep_best=false with quant=actorq.")
+            raise QuarlError(
+                "train.keep_best=true applies to SB3 and QAT trainings; quant=actorq records its final "
+                "learner: use train.keep_best=false with quant=actorq."
+            )
         if a.actors < 1:
             raise QuarlError(f"actorq.actors={a.actors} must be at least 1 actor process.")
         one_of("actorq.backend", a.backend, BACKENDS)
         if cfg.quant.actor_bits not in ACTOR_BITS:
-            raise QuarlError(f"quant.actor_bits={cfg.quant.actor_bits} cannot be executed by an actor: use 8 (int8), "
-                             "16 (fp16) or 32 (fp32).")
+            raise QuarlError(
+                f"quant.actor_bits={cfg.quant.actor_bits} cannot be executed by an actor: use 8 (int8), "
+                "16 (fp16) or 32 (fp32)."
+            )
         if a.comm_bits not in COMM_BITS:
-            raise QuarlError(f"actorq.comm_bits={a.comm_bits} is not allowed: weights travel at 8, 16 or 32 bits "
-                             "(or null: at quant.actor_bits).")
-        positive = {"update_period": a.update_period, "publish_period": a.publish_period, "chunk_size": a.chunk_size,
-                    "n_step": a.n_step, "replay_size": a.replay_size, "samples_per_insert": a.samples_per_insert,
-                    "log_interval_s": a.log_interval_s, "stall_timeout_s": a.stall_timeout_s}
+            raise QuarlError(
+                f"actorq.comm_bits={a.comm_bits} is not allowed: weights travel at 8, 16 or 32 bits "
+                "(or null: at quant.actor_bits)."
+            )
+        positive = {
+            "update_period": a.update_period,
+            "publish_period": a.publish_period,
+            "chunk_size": a.chunk_size,
+            "n_step": a.n_step,
+            "replay_size": a.replay_size,
+            "samples_per_insert": a.samples_per_insert,
+            "log_interval_s": a.log_interval_s,
+            "stall_timeout_s": a.stall_timeout_s,
+        }
         for name, value in positive.items():
             if value is not None and value <= 0:
-                raise QuarlError(f"actorq.{name}={value} must be positive" + (" (or null)." if name in (
-                    "n_step", "replay_size", "samples_per_insert") else "."))
+                raise QuarlError(
+                    f"actorq.{name}={value} must be positive"
+                    + (" (or null)." if name in ("n_step", "replay_size", "samples_per_insert") else ".")
+                )
         for name in ("min_replay", "max_restarts"):
             if a[name] is not None and a[name] < 0:
                 raise QuarlError(f"actorq.{name}={a[name]} must be >= 0.")

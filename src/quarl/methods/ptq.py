@@ -97,7 +97,9 @@ class PTQ(IntegerWeights):
         spec["act_bits"], spec["input_bits"] = activation_bits(cfg.quant)
         if spec.get("layer_bits"):
             layer_bits = spec["layer_bits"]
-            spec["layer_bits"] = OmegaConf.to_container(layer_bits) if OmegaConf.is_config(layer_bits) else dict(layer_bits)
+            spec["layer_bits"] = (
+                OmegaConf.to_container(layer_bits) if OmegaConf.is_config(layer_bits) else dict(layer_bits)
+            )
         else:
             spec.pop("layer_bits", None)
         for key, default in OPTIONAL.items():
@@ -118,12 +120,16 @@ class PTQ(IntegerWeights):
         check_integer_weights(q)
         for name in ("act_bits", "input_bits"):
             if not (2 <= q[name] <= 16 or q[name] == 32):
-                raise QuarlError(f"quant.{name}={q[name]} is out of range: use 2..16, or 32 for unquantized "
-                                 f"{'activations' if name == 'act_bits' else 'inputs'}.")
+                raise QuarlError(
+                    f"quant.{name}={q[name]} is out of range: use 2..16, or 32 for unquantized "
+                    f"{'activations' if name == 'act_bits' else 'inputs'}."
+                )
         one_of("quant.calibration", q.calibration, CALIBRATIONS)
         if q.calibration_episodes < 1:
-            raise QuarlError(f"quant.calibration_episodes={q.calibration_episodes} must be a positive number of "
-                             "episodes (the fp32 rollouts activation and input ranges are calibrated on).")
+            raise QuarlError(
+                f"quant.calibration_episodes={q.calibration_episodes} must be a positive number of "
+                "episodes (the fp32 rollouts activation and input ranges are calibrated on)."
+            )
         self._validate_layer_bits(cfg)
 
     @staticmethod
@@ -132,14 +138,20 @@ class PTQ(IntegerWeights):
         if q.layer_bits is None:
             return
         if not isinstance(q.layer_bits, Mapping):
-            raise QuarlError(f"quant.layer_bits={q.layer_bits} is not allowed: give {{LAYER:BITS,...}} (names from "
-                             "quarl sensitivity, bits 2..16 or 32), or null for every layer at quant.bits.")
+            raise QuarlError(
+                f"quant.layer_bits={q.layer_bits} is not allowed: give {{LAYER:BITS,...}} (names from "
+                "quarl sensitivity, bits 2..16 or 32), or null for every layer at quant.bits."
+            )
         for layer, bits in q.layer_bits.items():
             if not isinstance(bits, int) or isinstance(bits, bool) or not (2 <= bits <= 16 or bits == 32):
-                raise QuarlError(f"quant.layer_bits.{layer}={bits} is out of range: use 2..16, or 32 for unchanged weights.")
+                raise QuarlError(
+                    f"quant.layer_bits.{layer}={bits} is out of range: use 2..16, or 32 for unchanged weights."
+                )
             if q.backend == "onnx_int8" and bits > 8:
-                raise QuarlError(f"quant.backend=onnx_int8 executes integer policies of at most 8 bits, not "
-                                 f"quant.layer_bits.{layer}={bits}: use layer bits <= 8, or quant.backend=auto.")
+                raise QuarlError(
+                    f"quant.backend=onnx_int8 executes integer policies of at most 8 bits, not "
+                    f"quant.layer_bits.{layer}={bits}: use layer bits <= 8, or quant.backend=auto."
+                )
         if q.layer_bits:
             from quarl.layers import (
                 check_layer_names,  # builds the policy network: only where layers are named
@@ -155,10 +167,16 @@ class PTQ(IntegerWeights):
         ranges = None
         if activation_bits(quant) != (32, 32):
             if calibrate is None:
-                raise ValueError("quant.act_bits / quant.input_bits below 32 need calibrate= (quarl.calibration.calibrator)")
+                raise ValueError(
+                    "quant.act_bits / quant.input_bits below 32 need calibrate= (quarl.calibration.calibrator)"
+                )
             ranges = calibrate(model)  # on the fp32 weights, before they are quantized
-        quantize_weights(model, quant, lambda t, granularity, bits: fake_quantize(t, bits, quant.scheme, granularity),
-                         with_bias=bool(quant.quantize_bias))
+        quantize_weights(
+            model,
+            quant,
+            lambda t, granularity, bits: fake_quantize(t, bits, quant.scheme, granularity),
+            with_bias=bool(quant.quantize_bias),
+        )
         if ranges is not None:
             from quarl.calibration import quantize_activations
 

@@ -43,7 +43,9 @@ class QATHook(TrainingHook):
     def __init__(self, model: BaseAlgorithm, cfg: DictConfig) -> None:
         from quarl import qat
 
-        self.callback = self.schedule = qat.QATSchedule(qat.attach(model, cfg.quant), delay(cfg), cfg.quant.freeze_after)
+        self.callback = self.schedule = qat.QATSchedule(
+            qat.attach(model, cfg.quant), delay(cfg), cfg.quant.freeze_after
+        )
 
     def ready(self) -> bool:
         """A QAT policy is kept only once it was trained with fake quant on."""
@@ -91,8 +93,11 @@ class QAT(IntegerWeights):
         if cfg.quant.delay is None:
             cfg.quant.delay = delay(cfg)  # recorded as the step it really switched on
         if delay(cfg) >= train_steps(cfg):
-            log.warning("quant.delay=%d is not below the training budget (%d steps): QAT never switches on "
-                        "during training.", delay(cfg), train_steps(cfg))
+            log.warning(
+                "quant.delay=%d is not below the training budget (%d steps): QAT never switches on during training.",
+                delay(cfg),
+                train_steps(cfg),
+            )
 
     def policy_tag(self, quant: DictConfig) -> str:
         return f"-qat{quant.bits}"
