@@ -9,9 +9,9 @@ from omegaconf import OmegaConf
 
 from quarl import schema
 from quarl.algos import ALGOS
-from quarl.methods.actorq import ALGOS as ACTORQ_ALGOS
 from quarl.envs import SUITES, action_kind
 from quarl.errors import QuarlError
+from quarl.methods.actorq import ALGOS as ACTORQ_ALGOS
 
 LEGEND = {
     "tuned": "rl-zoo3's tuned hyperparameters (src/quarl/conf/tuned/<algo>/<env>.yaml)",

@@ -12,7 +12,6 @@ from omegaconf import OmegaConf
 from quarl import methods
 from quarl.budget import keep_best_every, train_steps
 
-
 # Bumped when a fix changes what a record's numbers mean, so the fixed measurement runs again instead
 # of being skipped as done. 2: executed policies evaluated one observation per call, QAT weight ranges
 # from the final weights, action fidelity, E n/a near a zero fp32 reward.

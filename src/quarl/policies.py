@@ -1,11 +1,11 @@
 """The fp32 policy cache: each trained policy is keyed by everything that shaped it and trained once.
 
-A folder per policy under `store.policies` holds `model.zip` (SB3's format), `vecnormalize.pkl`
-when observations are normalised, `qat_state.pt` (fake-quant ranges) for QAT policies, the training
-curve (`curve.json`, and `curves/` with CSV and TensorBoard files: quarl.tracking) and `meta.json`
-(with `kept`: the step and evaluation reward of the model kept by `train.keep_best`). A file lock makes concurrent sweep jobs wait
-for the one that trains; a policy is written to a temporary folder and renamed into place, so an
-interrupted training leaves nothing that looks finished.
+A folder per policy under `store.policies` holds `model.zip` (SB3's format), `vecnormalize.pkl` when
+observations are normalised, `qat_state.pt` (fake-quant ranges) for QAT policies, the training curve
+(`curve.json`, and `curves/` with CSV and TensorBoard files: quarl.tracking) and `meta.json` (with
+`kept`: the step and evaluation reward of the model kept by `train.keep_best`). A file lock makes
+concurrent sweep jobs wait for the one that trains; a policy is written to a temporary folder and
+renamed into place, so an interrupted training leaves nothing that looks finished.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from quarl.budget import train_steps
 from quarl.envs import make_env
 from quarl.errors import QuarlError
 from quarl.keys import policy_key, slug
-from quarl.tracking import CURVES_DIR
 from quarl.policy_files import CURVE_FILE, META_FILE, MODEL_FILE, NORMALIZE_FILE
+from quarl.tracking import CURVES_DIR
 from quarl.training import train
 
 log = logging.getLogger(__name__)

@@ -33,11 +33,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from omegaconf import OmegaConf, open_dict
 
+from quarl import methods
 from quarl.calibration import calibrate, calibration_seeds
 from quarl.errors import QuarlError
 from quarl.evaluate import evaluate
 from quarl.fidelity import STATES, policy_fidelity
-from quarl import methods
 from quarl.methods import fp32_config
 from quarl.quantize import inference_layers, layer_bytes, policy_bytes, quantize_policy
 

@@ -128,8 +128,8 @@ class Composer:
 
 def finished_jobs(configs: dict[int, DictConfig], cwd: Path) -> dict[int, str]:
     """The stored status of each of a sweep's composed jobs (by index) whose cell is in the store
-    already (done or skipped as n/a, force off); `cwd` is the launch folder that relative store paths are against. A job that
-    cannot be keyed here is left to run, where it is reported."""
+    already (done or skipped as n/a, force off); `cwd` is the launch folder that relative store paths
+    are against. A job that cannot be keyed here is left to run, where it is reported."""
     from quarl.cells import finished
 
     stores: dict[Path, Store] = {}

@@ -20,9 +20,9 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 from quarl import algos, checkpoint, methods, provenance
 from quarl.best import KeepBest
+from quarl.budget import keep_best_every, train_steps
 from quarl.cells import torch_threads
 from quarl.envs import training_envs
-from quarl.budget import keep_best_every, train_steps
 from quarl.keys import policy_key, slug, training_spec
 from quarl.methods.base import TrainingHook
 from quarl.policy_files import CURVE_FILE, META_FILE, MODEL_FILE, NORMALIZE_FILE
@@ -198,13 +198,16 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
             keeper.load_state(extra["best"])
         log.info("Resuming from the checkpoint at step %d of %d", done, steps)
     if checkpoints is not None and checkpoint_every(cfg) > 0:
-        state = lambda: {
-            "curve": logged.points,
-            "seconds": logged.wall_s(),
-            "dumped": logged.last_dump,  # noqa: E731
-            "hook": hook.state() if hook is not None else None,
-            "best": keeper.state() if keeper is not None else None,
-        }
+
+        def state() -> dict[str, Any]:
+            return {
+                "curve": logged.points,
+                "seconds": logged.wall_s(),
+                "dumped": logged.last_dump,
+                "hook": hook.state() if hook is not None else None,
+                "best": keeper.state() if keeper is not None else None,
+            }
+
         callbacks.append(checkpoint.Checkpointer(checkpoints, checkpoint_every(cfg), state))
     try:
         model.learn(

@@ -19,9 +19,9 @@ from typing import Any, Optional, Protocol
 import numpy as np
 import torch
 
+from quarl.actorq.constants import RETURN_WINDOW
 from quarl.actorq.params import ParameterQuantizer
 from quarl.actorq.replay import Chunk, RateLimiter, Replay
-from quarl.actorq.constants import RETURN_WINDOW
 from quarl.actorq.settings import Settings
 from quarl.actorq.transport import Transport
 from quarl.errors import QuarlError

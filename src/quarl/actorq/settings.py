@@ -124,7 +124,8 @@ def _hyper(cfg: Any) -> dict[str, Any]:
     missing = [k for k in D4PG_KEYS if k not in raw]
     if missing:
         raise QuarlError(
-            f"algo.hyperparams.{missing[0]} is missing: algo=d4pg needs {', '.join(D4PG_KEYS)} (src/quarl/conf/algo/d4pg.yaml)."
+            f"algo.hyperparams.{missing[0]} is missing: algo=d4pg needs {', '.join(D4PG_KEYS)} "
+            "(src/quarl/conf/algo/d4pg.yaml)."
         )
     unknown = sorted(set(raw) - set(D4PG_KEYS))
     if unknown:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from quarl.collate.ptq_keys import effective_quant_columns
 from quarl.keys import result_keys
-from quarl.results import FLOAT_BITS, value_text, config_keys, select
+from quarl.results import FLOAT_BITS, config_keys, select, value_text
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,10 @@ def _variant_labels(done: pd.DataFrame, notes: Notes) -> pd.Series:
         if not varying:
             continue
         labels[rows] = done.loc[rows, varying].apply(
-            lambda r: f"{method} (" + ", ".join(f"{k.split('.', 1)[1]}={_text(v)}" for k, v in r.items()) + ")", axis=1
+            lambda r, method=method: (
+                f"{method} (" + ", ".join(f"{k.split('.', 1)[1]}={_text(v)}" for k, v in r.items()) + ")"
+            ),
+            axis=1,
         )
         notes.add(f"{method} records differ in {', '.join(varying)}: each setting is its own method line and table.")
     return labels

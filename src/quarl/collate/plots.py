@@ -318,7 +318,8 @@ def aggregate(table: pd.DataFrame, quantizer: str = "") -> Figure:
     `quantizer` (scheme, granularity, bias of the methods shown) goes into the title."""
     methods = sorted(m for m in table["method"].unique() if m not in FLOAT_BITS)
     palette = sns.color_palette("colorblind", max(len(methods), 1) + 2)
-    floats = {16: m for m in FLOAT_MARKERS if m in set(table["method"])}
+    drawn = [m for m in FLOAT_MARKERS if m in set(table["method"])]
+    floats = {16: drawn[-1]} if drawn else {}  # the tick names the last float drawn, as in sweet_spot
     floats[32] = "fp32"
     scale = bit_scale([*table["bits"], 32])
     with styled():

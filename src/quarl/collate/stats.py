@@ -6,15 +6,15 @@ a percentile bootstrap of the mean does not at the 3-10 seeds a study has (it co
 n = 3, 84% at n = 5, 90% at n = 10, because a resample of n values is less spread than the
 population), which tests/test_collate.py simulates.
 
-Across tasks (`stratified_bootstrap`, the aggregate plot): the definitions are rliable's (Agarwal et al., 2021): scores form one stratum per task (an
-(algo, env) pair), each with one score per run (seed); a bootstrap resample draws runs with
-replacement *within* every task; IQM is the 25%-trimmed mean of all scores pooled; the interval is
-the percentile interval of the resampled statistic. rliable itself does not import next to
-pandas 3, so this builds on SciPy: `scipy.stats.bootstrap` resamples each task's sample
-independently (its multi-sample mode is exactly the stratified bootstrap) and
-`scipy.stats.trim_mean` is the IQM. A task with a single run has nothing to resample: it enters
-every resample unchanged. When no task has two runs there is no interval at all (NaN bounds),
-never a made-up one.
+Across tasks (`stratified_bootstrap`, the aggregate plot): the definitions are rliable's (Agarwal et
+al., 2021): scores form one stratum per task (an (algo, env) pair), each with one score per run
+(seed); a bootstrap resample draws runs with replacement *within* every task; IQM is the 25%-trimmed
+mean of all scores pooled; the interval is the percentile interval of the resampled statistic.
+rliable itself does not import next to pandas 3, so this builds on SciPy: `scipy.stats.bootstrap`
+resamples each task's sample independently (its multi-sample mode is exactly the stratified
+bootstrap) and `scipy.stats.trim_mean` is the IQM. A task with a single run has nothing to resample:
+it enters every resample unchanged. When no task has two runs there is no interval at all (NaN
+bounds), never a made-up one.
 """
 
 from __future__ import annotations

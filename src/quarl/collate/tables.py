@@ -58,7 +58,7 @@ def _mean_row(df: pd.DataFrame, columns: list[str], na: set) -> dict[str, float]
         if not c.startswith("E"):
             means[c] = np.nan
             continue
-        defined = df[c].notna() | df["env"].map(lambda e: (e, c) in na)
+        defined = df[c].notna() | df["env"].map(lambda e, c=c: (e, c) in na)
         means[c] = df[c].mean() if defined.all() and df[c].notna().any() else np.nan
     return means
 

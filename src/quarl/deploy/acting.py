@@ -94,7 +94,10 @@ class ActivationFakeQuant(nn.Module):
         return ((q - self.zero_point) * self.scale).to(x.dtype)
 
     def extra_repr(self) -> str:
-        return f"scale={self.scale.item():.6g}, zero_point={int(self.zero_point)}, range=[{int(self.qmin)}, {int(self.qmax)}]"
+        return (
+            f"scale={self.scale.item():.6g}, zero_point={int(self.zero_point)}, "
+            f"range=[{int(self.qmin)}, {int(self.qmax)}]"
+        )
 
 
 class Argmax(nn.Module):
@@ -263,7 +266,8 @@ def _body_and_head(policy: Any) -> tuple[list[nn.Module], nn.Module, str]:
         )
     else:
         raise QuarlError(
-            f"{type(policy).__name__} is not supported for deployment: quarl deploys DQN, A2C, PPO, DDPG, TD3 and SAC policies."
+            f"{type(policy).__name__} is not supported for deployment: "
+            "quarl deploys DQN, A2C, PPO, DDPG, TD3 and SAC policies."
         )
     raise QuarlError(
         f"Action space {space} is not supported for deployment: quarl deploys Discrete and Box action spaces."
@@ -288,7 +292,8 @@ def acting_network(model: BaseAlgorithm, obs_transform: ObsTransform = None) -> 
     obs_space = policy.observation_space
     if not isinstance(obs_space, spaces.Box):
         raise QuarlError(
-            f"Observation space {obs_space} is not supported for deployment: quarl deploys policies with Box observations."
+            f"Observation space {obs_space} is not supported for deployment: "
+            "quarl deploys policies with Box observations."
         )
     parts, head, action_kind = _body_and_head(policy)
     normalizer = _normalizer(obs_transform)

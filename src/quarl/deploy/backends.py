@@ -1,15 +1,18 @@
 """Execution backends for acting networks, behind one interface: `compile_network` -> `Runner`.
 
-| backend      | precision | how                                                        |
-| ------------ | --------- | ---------------------------------------------------------- |
-| `torch`      | fp32      | eager PyTorch: the reference                               |
-| `onnx`       | fp32      | ONNX Runtime                                               |
-| `onnx_int8`  | int8      | ONNX Runtime: dynamic (MLPs; static with a PTQ policy's own calibrated 8-bit ranges) / static, calibrated (CNNs) |
-| `onnx_int4`  | int4      | ONNX Runtime MatMulNBits: 4-bit weights, int8 activations (quarl.deploy.nbits) |
-| `onnx_int2`  | int2      | ONNX Runtime MatMulNBits: 2-bit weights, int8 activations  |
-| `torch_fp16` | fp16      | eager PyTorch, weight layers in float16                    |
-| `torch_bf16` | bf16      | eager PyTorch, weight layers in bfloat16                   |
-| `auto`       | any above | the fastest low-precision backend that keeps the policy, where measured faster than fp32; else the faster fp32 backend |
+| backend      | precision | how                                                                                 |
+| ------------ | --------- | ----------------------------------------------------------------------------------- |
+| `torch`      | fp32      | eager PyTorch: the reference                                                        |
+| `onnx`       | fp32      | ONNX Runtime                                                                        |
+| `onnx_int8`  | int8      | ONNX Runtime: dynamic (MLPs; static for PTQ, see below) / static, calibrated (CNNs) |
+| `onnx_int4`  | int4      | ONNX Runtime MatMulNBits: 4-bit weights, int8 activations (quarl.deploy.nbits)      |
+| `onnx_int2`  | int2      | ONNX Runtime MatMulNBits: 2-bit weights, int8 activations                           |
+| `torch_fp16` | fp16      | eager PyTorch, weight layers in float16                                             |
+| `torch_bf16` | bf16      | eager PyTorch, weight layers in bfloat16                                            |
+| `auto`       | any above | the fastest low-precision backend that keeps the policy (see below)                 |
+
+`onnx_int8` runs an MLP statically with a PTQ policy's own calibrated 8-bit ranges. `auto` takes a
+low-precision backend only where it is measured faster than fp32; else the faster fp32 backend.
 
 Chosen by measurement (benchmarks/bench_deploy.py, batch 1, one thread): ONNX Runtime int8 is the
 fastest int8 path for every policy size (3x2048 MLP 3.6x over fp32 eager torch, 4096-512-1024 5.2x,
@@ -198,7 +201,8 @@ def check_int8(net: ActingNetwork, backend: str = "onnx_int8") -> None:
         if own_params and not isinstance(module, INT8_LAYERS):
             raise QuarlError(
                 f"backend={backend} cannot quantize layer body.{name} ({type(module).__name__}): int8 backends "
-                "quantize Linear and Conv layers; run this policy with backend=onnx or torch (fp32), torch_fp16 or torch_bf16."
+                "quantize Linear and Conv layers; run this policy with backend=onnx or torch (fp32), "
+                "torch_fp16 or torch_bf16."
             )
 
 

@@ -171,8 +171,14 @@ def quantize_int8(
     static with exactly those activation ranges (calibration then only for tensors they do not cover)."""
     onnx = require("onnx", "The onnx_int8 backend")
     require("onnxruntime", "The onnx_int8 backend")
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quant_pre_process
-    from onnxruntime.quantization import quantize_dynamic, quantize_static
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quant_pre_process,
+        quantize_dynamic,
+        quantize_static,
+    )
 
     class Reader(_Calibration, CalibrationDataReader):
         pass

@@ -35,7 +35,8 @@ class QuantConfig:
 
     method: str = MISSING
     bits: int = 8  # weight bits
-    scheme: str = "affine"  # affine (clamped, zero point) | symmetric | quarl_code (QuaRL's code) | published (the paper's formula)
+    # affine (clamped, zero point) | symmetric | quarl_code (QuaRL's code) | published (the paper's formula)
+    scheme: str = "affine"
     granularity: str = "per_tensor"  # per_tensor | per_channel (one range per output channel)
     quantize_bias: bool = False
     backend: str = "fake"  # fake = quantize-dequantize only; auto or one of quarl.deploy.CHOICES also execute it

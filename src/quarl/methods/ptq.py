@@ -32,7 +32,8 @@ class PTQConfig(QuantConfig):
 
     act_bits: int = 32  # bits of every layer's input activation but the first: 2..16, or 32 for unquantized
     input_bits: int = 32  # bits of the observation entering the network, after normalisation (32: not quantized)
-    calibration: str = "minmax"  # activation/input ranges from the min/max (minmax) or 0.01..99.99th percentile of calibration rollouts
+    # activation/input ranges from the min/max (minmax) or 0.01..99.99th percentile of calibration rollouts
+    calibration: str = "minmax"
     calibration_episodes: int = 5  # fp32 episodes (seeds disjoint from the evaluation's) the ranges come from
     layer_bits: Any = None  # weight bits of named inference layers, e.g. {q_net.q_net.0: 4} (null: every layer at bits)
 
