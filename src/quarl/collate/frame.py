@@ -11,23 +11,14 @@ import pandas as pd
 
 from quarl.collate.ptq_keys import effective_quant_columns
 from quarl.keys import result_keys
-from quarl.results import FLOAT_BITS, config_keys, select, value_text
+from quarl.results import FIDELITY_COLUMNS, FLOAT_BITS, config_keys, select, value_text
 
 log = logging.getLogger(__name__)
 
 #: One value per seed of every (algo, env, method, bits): the unit collation averages over.
 CELL = ["algo", "env", "method", "bits"]
-#: Action fidelity of a quantized record against its fp32 policy (see `quarl.results.FIDELITY_COLUMNS`).
-FIDELITY = [
-    "action_agreement",
-    "action_mad",
-    "action_kl",
-    "agreement_states",
-    "backend_action_agreement",
-    "backend_action_mad",
-    "actor_action_agreement",
-    "actor_action_mad",
-]
+#: Action fidelity of a quantized record against its fp32 policy.
+FIDELITY = FIDELITY_COLUMNS
 #: The quantizer settings every table and plot names.
 QUANTIZER_KEYS = ("scheme", "granularity", "quantize_bias")
 
