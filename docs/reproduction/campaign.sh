@@ -4,6 +4,9 @@
 # from its checkpoint, so after an interruption run the same command again.
 # Each part's records are copied to docs/reproduction/records/ as they land (JSON, one file a cell).
 #   bash docs/reproduction/campaign.sh [PART...]     (no PART: all parts in order)
+# Order: the paper's PTQ table, sweet spots and QAT first, then the named sweeps beyond them, cheapest
+# first (each sweep's header states its cost). atari_hub needs the model hub, which this machine
+# cannot reach: that part prints its command, to run where the hub is.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 COMMON=(store.path=outputs/campaign/results.sqlite store.policies=outputs/campaign/policies
@@ -22,15 +25,28 @@ sweep() {  # sweep NAME [OVERRIDES...]
   echo "campaign: $name $* took $((SECONDS - started)) s" | tee -a docs/reproduction/wall_times.txt
 }
 
+show() {  # show NAME [OVERRIDES...]: the command `sweep` would run, for a machine that can run it
+  local name=$1; shift
+  echo "campaign: $name is not run here (it needs the model hub); where the hub is reachable, run"
+  echo "  python run.py -m +sweep=$name ${COMMON[*]} hydra.sweep.dir=outputs/campaign/$name${*:+ $*}"
+  echo "  quarl report --archive outputs/campaign"
+}
+
 part() {
   case $1 in
     ptq_table) sweep ptq_table_classic ;;                       # PTQ table, classic rows: 5 seeds
     sweet_spot) sweep ptq_classic ;;                            # PTQ sweet spots, 2..8 bits and fp32
     qat) sweep qat_classic quant.bits=2,4,6,8 ;;                # QAT vs PTQ at 2, 4, 6, 8 bits, 3 seeds
-    *) echo "unknown part $1: choose ptq_table, sweet_spot, qat" >&2; exit 2 ;;
+    atari_hub) show ptq_table_atari_hub ;;                      # Atari PTQ table on rl-zoo3's hub agents
+    actorq_wide) sweep actorq_wide ;;                           # ActorQ, DQN 3x2048 on CartPole, 1 seed
+    d4pg) sweep d4pg_cartpole ;;                                # ActorQ, D4PG on DMC cartpole balance, 1 seed
+    actorq_gym) sweep actorq_gym ;;                             # ActorQ time to reward, DQN on Gym, 3 seeds
+    extensions) sweep ptq_extensions ;;                         # PTQ sweet spots on the tasks the paper skipped
+    *) echo "unknown part $1: choose ptq_table, sweet_spot, qat, atari_hub, actorq_wide, d4pg, actorq_gym," \
+            "extensions" >&2; exit 2 ;;
   esac
 }
 
-for p in "${@:-ptq_table sweet_spot qat}"; do
+for p in "${@:-ptq_table sweet_spot qat atari_hub actorq_wide d4pg actorq_gym extensions}"; do
   for q in $p; do part "$q"; done
 done
