@@ -9,7 +9,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 import torch
 import torch.nn as nn
-from omegaconf import DictConfig, OmegaConf
+from gymnasium import spaces
 from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
@@ -18,6 +18,7 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from quarl import methods
 from quarl.errors import IncompatibleCell, QuarlError
+from quarl.plain import as_dict
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,17 @@ def spec(name: str) -> AlgoSpec:
     if name not in ALGOS:
         raise QuarlError(f"algo.name={name} is not known: choose one of {', '.join(ALGOS)}.")
     return ALGOS[name]
+
+
+def sb3_class(name: str) -> type[BaseAlgorithm]:
+    """The SB3 class of algorithm `name`; a QuarlError for one that only a method's own learners train."""
+    cls = spec(name).cls
+    if cls is None:
+        raise QuarlError(
+            f"algo={name} is not a Stable-Baselines3 algorithm: only quant={'/'.join(methods.trained_only_by(name))} "
+            "trains and runs it."
+        )
+    return cls
 
 
 def runnable(kind: str, method: str | None = None) -> list[str]:
@@ -133,11 +145,7 @@ def _policy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 def hyperparams(algo_cfg: Any, total_steps: int) -> dict[str, Any]:
     """The constructor arguments for the SB3 class, with step counts fitted to `total_steps`."""
-    raw = (
-        OmegaConf.to_container(algo_cfg.hyperparams, resolve=True)
-        if isinstance(algo_cfg.hyperparams, DictConfig)
-        else dict(algo_cfg.hyperparams)
-    )
+    raw = as_dict(algo_cfg.hyperparams)
     scale = min(1.0, total_steps / algo_cfg.n_timesteps)
     for key in STEP_COUNTS:
         if key in raw:
@@ -151,6 +159,7 @@ def hyperparams(algo_cfg: Any, total_steps: int) -> dict[str, Any]:
 def _action_noise(algo_cfg: Any, venv: VecEnv) -> Any:
     if algo_cfg.noise_type is None:
         return None
+    assert isinstance(venv.action_space, spaces.Box)  # action noise is for continuous actions
     n = venv.action_space.shape[-1]
     mean, sigma = np.zeros(n), algo_cfg.noise_std * np.ones(n)
     if algo_cfg.noise_type == "normal":
@@ -160,18 +169,18 @@ def _action_noise(algo_cfg: Any, venv: VecEnv) -> Any:
 
 def build(algo_cfg: Any, venv: VecEnv, seed: int, device: str, total_steps: int) -> BaseAlgorithm:
     """A fresh SB3 model for `venv`; unknown hyperparameters are reported by name."""
-    algo = spec(algo_cfg.name)
+    cls = sb3_class(algo_cfg.name)
     kwargs = hyperparams(algo_cfg, total_steps)
-    accepted = inspect.signature(algo.cls.__init__).parameters
+    accepted = inspect.signature(cls).parameters
     unknown = sorted(k for k in kwargs if k not in accepted)
     if unknown:
         raise QuarlError(
-            f"algo.hyperparams.{unknown[0]} is not a parameter of {algo.cls.__name__}; "
+            f"algo.hyperparams.{unknown[0]} is not a parameter of {cls.__name__}; "
             f"allowed: {', '.join(k for k in accepted if k not in ('self', 'policy', 'env'))}."
         )
     if "action_noise" in accepted:
         kwargs["action_noise"] = _action_noise(algo_cfg, venv)
     try:
-        return algo.cls(algo_cfg.policy, venv, seed=seed, device=device, verbose=0, **kwargs)
+        return cls(algo_cfg.policy, venv, seed=seed, device=device, verbose=0, **kwargs)
     except (TypeError, ValueError, KeyError) as exc:
         raise QuarlError(f"algo={algo_cfg.name} cannot be built with these hyperparameters: {exc}") from None

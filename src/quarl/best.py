@@ -12,14 +12,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, cast
 
 import numpy as np
 import torch
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecNormalize
 
-from quarl.evaluate import episode_seeds, evaluate
+from quarl.evaluate import ObsTransform, episode_seeds, evaluate
 from quarl.qat import QuantLayer
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def as_saved(model: Any) -> Iterator[None]:
     switches = [(fq, fq.enabled.clone(), fq.frozen.clone()) for layer in layers for fq in layer.fake_quants()]
     for layer in layers:
         for fq, tensor in ((layer.weight_fq, layer.layer.weight), (layer.bias_fq, layer.layer.bias)):
-            if fq is not None and not bool(fq.frozen):
+            if fq is not None and tensor is not None and not bool(fq.frozen):
                 fq.observe(tensor)
     for fq, _, _ in switches:
         fq.enabled.fill_(True)
@@ -91,6 +91,7 @@ class KeepBest(BaseCallback):
             self.last_eval = self.num_timesteps
 
     def _on_rollout_start(self) -> None:
+        assert self.last_eval is not None  # set when training starts (or by a resumed state)
         if self.num_timesteps - self.last_eval >= self.every:
             self.evaluate_now()
 
@@ -108,7 +109,9 @@ class KeepBest(BaseCallback):
         if not self.eligible():
             return
         venv = self.model.get_env()
-        normalize = venv.normalize_obs if isinstance(venv, VecNormalize) else None
+        normalizer = venv if isinstance(venv, VecNormalize) else None
+        # SB3 types normalize_obs for dict observations too; on Box observations it maps arrays to arrays
+        normalize = cast(ObsTransform, normalizer.normalize_obs) if normalizer is not None else None
         state = np.random.get_state()
         # evaluate() seeds torch: the training's random streams must not move
         with torch.random.fork_rng(devices=[]), as_saved(self.model):
@@ -123,15 +126,14 @@ class KeepBest(BaseCallback):
             )
         np.random.set_state(state)
         self.evaluations.append({"step": step, "reward": ev.mean, "std": ev.std})
-        better = self.best is None or ev.mean > self.best["reward"]
-        if better:
+        if self.best is None or ev.mean > self.best["reward"]:
             self.best = {
                 "step": step,
                 "reward": ev.mean,
                 "std": ev.std,
                 "params": {k: v.detach().cpu().clone() for k, v in self.model.policy.state_dict().items()},
-                "obs_rms": copy.deepcopy(venv.obs_rms) if normalize else None,
-                "ret_rms": copy.deepcopy(venv.ret_rms) if normalize else None,
+                "obs_rms": copy.deepcopy(normalizer.obs_rms) if normalizer is not None else None,
+                "ret_rms": copy.deepcopy(normalizer.ret_rms) if normalizer is not None else None,
             }
         log.info(
             "Evaluation at step %d: %.2f ± %.2f over %d episodes (best %.2f at step %d)",

@@ -89,6 +89,7 @@ class Checkpointer(BaseCallback):
         self.last = self.num_timesteps
 
     def _on_rollout_start(self) -> None:
+        assert self.last is not None  # set when training starts
         if self.num_timesteps - self.last >= self.every:
             save(self.folder, self.model, self.extra())
             self.last = self.num_timesteps

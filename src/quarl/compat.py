@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from quarl import schema
 from quarl.algos import ALGOS
@@ -31,6 +31,7 @@ def env_choices(conf_dir: Path) -> list[str]:
 def env_config(conf_dir: Path, choice: str):
     """The env config `env=<choice>` selects (its YAML over the schema's defaults)."""
     raw = OmegaConf.load(conf_dir / "env" / f"{choice}.yaml")
+    assert isinstance(raw, DictConfig)  # an env config is a mapping
     raw.pop("defaults", None)
     return OmegaConf.merge(OmegaConf.structured(schema.EnvConfig), raw)
 
@@ -52,6 +53,7 @@ def matrix(conf_dir: Path, suite: str | None = None) -> pd.DataFrame:
         env = env_config(conf_dir, choice)
         if suite is not None and env.suite != suite:
             continue
+        kind: str
         try:
             kind = action_kind(env)
             cells = {algo: _cell(conf_dir, algo, choice, kind) for algo in ALGOS}

@@ -48,9 +48,9 @@ SUITES: dict[str, Suite] = {
 }
 
 
-def missing(env: str, module: str, exc: ImportError, extra: str) -> str:
+def missing(env: str, module: str, exc: ImportError, extra: str | None) -> str:
     """One sentence naming the module that is really missing (a suite's package, or one it imports)."""
-    install = f"pip install -c constraints.txt -e '.[{extra}]'"
+    install = f"pip install -c constraints.txt -e '.[{extra}]'" if extra else "pip install -c constraints.txt -e ."
     if exc.name in (None, module):
         return f"env={env} needs the '{module}' package, which is not installed: {install}"
     return (
@@ -97,17 +97,21 @@ class FireOnLifeLoss(gym.Wrapper):
     and then action 2, as training's episodic-life reset does through SB3's `FireResetEnv`. A
     policy trained so never learns to press FIRE itself and would stall until the frame cap."""
 
+    lives: int
+
     def reset(self, **kwargs: Any) -> tuple[Any, dict]:
         obs, info = self.env.reset(**kwargs)
-        self.lives = info.get("lives", self.env.unwrapped.ale.lives())
+        game: Any = self.env.unwrapped  # ale_py's AtariEnv, whose `ale` gymnasium's Env does not declare
+        self.lives = info.get("lives", game.ale.lives())
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
-        obs, reward, terminated, truncated, info = self.env.step(action)
+        obs, step_reward, terminated, truncated, info = self.env.step(action)
+        reward = float(step_reward)
         if info.get("lives", self.lives) < self.lives and not (terminated or truncated):
             for follow in (1, 2):
                 obs, more, terminated, truncated, info = self.env.step(follow)
-                reward += more
+                reward += float(more)
                 if terminated or truncated:
                     break
         self.lives = info.get("lives", self.lives)
@@ -117,8 +121,9 @@ class FireOnLifeLoss(gym.Wrapper):
 def _atari(env: gym.Env, training: bool) -> gym.Env:
     from stable_baselines3.common.atari_wrappers import AtariWrapper
 
-    wrapped = AtariWrapper(env, terminal_on_life_loss=training, clip_reward=training)
-    if not training and "FIRE" in env.unwrapped.get_action_meanings():
+    wrapped: gym.Env = AtariWrapper(env, terminal_on_life_loss=training, clip_reward=training)
+    game: Any = env.unwrapped  # ale_py's AtariEnv
+    if not training and "FIRE" in game.get_action_meanings():
         wrapped = FireOnLifeLoss(wrapped)
     return wrapped
 
@@ -126,18 +131,19 @@ def _atari(env: gym.Env, training: bool) -> gym.Env:
 def _dmc(env: gym.Env) -> gym.Env:
     env = wrappers.FlattenObservation(env)
     space = env.observation_space
+    assert isinstance(space, gym.spaces.Box)  # FlattenObservation's space is a Box
     env = wrappers.TransformObservation(
         env,
         lambda obs: obs.astype(np.float32),
         gym.spaces.Box(space.low.astype(np.float32), space.high.astype(np.float32), space.shape, np.float32),
     )
-    return wrappers.RescaleAction(env, -1.0, 1.0)
+    return wrappers.RescaleAction(env, -1.0, 1.0)  # type: ignore[arg-type]  # float bounds: documented, not annotated
 
 
 def _stack(env: gym.Env, n: int) -> gym.Env:
     """The last `n` observations along a new first axis (a trailing channel of 1 is folded away)."""
     env = wrappers.FrameStackObservation(env, n)
-    shape = env.observation_space.shape
+    shape = env.observation_space.shape or ()
     if len(shape) == 4 and shape[-1] == 1:  # n x H x W x 1 grey frames -> n x H x W (channels first)
         env = wrappers.ReshapeObservation(env, shape[:-1])
     return env
@@ -204,7 +210,7 @@ def random_observations(env: Any, n: int, seed: int = 0) -> np.ndarray:
     env = gym.make(env) if isinstance(env, str) else make_env(env)
     env.action_space.seed(seed)
     obs, _ = env.reset(seed=seed)
-    out = []
+    out: list[np.ndarray] = []
     while len(out) < n:
         out.append(obs)
         obs, _, terminated, truncated, _ = env.step(env.action_space.sample())

@@ -121,7 +121,7 @@ def actor_for(
 
 
 def evaluate(
-    model: BaseAlgorithm,
+    model: Any,  # an SB3 model, or anything with its `predict` (a Runner, an ActorQ policy)
     env_cfg: Any,
     episodes: int,
     seed: int,

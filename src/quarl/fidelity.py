@@ -54,6 +54,7 @@ def compare(reference: np.ndarray, actions: np.ndarray, space: spaces.Space) -> 
     """(agreement, mad) of `actions` against `reference`, one row per state."""
     if isinstance(space, spaces.Discrete):
         return float(np.mean(reference.reshape(-1) == actions.reshape(-1))), None
+    assert isinstance(space, spaces.Box)  # quarl's policies act in Discrete or Box spaces
     span = np.asarray(space.high, dtype=np.float64) - np.asarray(space.low, dtype=np.float64)
     span = np.where(np.isfinite(span) & (span > 0), span, 2.0).reshape(-1)  # unbounded: as if [-1, 1]
     n = len(reference)
@@ -73,7 +74,9 @@ def _distribution(model: BaseAlgorithm, obs: np.ndarray) -> Optional[torch.distr
     policy = model.policy
     tensor = policy.obs_to_tensor(obs)[0]
     if isinstance(policy, ActorCriticPolicy):
-        return policy.get_distribution(tensor).distribution
+        distribution = policy.get_distribution(tensor).distribution
+        assert not isinstance(distribution, list)  # a list only for MultiCategorical, which quarl never builds
+        return distribution
     if isinstance(policy, SACPolicy):
         mean, log_std, _ = policy.actor.get_action_dist_params(tensor)
         return torch.distributions.Normal(mean, log_std.exp())

@@ -82,7 +82,7 @@ class _OnnxSession:
             torch.onnx.export(
                 net,
                 (torch.from_numpy(example),),
-                buffer,
+                buffer,  # type: ignore[arg-type]  # torch's annotation omits the file objects it writes to
                 dynamo=False,
                 input_names=["obs"],
                 output_names=["action"],

@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from quarl import methods
 from quarl.budget import keep_best_every, train_steps
+from quarl.plain import as_dict
 
 # Bumped when a fix changes what a record's numbers mean, so the fixed measurement runs again instead
 # of being skipped as done. 2: executed policies evaluated one observation per call, QAT weight ranges
@@ -48,9 +49,7 @@ MEASUREMENT_ONLY_ENV_KEYS = ("return_scale",)  # how results are judged, not how
 
 def env_spec(cfg: Any) -> dict[str, Any]:
     """The env settings that change a trained policy or an episode."""
-    env = OmegaConf.to_container(cfg.env, resolve=True)
-    assert isinstance(env, dict)
-    return {k: v for k, v in env.items() if k not in MEASUREMENT_ONLY_ENV_KEYS}
+    return {k: v for k, v in as_dict(cfg.env).items() if k not in MEASUREMENT_ONLY_ENV_KEYS}
 
 
 def training_device(cfg: Any) -> str:

@@ -8,10 +8,11 @@ import logging
 from typing import Any
 
 import torch.nn as nn
+from gymnasium import spaces
 from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
 from stable_baselines3.common.vec_env import VecTransposeImage
 
-from quarl.algos import hyperparams, spec
+from quarl.algos import hyperparams, sb3_class
 from quarl.envs import make_env
 from quarl.keys import train_steps
 from quarl.quantize import check_layers, policy_layers
@@ -22,16 +23,16 @@ log = logging.getLogger(__name__)
 def layer_names(cfg: Any) -> list[str]:
     """Names of the inference layers of the policy `cfg` trains (an untrained network of the same
     architecture), in acting order; as `quarl.quantize.inference_layers` names them."""
-    algo = spec(cfg.algo.name)
+    algo_cls = sb3_class(cfg.algo.name)
     env = make_env(cfg.env)
     try:
         obs_space, action_space = env.observation_space, env.action_space
     finally:
         env.close()
-    if is_image_space(obs_space) and not is_image_space_channels_first(obs_space):
+    if isinstance(obs_space, spaces.Box) and is_image_space(obs_space) and not is_image_space_channels_first(obs_space):
         obs_space = VecTransposeImage.transpose_space(obs_space)  # as SB3 wraps image envs
     kwargs = hyperparams(cfg.algo, train_steps(cfg)).get("policy_kwargs", {})
-    policy_cls = algo.cls.policy_aliases[cfg.algo.policy] if isinstance(cfg.algo.policy, str) else cfg.algo.policy
+    policy_cls = algo_cls.policy_aliases[cfg.algo.policy] if isinstance(cfg.algo.policy, str) else cfg.algo.policy
     policy = policy_cls(obs_space, action_space, lambda _: 0.0, **kwargs)
     return list(policy_layers(policy, cfg.algo.name))
 

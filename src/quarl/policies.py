@@ -18,7 +18,7 @@ import shutil
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, cast
 
 import numpy as np
 from filelock import FileLock
@@ -77,7 +77,7 @@ class CachedPolicy:
         """A fresh copy of the model (safe to quantize in place); QAT policies come with their
         fake-quant graph on and ranges frozen."""
         try:
-            model = algos.spec(self.cfg.algo.name).cls.load(self.folder / MODEL_FILE, device=device)
+            model = algos.sb3_class(self.cfg.algo.name).load(self.folder / MODEL_FILE, device=device)
             methods.of(self.cfg).restore(model, self.cfg.quant, self.folder)
             return model
         except QuarlError:
@@ -95,7 +95,8 @@ class CachedPolicy:
         except Exception as exc:
             raise self._unreadable(exc) from exc
         normalizer.training = False
-        return normalizer.normalize_obs
+        # SB3 types normalize_obs for dict observations too; on Box observations it maps arrays to arrays
+        return cast(Callable[[np.ndarray], np.ndarray], normalizer.normalize_obs)
 
     def _corrupt(self, exc: Exception) -> QuarlError:
         return QuarlError(

@@ -138,7 +138,7 @@ def hyperparams(config: Optional[Path]) -> dict[str, Any]:
 
 def load_checked(model_zip: Path, cfg: Any) -> BaseAlgorithm:
     """Load `model_zip` as `cfg.algo` and check it acts in `cfg.env`'s spaces."""
-    cls = algos.spec(cfg.algo.name).cls
+    cls = algos.sb3_class(cfg.algo.name)
     saved = saved_algorithm(model_zip)
     if saved is not None and saved != cfg.algo.name:
         raise QuarlError(
@@ -163,8 +163,8 @@ def load_checked(model_zip: Path, cfg: Any) -> BaseAlgorithm:
         if expected.shape != got.shape or type(expected) is not type(got):
             raise QuarlError(
                 f"{model_zip} was trained on another environment: its {what}s are {type(got).__name__}"
-                f"{tuple(got.shape)}, but env={cfg.env.name} ({cfg.env.id}) has {type(expected).__name__}"
-                f"{tuple(expected.shape)}. Pick the env the model was trained on."
+                f"{tuple(got.shape or ())}, but env={cfg.env.name} ({cfg.env.id}) has {type(expected).__name__}"
+                f"{tuple(expected.shape or ())}. Pick the env the model was trained on."
             )
     return model
 

@@ -21,7 +21,15 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from quarl.errors import QuarlError
 from quarl.layers import replace_submodule
-from quarl.quantize import FORMULA_SCHEMES, LAYER_TYPES, formula_quantize, qparams, quantize_with, ranges
+from quarl.quantize import (
+    FORMULA_SCHEMES,
+    LAYER_TYPES,
+    WeightLayer,
+    formula_quantize,
+    qparams,
+    quantize_with,
+    ranges,
+)
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +39,12 @@ NORM_TYPES = (nn.LayerNorm, nn.BatchNorm1d, nn.BatchNorm2d)  # kept in float, as
 
 class FakeQuant(nn.Module):
     """Fake quantization of one tensor with observed ranges (`channels` > 1: per output channel)."""
+
+    lo: torch.Tensor  # buffers, registered in __init__
+    hi: torch.Tensor
+    observed: torch.Tensor
+    enabled: torch.Tensor
+    frozen: torch.Tensor
 
     def __init__(self, bits: int, scheme: str = "affine", channels: int = 1, momentum: Optional[float] = None) -> None:
         super().__init__()
@@ -59,10 +73,8 @@ class FakeQuant(nn.Module):
             self.observe(x)
         if not self.enabled:
             return x
-        if self.scheme in FORMULA_SCHEMES:  # QuaRL's formulas, straight-through gradient
-            return formula_quantize(x.detach(), self.bits, self.scheme) + (
-                x - x.detach()
-            )  # exactly the formula's values
+        if self.scheme in FORMULA_SCHEMES:  # QuaRL's formulas (exactly their values), straight-through gradient
+            return formula_quantize(x.detach(), self.bits, self.scheme) + (x - x.detach())
         return quantize_with(x, *qparams(self.lo, self.hi, self.bits, self.scheme))
 
     def extra_repr(self) -> str:
@@ -72,7 +84,7 @@ class FakeQuant(nn.Module):
 class QuantLayer(nn.Module):
     """A Linear or Conv layer computing with fake-quantized input and weights."""
 
-    def __init__(self, layer: nn.Module, quant: Any) -> None:
+    def __init__(self, layer: WeightLayer, quant: Any) -> None:
         super().__init__()
         self.layer = layer
         channels = layer.weight.shape[0] if quant.granularity == "per_channel" else 1
@@ -93,9 +105,9 @@ class QuantLayer(nn.Module):
         return self.layer._conv_forward(x, weight, bias)
 
 
-def _trained_layers(model: BaseAlgorithm) -> dict[str, nn.Module]:
+def _trained_layers(model: BaseAlgorithm) -> dict[str, WeightLayer]:
     """Weight layers of every network the algorithm trains (target networks excluded)."""
-    layers: dict[str, nn.Module] = {}
+    layers: dict[str, WeightLayer] = {}
     for name, module in model.policy.named_modules():
         if "_target" in name or not name:
             continue
@@ -146,7 +158,7 @@ def reobserve_weights(layer: QuantLayer) -> None:
     the last optimizer step, and would clip the final weights."""
     if not bool(layer.weight_fq.frozen):
         layer.weight_fq.observe(layer.layer.weight)
-    if layer.bias_fq is not None and not bool(layer.bias_fq.frozen):
+    if layer.bias_fq is not None and layer.layer.bias is not None and not bool(layer.bias_fq.frozen):
         layer.bias_fq.observe(layer.layer.bias)
 
 

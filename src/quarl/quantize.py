@@ -30,6 +30,7 @@ from quarl.errors import QuarlError
 from quarl.methods.base import Calibrate
 
 LAYER_TYPES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
+WeightLayer = nn.Linear | nn.Conv1d | nn.Conv2d | nn.Conv3d  # an instance of LAYER_TYPES
 
 
 def ranges(w: torch.Tensor, granularity: str = "per_tensor") -> tuple[torch.Tensor, torch.Tensor]:
@@ -105,15 +106,15 @@ def fake_quantize(w: torch.Tensor, bits: int, scheme: str = "affine", granularit
     return quantize_with(w, *qparams(*ranges(w.detach(), granularity), bits, scheme))
 
 
-def inference_layers(model: BaseAlgorithm) -> dict[str, nn.Module]:
+def inference_layers(model: BaseAlgorithm) -> dict[str, WeightLayer]:
     """The weight layers the policy computes actions with (not critics or target networks), by
     their name in `model.policy`, in the order they act (the first one takes the observation)."""
     return policy_layers(model.policy, _algo_name(model))
 
 
-def policy_layers(policy: nn.Module, algo: str) -> dict[str, nn.Module]:
+def policy_layers(policy: nn.Module, algo: str) -> dict[str, WeightLayer]:
     """`inference_layers` of an SB3 policy network of algorithm `algo` (e.g. "dqn")."""
-    layers: dict[str, nn.Module] = {}
+    layers: dict[str, WeightLayer] = {}
     for root in spec(algo).inference_roots:
         module = policy.get_submodule(root)
         for name, sub in module.named_modules():

@@ -153,7 +153,7 @@ def _present(runs: pd.DataFrame) -> list[set[str]]:
     out = []
     for text in runs["config"] if "config" in runs.columns else [None] * len(runs):
         try:
-            out.append(set(flatten(json.loads(text))))
+            out.append(set(flatten(json.loads(text))) if text is not None else set(runs.columns))
         except (TypeError, ValueError):
             out.append(set(runs.columns))
     return out

@@ -13,10 +13,9 @@ from typing import Any, Optional
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import Logger
-from stable_baselines3.common.vec_env import VecNormalize
+from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from quarl import algos, checkpoint, methods, provenance
 from quarl.best import KeepBest
@@ -25,6 +24,7 @@ from quarl.cells import torch_threads
 from quarl.envs import training_envs
 from quarl.keys import policy_key, slug, training_spec
 from quarl.methods.base import TrainingHook
+from quarl.plain import as_dict
 from quarl.policy_files import CURVE_FILE, META_FILE, MODEL_FILE, NORMALIZE_FILE
 from quarl.progress import Progress
 from quarl.tracking import CURVES_DIR, Curves, CurvesOutput, RunName, launch_dir, open_curves, sweep_group
@@ -76,6 +76,7 @@ class TrainingLog(BaseCallback):
         return True
 
     def _on_rollout_start(self) -> None:
+        assert self.last_dump is not None  # set when training starts
         if self.num_timesteps - self.last_dump >= self.dump_every:
             self.dump()
 
@@ -160,15 +161,16 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
     torch.set_num_threads(torch_threads(cfg))  # train.threads: cells side by side do not oversubscribe the cores
     steps = train_steps(cfg)
     algo_cfg = cfg.algo
-    venv = training_envs(cfg.env, algo_cfg.n_envs, cfg.seed)
+    venv: VecEnv = training_envs(cfg.env, algo_cfg.n_envs, cfg.seed)
+    normalizer: Optional[VecNormalize] = None
     if algo_cfg.normalize:
-        kwargs = OmegaConf.to_container(algo_cfg.normalize_kwargs, resolve=True)
-        venv = VecNormalize(venv, gamma=algo_cfg.hyperparams.get("gamma", 0.99), **kwargs)
+        kwargs = as_dict(algo_cfg.normalize_kwargs)
+        venv = normalizer = VecNormalize(venv, gamma=algo_cfg.hyperparams.get("gamma", 0.99), **kwargs)
     model = algos.build(algo_cfg, venv, seed=cfg.seed, device=training_device(cfg.train.device), total_steps=steps)
     method = methods.of(cfg)
     hook = method.training_hook(model, cfg)
     resuming = checkpoints is not None and checkpoint.exists(checkpoints)
-    extra = checkpoint.restore(checkpoints, model) if resuming else {}
+    extra = checkpoint.restore(checkpoints, model) if checkpoints is not None and resuming else {}
     done = model.num_timesteps if resuming else 0
     live = folder / CURVES_DIR if checkpoints is None else checkpoints.with_name(checkpoints.name + ".curves")
     if not resuming:
@@ -214,7 +216,7 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
             total_timesteps=steps - done,
             progress_bar=False,
             callback=callbacks,
-            log_interval=None,
+            log_interval=None,  # type: ignore[arg-type]  # SB3 checks for None (no log lines); annotated int
             reset_num_timesteps=done == 0,
         )
     finally:
@@ -235,8 +237,8 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
     if hook is not None:
         hook.save(model, folder)
     model.save(folder / MODEL_FILE)
-    if algo_cfg.normalize:
-        venv.save(str(folder / NORMALIZE_FILE))
+    if normalizer is not None:  # algo.normalize
+        normalizer.save(str(folder / NORMALIZE_FILE))
     venv.close()
     if live != folder / CURVES_DIR:
         shutil.move(str(live), str(folder / CURVES_DIR))

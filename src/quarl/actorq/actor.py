@@ -17,6 +17,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Optional, Protocol
 
+import gymnasium as gym
 import numpy as np
 import torch
 from omegaconf import OmegaConf
@@ -73,7 +74,8 @@ class Policy:
 
     def __init__(self, spec: ActorSpec, timings: Timings) -> None:
         self.spec, self.timings = spec, timings
-        self.version, self.executor = -1, None
+        self.version = -1
+        self.executor: Optional[execution.Executor] = None  # set by the first load
 
     def load(self, version: int, packed: np.ndarray) -> None:
         t0 = time.perf_counter()
@@ -88,6 +90,7 @@ class Policy:
         self.version = version
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
+        assert self.executor is not None, "no weights loaded yet"
         return self.executor(obs[None].astype(np.float32, copy=False))[0]
 
 
@@ -104,9 +107,10 @@ def run_actor(actor_id: int, spec: ActorSpec, link: Link) -> Timings:
     rng = np.random.default_rng([spec.seed, 0xAC7, actor_id])
     env = make_env(OmegaConf.create(spec.env))
     env.action_space.seed(int(rng.integers(2**31)))
-    low = high = None
+    bounds: Optional[tuple[np.ndarray, np.ndarray]] = None  # D4PG's (squashed actions) action box
     if spec.squash:
-        low, high = env.action_space.low.astype(np.float32), env.action_space.high.astype(np.float32)
+        assert isinstance(env.action_space, gym.spaces.Box)
+        bounds = env.action_space.low.astype(np.float32), env.action_space.high.astype(np.float32)
     policy = Policy(spec, timings)
     while policy.version < 0:  # the learner publishes its initial weights before it starts the actors
         if link.stopped():
@@ -124,9 +128,13 @@ def run_actor(actor_id: int, spec: ActorSpec, link: Link) -> Timings:
         while True:
             t0 = time.perf_counter()
             out = policy(obs)
-            if spec.squash:
-                action = np.clip(out + spec.sigma * rng.standard_normal(out.shape).astype(np.float32), -1.0, 1.0)
-                env_action = scale_action(action, low, high)
+            action: np.ndarray | int
+            env_action: np.ndarray | int
+            if bounds is not None:  # spec.squash
+                noisy: np.ndarray = np.clip(
+                    out + spec.sigma * rng.standard_normal(out.shape).astype(np.float32), -1.0, 1.0
+                )
+                action, env_action = noisy, scale_action(noisy, *bounds)
             else:
                 greedy = int(np.argmax(out))
                 action = env_action = (

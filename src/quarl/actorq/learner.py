@@ -39,8 +39,12 @@ CURVE_ROWS = 250  # learner scalars (mean losses, ...) are written about this ma
 class Learner(Protocol):
     """What the loop needs from DQN and D4PG learners."""
 
-    policy: torch.nn.Module  # the fp32 acting network (published)
     updates: int
+
+    @property
+    def policy(self) -> torch.nn.Module:
+        """The fp32 acting network (published)."""
+        ...
 
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]: ...
 
@@ -178,10 +182,15 @@ def train(
             for chunk in chunks:
                 seen = len(curve)
                 env_steps += _take(chunk, replay, book, curve, env_steps, now - start)
-                for point in curve[seen:] if curves is not None else ():
-                    curves.episode(
-                        point["step"], point["reward"], point["length"], point["wall_s"], actor=point["actor"]
-                    )
+                if curves is not None:
+                    for point in curve[seen:]:
+                        curves.episode(
+                            int(point["step"]),
+                            point["reward"],
+                            int(point["length"]),
+                            point["wall_s"],
+                            actor=point["actor"],
+                        )
             if chunks or can_train:
                 last_progress = now
             for _ in range(UPDATES_PER_DRAIN):

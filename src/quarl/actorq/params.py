@@ -50,7 +50,7 @@ def quantize_uint8(w: torch.Tensor) -> tuple[torch.Tensor, float, int]:
 
 def dequantize(layer: Layer) -> np.ndarray:
     """The float32 weights of a layer, whatever their wire precision."""
-    if layer.scale is None:
+    if layer.scale is None or layer.zero_point is None:  # set together, for uint8 layers
         return layer.wt.astype(np.float32)
     return (layer.wt.astype(np.float32) - layer.zero_point) * np.float32(layer.scale)
 
@@ -78,7 +78,7 @@ class ParameterQuantizer:
     """Packs an acting network's weights at `bits` into a reused buffer: once per publish, on the learner."""
 
     def __init__(self, shapes: Sequence[tuple[int, int]], bits: int) -> None:
-        self.shapes, self.bits = [tuple(s) for s in shapes], bits
+        self.shapes, self.bits = [(n_in, n_out) for n_in, n_out in shapes], bits
         self.buffer = np.zeros(packed_size(self.shapes, bits), dtype=np.uint8)
 
     @property

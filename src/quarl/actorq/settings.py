@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 import gymnasium as gym
-from omegaconf import OmegaConf
 
 from quarl.envs import make_env
 from quarl.errors import QuarlError
 from quarl.keys import train_steps
+from quarl.plain import as_dict
 
 # SB3's DQN defaults, used where the tuned config leaves a hyperparameter out.
-DQN_DEFAULTS = {
+DQN_DEFAULTS: dict[str, Any] = {
     "learning_rate": 1e-4,
     "batch_size": 32,
     "gamma": 0.99,
@@ -113,7 +113,7 @@ class Settings:
 
 
 def _hyper(cfg: Any) -> dict[str, Any]:
-    raw = OmegaConf.to_container(cfg.algo.hyperparams, resolve=True)
+    raw = as_dict(cfg.algo.hyperparams)
     if cfg.algo.name == "dqn":
         hyper = {**DQN_DEFAULTS, **raw}
         if hyper["gradient_steps"] < 0:  # SB3: as many gradient steps as env steps
@@ -140,7 +140,7 @@ def resolve(cfg: Any) -> Settings:
     env = make_env(cfg.env)
     obs_space, act_space = env.observation_space, env.action_space
     env.close()
-    if len(obs_space.shape) != 1:
+    if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
         raise QuarlError(
             f"quant=actorq acts with MLP policies on flat observations; env {cfg.env.id} has "
             f"observations of shape {obs_space.shape}."
@@ -157,13 +157,14 @@ def resolve(cfg: Any) -> Settings:
         }
         low = high = None
     else:
+        assert isinstance(act_space, gym.spaces.Box)  # d4pg acts in continuous spaces only
         hidden, n_out = tuple(hyper["policy_layers"]), int(act_space.shape[0])
         n_step, spi = a.n_step or hyper["n_step"], a.samples_per_insert or hyper["samples_per_insert"]
         explore = {"sigma": float(hyper["sigma"])}
         low, high = act_space.low.tolist(), act_space.high.tolist()
     spec = ActorSpec(
         algo=algo,
-        env=OmegaConf.to_container(cfg.env, resolve=True),
+        env=as_dict(cfg.env),
         obs_dim=int(obs_space.shape[0]),
         n_out=n_out,
         hidden=tuple(int(h) for h in hidden),

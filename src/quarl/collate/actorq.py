@@ -262,6 +262,7 @@ def breakdown_figure(table: pd.DataFrame, algo: str, env: str):
 def write_actorq(study: Study, out: Path) -> list[Path]:
     """Curves, time-to-reward and breakdown outputs under `out`/actorq."""
     folder = out / "actorq"
+    assert study.store is not None  # collate writes them for a study read from a store only
     store = Store(study.store)
     curves, actors = store.curves(), store.actors()
     done = runs(study)

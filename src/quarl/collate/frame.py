@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import pandas as pd
 
@@ -118,7 +119,7 @@ class Study:
         base = method.split(" ")[0]
         return f"{base}: " + ", ".join(parts)
 
-    def quantizers(self, methods: list[str] | None = None, algos: list[str] | None = None) -> str:
+    def quantizers(self, methods: Sequence[str | None] | None = None, algos: list[str] | None = None) -> str:
         """`quantizer` of every integer method (or of `methods`), joined by '; ': for titles and captions."""
         chosen = methods if methods is not None else self.integer_methods()
         return (

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import matplotlib
 import numpy as np
@@ -42,7 +42,7 @@ def styled(style: str = "whitegrid") -> Iterator[None]:
         yield
 
 
-def new_figure(width: float, height: float, nrows: int = 1, ncols: int = 1, **kw: object) -> tuple[Figure, np.ndarray]:
+def new_figure(width: float, height: float, nrows: int = 1, ncols: int = 1, **kw: Any) -> tuple[Figure, np.ndarray]:
     """A figure on the Agg canvas with constrained layout, and its axes as a 2-D array."""
     fig = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)

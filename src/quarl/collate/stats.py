@@ -88,7 +88,7 @@ def stratified_bootstrap(
     if not varying:
         return Interval(estimate, float("nan"), float("nan"), pooled.size, len(arrays))
 
-    def pooled_statistic(*resampled: np.ndarray, axis: int = -1) -> np.ndarray:
+    def pooled_statistic(*resampled: np.ndarray, axis: int = -1) -> np.ndarray | float:
         batch = resampled[0].shape[:-1]
         parts = [*resampled, np.broadcast_to(fixed, (*batch, fixed.size))]
         return statistic(np.concatenate(parts, axis=-1), axis=-1)
@@ -115,7 +115,7 @@ def t_quantile(confidence: float, dof: int) -> float:
     return float(stats.t.ppf(0.5 + confidence / 2, df=dof))
 
 
-def seed_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Interval:
+def seed_interval(values: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE) -> Interval:
     """Mean over the seeds of one cell with its Student-t interval, mean ± t(1 - α/2, n - 1) · s / sqrt(n)
     (none for one seed; zero width when every seed gave the same value). NaN values are left out."""
     x = np.asarray(values, dtype=float)

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -76,7 +77,9 @@ def error_table(study: Study, algo: str, method: str | None, bits: int = INT_BIT
     seeds = study.seeds[study.seeds["algo"] == algo]
     base = study.baselines[study.baselines["algo"] == algo]
     env_ids = study.env_ids()
-    rows, na, reasons = [], set(), {}
+    rows: list[dict[str, Any]] = []
+    na: set[tuple[str, str]] = set()  # (env, column) where E is n/a
+    reasons: dict[str, str] = {}
     for env in sorted(set(seeds["env"]) | set(base["env"])):
         s = seeds[seeds["env"] == env]
         b = base[base["env"] == env]["fp32"]

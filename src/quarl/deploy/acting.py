@@ -23,6 +23,7 @@ import logging
 from typing import Any, Callable, Optional, Union
 
 import numpy as np
+import numpy.typing as npt
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -47,6 +48,9 @@ ObsTransform = Union[VecNormalize, Callable[[np.ndarray], np.ndarray], None]
 
 class ObsNormalize(nn.Module):
     """VecNormalize's observation normalisation: clip((obs - mean) / sqrt(var + eps), -clip, clip)."""
+
+    mean: torch.Tensor  # buffers, registered in __init__
+    std: torch.Tensor
 
     def __init__(self, mean: np.ndarray, var: np.ndarray, epsilon: float, clip: float) -> None:
         super().__init__()
@@ -81,6 +85,9 @@ class ActivationFakeQuant(nn.Module):
     The arithmetic of `torch.fake_quantize_per_tensor_affine`, written with plain ops so it exports
     to ONNX at any bit width: (clamp(round(x * (1 / scale)) + zp, qmin, qmax) - zp) * scale.
     """
+
+    scale: torch.Tensor  # buffers, registered in __init__
+    inv_scale: torch.Tensor
 
     def __init__(self, scale: float, zero_point: int, qmin: int, qmax: int) -> None:
         super().__init__()
@@ -119,6 +126,10 @@ class CategoricalMode(nn.Module):
 class BoxAction(nn.Module):
     """A continuous action from the policy's output: clipped to [low, high], or (squashed policies)
     mapped from [-1, 1] to [low, high]; `tanh` first when the distribution squashes its mean."""
+
+    low: torch.Tensor  # buffers, registered in __init__
+    high: torch.Tensor
+    span: torch.Tensor
 
     def __init__(self, space: spaces.Box, squash: bool, tanh: bool) -> None:
         super().__init__()
@@ -162,13 +173,14 @@ class ActingNetwork(nn.Module):
         head: nn.Module,
         *,
         obs_shape: tuple[int, ...],
-        obs_dtype: np.dtype,
+        obs_dtype: npt.DTypeLike,
         action_kind: str,
         action_shape: tuple[int, ...],
         algo: str,
     ) -> None:
         super().__init__()
-        self.prep, self.body, self.head = prep, body, head
+        self.prep, self.head = prep, head
+        self.body: nn.Module = body  # a half-precision backend wraps it in a cast
         self.obs_shape, self.obs_dtype = tuple(obs_shape), np.dtype(obs_dtype)
         self.action_kind, self.action_shape, self.algo = action_kind, tuple(action_shape), algo
 
@@ -214,7 +226,8 @@ def _fold(layer: qat.QuantLayer) -> nn.Module:
     plain = copy.deepcopy(layer.layer)
     with torch.no_grad():
         plain.weight.copy_(layer.weight_fq(layer.layer.weight))
-        if layer.bias_fq is not None:
+        if layer.bias_fq is not None:  # made only for a layer with a bias
+            assert plain.bias is not None and layer.layer.bias is not None
             plain.bias.copy_(layer.bias_fq(layer.layer.bias))
     fq = layer.input_fq
     if fq is None or not bool(fq.enabled):
@@ -300,9 +313,9 @@ def acting_network(model: BaseAlgorithm, obs_transform: ObsTransform = None) -> 
     image = bool(policy.normalize_images and is_image_space(obs_space))
     prep: list[nn.Module] = []
     if normalizer is not None:
-        prep.append(
-            ObsNormalize(normalizer.obs_rms.mean, normalizer.obs_rms.var, normalizer.epsilon, normalizer.clip_obs)
-        )
+        rms = normalizer.obs_rms
+        assert not isinstance(rms, dict)  # _normalizer refuses dict observations
+        prep.append(ObsNormalize(rms.mean, rms.var, normalizer.epsilon, normalizer.clip_obs))
     prep.append(Preprocess(scale_images=image))
     obs_dtype = np.uint8 if obs_space.dtype == np.uint8 and normalizer is None else np.float32
     body = nn.Sequential(*[_copy(p) for p in parts])
@@ -313,7 +326,7 @@ def acting_network(model: BaseAlgorithm, obs_transform: ObsTransform = None) -> 
         obs_shape=obs_space.shape,
         obs_dtype=obs_dtype,
         action_kind=action_kind,
-        action_shape=tuple(policy.action_space.shape),
+        action_shape=tuple(policy.action_space.shape or ()),
         algo=type(model).__name__.lower(),
     )
     return net.eval()

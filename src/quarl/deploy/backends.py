@@ -394,6 +394,7 @@ def _eligible(net: ActingNetwork, runner: Runner, example: np.ndarray, min_agree
 def _auto(
     net: ActingNetwork, example: np.ndarray, calibrated: bool, threads: int, min_agreement: Optional[float]
 ) -> Runner:
+    runner: Runner
     if not onnx_io.available():
         runner = TorchRunner(net, "torch")
         runner.reason = (

@@ -293,6 +293,7 @@ def quantize_nbits(
             report.fp32[node.input[1]] = why
             nodes.append(node)
             continue
+        assert w is not None and bias is not None  # a layer without both has a reason to stay in float32
         name = node.input[1]
         packed = pack(w, bits, None if block_size is None else block_size_for(w.shape[1], block_size))
         (report.exact if packed.exact else report.rtn).append(name)

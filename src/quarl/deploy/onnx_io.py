@@ -110,6 +110,7 @@ def to_onnx(net: nn.Module, example: np.ndarray) -> bytes:
     except Exception as exc:  # the exporter raises many types; name the cause in one line
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise QuarlError(f"This policy network cannot be exported to ONNX ({type(exc).__name__}: {first}).") from None
+    assert program is not None  # the dynamo exporter returns its program
     proto = program.model_proto
     _strip_annotations(proto)
     return proto.SerializeToString()
@@ -201,6 +202,7 @@ def quantize_int8(
                 len(input_ranges),
             )
         if overrides is not None:
+            assert calibration is not None  # the caller passes observations with input_ranges
             quantize_static(
                 str(pre),
                 str(out),
@@ -245,9 +247,10 @@ def session(model: bytes, threads: int = 1, initializers: Optional[dict[str, np.
     model's external initializers, by name."""
     ort = require("onnxruntime", "The ONNX backends")
     options = ort.SessionOptions()
-    values = [ort.OrtValue.ortvalue_from_numpy(v) for v in (initializers or {}).values()]
+    given = initializers or {}
+    values = [ort.OrtValue.ortvalue_from_numpy(v) for v in given.values()]
     if values:
-        options.add_external_initializers(list(initializers), values)
+        options.add_external_initializers(list(given), values)
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
