@@ -40,8 +40,23 @@ if TYPE_CHECKING:  # torch, SB3 and the quantizer load only when weights are rea
 log = logging.getLogger(__name__)
 
 DEFAULT_SCHEME, DEFAULT_GRANULARITY = "affine", "per_tensor"
-STAT_COLUMNS = ["algo", "env", "seed", "policy_key", "layer", "shape", "n_weights", "min", "max", "range", "std",
-                "kurtosis", "step", "clipped_frac", "zero_frac"]
+STAT_COLUMNS = [
+    "algo",
+    "env",
+    "seed",
+    "policy_key",
+    "layer",
+    "shape",
+    "n_weights",
+    "min",
+    "max",
+    "range",
+    "std",
+    "kurtosis",
+    "step",
+    "clipped_frac",
+    "zero_frac",
+]
 MAX_LISTED = 5  # records named in a note, the rest counted
 
 
@@ -89,8 +104,9 @@ def _parts(w: torch.Tensor, granularity: str) -> list[torch.Tensor]:
     return list(w.reshape(w.shape[0], -1)) if granularity == "per_channel" and w.dim() > 1 else [w.flatten()]
 
 
-def layer_stats(w: torch.Tensor | np.ndarray, bits: int, scheme: str = DEFAULT_SCHEME,
-                granularity: str = DEFAULT_GRANULARITY) -> dict[str, float]:
+def layer_stats(
+    w: torch.Tensor | np.ndarray, bits: int, scheme: str = DEFAULT_SCHEME, granularity: str = DEFAULT_GRANULARITY
+) -> dict[str, float]:
     """min, max, range, std, excess kurtosis, grid step (the largest, per channel) and the fractions
     of weights clipped (moved by more than half a step) or collapsed to zero at `bits`."""
     import torch
@@ -155,8 +171,10 @@ def load_policy(row: pd.Series) -> dict[str, np.ndarray]:
         try:
             policy = policies.cached(cfg, root)
         except QuarlError:
-            raise QuarlError(f"the policy of {_label(row)} is not in the policy cache {root} (store.policies from "
-                             "the current folder: the record has no policy_dir)") from None
+            raise QuarlError(
+                f"the policy of {_label(row)} is not in the policy cache {root} (store.policies from "
+                "the current folder: the record has no policy_dir)"
+            ) from None
     model = policy.load()
     return {name: layer.weight.detach().float().numpy().copy() for name, layer in inference_layers(model).items()}
 
@@ -180,7 +198,9 @@ def report(study: Study, bits: int = 8, notes: Notes | None = None) -> WeightRep
         return WeightReport(bits, scheme, granularity, pd.DataFrame(columns=STAT_COLUMNS), pd.DataFrame(), [])
     env_ids = study.env_ids()
     fp32_policies = done[done["quant"].isin(["fp32", "fp16", "bf16", "ptq"])]  # QAT trains policies of its own
-    ordered = fp32_policies.assign(is_fp32=fp32_policies["quant"] != "fp32").sort_values(["is_fp32", "algo", "env", "seed"])
+    ordered = fp32_policies.assign(is_fp32=fp32_policies["quant"] != "fp32").sort_values(
+        ["is_fp32", "algo", "env", "seed"]
+    )
     chosen = ordered.drop_duplicates("policy_key")
     rows, loaded, missing = [], [], []
     _note_without_policy_dir(chosen, notes)
@@ -191,21 +211,38 @@ def report(study: Study, bits: int = 8, notes: Notes | None = None) -> WeightRep
             missing.append(str(exc))
             continue
         except Exception as exc:  # a record whose config this quarl cannot build a policy from (older, hand-made)
-            missing.append(f"the policy of {_label(row)} cannot be loaded "
-                           f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+            missing.append(
+                f"the policy of {_label(row)} cannot be loaded "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+            )
             continue
-        pw = PolicyWeights(row["algo"], row["env"], env_ids.get(row["env"], row["env"]), int(row["seed"]),
-                           row["policy_key"], layers)
+        pw = PolicyWeights(
+            row["algo"], row["env"], env_ids.get(row["env"], row["env"]), int(row["seed"]), row["policy_key"], layers
+        )
         loaded.append(pw)
         for name, w in layers.items():
             s = layer_stats(w, bits, scheme, granularity)
-            rows.append({"algo": pw.algo, "env": pw.env, "seed": pw.seed, "policy_key": pw.policy_key, "layer": name,
-                         "shape": "x".join(str(d) for d in w.shape), **s})
+            rows.append(
+                {
+                    "algo": pw.algo,
+                    "env": pw.env,
+                    "seed": pw.seed,
+                    "policy_key": pw.policy_key,
+                    "layer": name,
+                    "shape": "x".join(str(d) for d in w.shape),
+                    **s,
+                }
+            )
     if missing:
-        notes.add(f"No weight report for {len(missing)} of {len(chosen)} policies: {missing[0]}"
-                  + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "") + ".")
+        notes.add(
+            f"No weight report for {len(missing)} of {len(chosen)} policies: {missing[0]}"
+            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+            + "."
+        )
     layer_df = pd.DataFrame(rows, columns=STAT_COLUMNS)
-    return WeightReport(bits, scheme, granularity, layer_df, _per_policy(layer_df, done, bits, scheme, granularity), loaded)
+    return WeightReport(
+        bits, scheme, granularity, layer_df, _per_policy(layer_df, done, bits, scheme, granularity), loaded
+    )
 
 
 def _note_without_policy_dir(chosen: pd.DataFrame, notes: Notes) -> None:
@@ -213,10 +250,14 @@ def _note_without_policy_dir(chosen: pd.DataFrame, notes: Notes) -> None:
     looked for in `store.policies` from the current folder."""
     without = [_label(row) for _, row in chosen.iterrows() if recorded_dir(row) is None]
     if without:
-        shown = ", ".join(without[:MAX_LISTED]) + (f" and {len(without) - MAX_LISTED} more" if len(without) > MAX_LISTED else "")
-        notes.add(f"{len(without)} of {len(chosen)} policies come from records without policy_dir (written before runs "
-                  f"recorded it): their policies were looked for in store.policies from the current folder "
-                  f"{Path.cwd()}: {shown}.")
+        shown = ", ".join(without[:MAX_LISTED]) + (
+            f" and {len(without) - MAX_LISTED} more" if len(without) > MAX_LISTED else ""
+        )
+        notes.add(
+            f"{len(without)} of {len(chosen)} policies come from records without policy_dir (written before runs "
+            f"recorded it): their policies were looked for in store.policies from the current folder "
+            f"{Path.cwd()}: {shown}."
+        )
 
 
 def _per_policy(layers: pd.DataFrame, done: pd.DataFrame, bits: int, scheme: str, granularity: str) -> pd.DataFrame:
@@ -225,8 +266,12 @@ def _per_policy(layers: pd.DataFrame, done: pd.DataFrame, bits: int, scheme: str
     if layers.empty:
         return pd.DataFrame(columns=columns)
     keys = ["algo", "env", "seed", "policy_key"]
-    weighted_zero = (layers["zero_frac"] * layers["n_weights"]).groupby([layers[k] for k in keys]).sum() / layers.groupby(keys)["n_weights"].sum()
-    per = layers.groupby(keys).agg(widest_range=("range", "max"), max_std=("std", "max"), max_kurtosis=("kurtosis", "max"))
+    weighted_zero = (layers["zero_frac"] * layers["n_weights"]).groupby(
+        [layers[k] for k in keys]
+    ).sum() / layers.groupby(keys)["n_weights"].sum()
+    per = layers.groupby(keys).agg(
+        widest_range=("range", "max"), max_std=("std", "max"), max_kurtosis=("kurtosis", "max")
+    )
     per["zero_frac"] = weighted_zero
     ptq = done[(done["quant"] == "ptq") & (done["bits"] == bits)]
     if "quant.scheme" in ptq.columns:
@@ -246,8 +291,15 @@ def correlation(per_policy: pd.DataFrame, x: str = "widest_range", y: str = "E (
     r, p = sps.pearsonr(d[x], d[y])
     rho, p_rho = sps.spearmanr(d[x], d[y])
     fit = sps.linregress(d[x], d[y])
-    return {"pearson_r": float(r), "pearson_p": float(p), "spearman_rho": float(rho), "spearman_p": float(p_rho),
-            "slope": float(fit.slope), "intercept": float(fit.intercept), "n": int(len(d))}
+    return {
+        "pearson_r": float(r),
+        "pearson_p": float(p),
+        "spearman_rho": float(rho),
+        "spearman_p": float(p_rho),
+        "slope": float(fit.slope),
+        "intercept": float(fit.intercept),
+        "n": int(len(d)),
+    }
 
 
 MIN_TICK_PX = 3.0  # grid levels closer than this on screen merge into a bar: draw every k-th only
@@ -289,21 +341,33 @@ def histogram_figure(pw: PolicyWeights, rep: WeightReport, log_y: bool = False) 
                 ax.vlines(drawn, 0.92, 1.0, transform=blend, colors=grid_color, linewidth=0.5, alpha=0.8)
             thinned |= every > 1
             s = stats_rows.loc[name] if name in stats_rows.index else None
-            detail = (f"step {s['step']:.2g} · to zero {s['zero_frac']:.1%} · clipped {s['clipped_frac']:.1%}"
-                      if s is not None else "")
+            detail = (
+                f"step {s['step']:.2g} · to zero {s['zero_frac']:.1%} · clipped {s['clipped_frac']:.1%}"
+                if s is not None
+                else ""
+            )
             shown = f"\n1 in {every} grid levels drawn" if every > 1 else ""
             ax.set_title(f"{name} ({'×'.join(str(d) for d in w.shape)})\n{detail}{shown}", fontsize=8.5)
             ax.set_xlabel("weight value")
             ax.set_ylabel("count (log)" if log_y else "count")
             ax.tick_params(labelsize=8)
-        for ax in list(axes.flat)[len(names):]:
+        for ax in list(axes.flat)[len(names) :]:
             ax.set_axis_off()
         where = "ticks along the top" if 2**rep.bits > 40 else "lines"
-        handles = [Patch(color=color, alpha=0.8, label="fp32 weights"),
-                   Line2D([], [], color=grid_color, label=f"{rep.bits}-bit {rep.scheme} grid levels, per tensor "
-                          f"({where}{'; thinned where closer than 3 px' if thinned else ''})")]
+        handles = [
+            Patch(color=color, alpha=0.8, label="fp32 weights"),
+            Line2D(
+                [],
+                [],
+                color=grid_color,
+                label=f"{rep.bits}-bit {rep.scheme} grid levels, per tensor "
+                f"({where}{'; thinned where closer than 3 px' if thinned else ''})",
+            ),
+        ]
         fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
-        fig.suptitle(f"{pw.algo.upper()} on {pw.env_id}, seed {pw.seed}: weights of the layers it acts with", fontsize=10)
+        fig.suptitle(
+            f"{pw.algo.upper()} on {pw.env_id}, seed {pw.seed}: weights of the layers it acts with", fontsize=10
+        )
     return fig
 
 
@@ -317,15 +381,31 @@ def spread_figure(per_policy: pd.DataFrame, bits: int) -> Figure:
         ax = axes[0, 0]
         shown = d.dropna(subset=["E (%)"])
         if not shown.empty:
-            sns.scatterplot(data=shown.assign(algo=shown["algo"].str.upper()), x="widest_range", y="E (%)",
-                            hue="algo", style="env", s=70, ax=ax, palette="colorblind")
+            sns.scatterplot(
+                data=shown.assign(algo=shown["algo"].str.upper()),
+                x="widest_range",
+                y="E (%)",
+                hue="algo",
+                style="env",
+                s=70,
+                ax=ax,
+                palette="colorblind",
+            )
         corr = correlation(d)
         if corr:
             xs = np.linspace(shown["widest_range"].min(), shown["widest_range"].max(), 50)
-            ax.plot(xs, corr["intercept"] + corr["slope"] * xs, color="0.3", linestyle="--", linewidth=1.2,
-                    label="least-squares fit")
-            sub = (f"Pearson r = {corr['pearson_r']:.2f} (p = {corr['pearson_p']:.2g}), "
-                   f"Spearman ρ = {corr['spearman_rho']:.2f}, n = {corr['n']} policies")
+            ax.plot(
+                xs,
+                corr["intercept"] + corr["slope"] * xs,
+                color="0.3",
+                linestyle="--",
+                linewidth=1.2,
+                label="least-squares fit",
+            )
+            sub = (
+                f"Pearson r = {corr['pearson_r']:.2f} (p = {corr['pearson_p']:.2g}), "
+                f"Spearman ρ = {corr['spearman_rho']:.2f}, n = {corr['n']} policies"
+            )
         elif len(shown) < 3:
             sub = f"n = {len(shown)} policies with an E: no fit (needs 3 or more)"
         else:
