@@ -47,6 +47,7 @@ part() {
   esac
 }
 
-for p in "${@:-ptq_table sweet_spot qat atari_hub actorq_wide d4pg actorq_gym extensions}"; do
+# Default order: cheapest first; ptq_table's last rows (DDPG on MountainCarContinuous, ~2 h a seed) late.
+for p in "${@:-sweet_spot qat atari_hub actorq_wide d4pg actorq_gym ptq_table extensions}"; do
   for q in $p; do part "$q"; done
 done
