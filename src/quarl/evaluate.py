@@ -187,3 +187,18 @@ def evaluate(
             env.close()
     states = sample.states() if sample is not None else None
     return Evaluation(rewards, lengths, seeds, time.perf_counter() - start, states)
+
+
+def evaluate_cell(model: Any, cfg: Any, obs_transform: Optional[ObsTransform] = None, **kw: Any) -> Evaluation:
+    """`evaluate` with a cell's evaluation settings: its env, `eval.episodes` from the cell's seed,
+    `eval.n_envs` side by side, `eval.deterministic`."""
+    return evaluate(
+        model,
+        cfg.env,
+        episodes=cfg.eval.episodes,
+        seed=cfg.seed,
+        n_envs=cfg.eval.n_envs,
+        deterministic=cfg.eval.deterministic,
+        obs_transform=obs_transform,
+        **kw,
+    )

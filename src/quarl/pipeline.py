@@ -20,7 +20,7 @@ from quarl.algos import check_action_kind
 from quarl.cells import finished, label, log_skip, torch_threads
 from quarl.envs import action_kind, make_env
 from quarl.errors import IncompatibleCell, QuarlError
-from quarl.evaluate import Evaluation, evaluate
+from quarl.evaluate import Evaluation, evaluate_cell
 from quarl.fidelity import STATES, Fidelity, executed_fidelity, greedy_actions, policy_fidelity
 from quarl.keys import cell_key
 from quarl.methods import fp32_config
@@ -74,27 +74,12 @@ def fresh_model(policy: CachedPolicy) -> Any:
     return copy.deepcopy(model, {id(b): None for b in buffers if b is not None})
 
 
-def _episodes(ctx: Context, cfg: Any, actor: Any, obs_transform: Any, desc: str, **kw: Any) -> Evaluation:
-    return evaluate(
-        actor,
-        cfg.env,
-        episodes=cfg.eval.episodes,
-        seed=cfg.seed,
-        n_envs=cfg.eval.n_envs,
-        deterministic=cfg.eval.deterministic,
-        obs_transform=obs_transform,
-        progress=cfg.eval.progress,
-        desc=desc,
-        **kw,
-    )
-
-
 def _evaluate(ctx: Context, cfg: DictConfig, policy: CachedPolicy, desc: str, **kw: Any) -> tuple[Evaluation, int, Any]:
     """Evaluate the (fake-)quantized policy; returns the evaluation, its bytes and the model."""
     model = fresh_model(policy)  # a QAT policy comes quantized: its own fake-quant graph, ranges frozen
     size = policy_bytes(model, cfg.quant)  # counted on the fp32 weights (QuaRL's formulas count their levels)
     quantize_policy(model, cfg.quant, calibrate=calibration.calibrator(cfg, policy))  # PTQ activation ranges
-    ev = _episodes(ctx, cfg, model, loaded(policy)[1], desc, **kw)
+    ev = evaluate_cell(model, cfg, loaded(policy)[1], progress=cfg.eval.progress, desc=desc, **kw)
     return ev, size, model
 
 
@@ -132,7 +117,7 @@ def _execute(ctx: Context, cfg: Any, model: Any, baseline: Baseline, obs_transfo
         runner = compile_policy(model, backend, example, obs_transform=obs_transform)
     fp32_model, fp32_transform = loaded(baseline.policy)
     reference = compile_policy(fp32_model, "torch", example, obs_transform=fp32_transform)
-    ev = _episodes(ctx, cfg, runner, None, f"{runner.backend} eval", per_observation=True)
+    ev = evaluate_cell(runner, cfg, progress=cfg.eval.progress, desc=f"{runner.backend} eval", per_observation=True)
     fidelity = executed_fidelity(baseline.reference_actions(), runner, baseline.states, space)
     log.info(
         "Executed on %s (%s): reward %.2f, action agreement %.3f%s",

@@ -36,7 +36,7 @@ from omegaconf import OmegaConf, open_dict
 from quarl import methods
 from quarl.calibration import calibrate, calibration_seeds
 from quarl.errors import QuarlError
-from quarl.evaluate import evaluate
+from quarl.evaluate import evaluate_cell
 from quarl.fidelity import STATES, policy_fidelity
 from quarl.methods import fp32_config
 from quarl.quantize import inference_layers, layer_bytes, policy_bytes, quantize_policy
@@ -101,26 +101,13 @@ class Probe:
 
         self.cfg, self.policy, self._relative_error = cfg, policy, relative_error
         self.reference, self.transform = policy.load(), policy.obs_transform()
-        ev = self._evaluate(self.reference, keep_states=STATES)
+        ev = evaluate_cell(self.reference, self.cfg, self.transform, keep_states=STATES)
         assert ev.states is not None
         self.fp32_reward, self.states = ev.mean, ev.states
         seeds = calibration_seeds(int(cfg.seed), int(cfg.quant.calibration_episodes), int(cfg.eval.episodes))
         self.ranges = calibrate(self.reference, cfg.env, seeds, cfg.quant.calibration, self.transform)
         self.layers = list(inference_layers(self.reference))
         self.evaluations = 0
-
-    def _evaluate(self, model: Any, **kw: Any) -> Any:
-        c = self.cfg
-        return evaluate(
-            model,
-            c.env,
-            episodes=c.eval.episodes,
-            seed=c.seed,
-            n_envs=c.eval.n_envs,
-            deterministic=c.eval.deterministic,
-            obs_transform=self.transform,
-            **kw,
-        )
 
     def quant(self, layer_bits: Optional[dict[str, int]] = None, input_bits: int = 32, bits: int = 32) -> Any:
         """`cfg.quant` (its scheme, granularity, calibration) with these bit widths, activations fp32."""
@@ -132,7 +119,7 @@ class Probe:
     def measure(self, quant: Any) -> Measure:
         model = self.policy.load()
         quantize_policy(model, quant, calibrate=lambda _: self.ranges)
-        ev = self._evaluate(model)
+        ev = evaluate_cell(model, self.cfg, self.transform)
         fidelity = policy_fidelity(self.reference, self.transform, model, self.transform, self.states)
         e, _ = self._relative_error(self.fp32_reward, ev.mean, self.cfg.env.return_scale)
         self.evaluations += 1
