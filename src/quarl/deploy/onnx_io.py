@@ -201,39 +201,31 @@ def quantize_int8(
                 "ranges: quantizing activations dynamically instead.",
                 len(input_ranges),
             )
-        if overrides is not None:
-            assert calibration is not None  # the caller passes observations with input_ranges
+
+        def qdq(activations: Any, ops: list[str], **extra: Any) -> None:
+            """Static QDQ quantization, int8 weights per channel, ranges from the calibration observations."""
+            assert calibration is not None
             quantize_static(
                 str(pre),
                 str(out),
                 Reader(calibration[:CALIBRATION_MAX]),
                 quant_format=QuantFormat.QDQ,
-                activation_type=QuantType.QUInt8,
+                activation_type=activations,
                 weight_type=QuantType.QInt8,
                 per_channel=True,
-                op_types_to_quantize=["Gemm", "MatMul"],
-                extra_options={
-                    "OpTypesToExcludeOutputQuantization": ["Gemm", "MatMul"],
-                    "TensorQuantOverrides": overrides,
-                },
+                op_types_to_quantize=ops,
+                extra_options={"OpTypesToExcludeOutputQuantization": ["Gemm", "MatMul"], **extra},
             )
+
+        if overrides is not None:  # the caller passes observations with input_ranges
+            qdq(QuantType.QUInt8, ["Gemm", "MatMul"], TensorQuantOverrides=overrides)
         elif static:
             if calibration is None or len(calibration) == 0:
                 raise QuarlError(
                     "Static int8 quantization of a convolutional policy needs calibration observations: "
                     "pass a batch of real observations (a few hundred from the environment)."
                 )
-            quantize_static(
-                str(pre),
-                str(out),
-                Reader(calibration[:CALIBRATION_MAX]),
-                quant_format=QuantFormat.QDQ,
-                activation_type=QuantType.QInt8,
-                weight_type=QuantType.QInt8,
-                per_channel=True,
-                op_types_to_quantize=["Conv", "Gemm", "MatMul", "Relu", "Reshape", "Flatten", "MaxPool", "AveragePool"],
-                extra_options={"OpTypesToExcludeOutputQuantization": ["Gemm", "MatMul"]},
-            )
+            qdq(QuantType.QInt8, ["Conv", "Gemm", "MatMul", "Relu", "Reshape", "Flatten", "MaxPool", "AveragePool"])
         else:
             quantize_dynamic(
                 str(pre), str(out), weight_type=QuantType.QUInt8, per_channel=False, op_types_to_quantize=["MatMul"]
