@@ -13,6 +13,7 @@ import torch
 
 from quarl.actorq import execution, params
 from quarl.actorq.actor import scale_action
+from quarl.actorq.constants import PRECISIONS
 from quarl.actorq.d4pg import D4PGLearner
 from quarl.actorq.dqn import DQNLearner
 from quarl.actorq.learner import TrainResult, open_run_curves, train
@@ -135,7 +136,7 @@ def run_actorq_cell(ctx: Context, store: Store, started: str) -> None:
         cfg.algo.name,
         cfg.env.name,
         settings.actors,
-        execution.PRECISIONS[spec.actor_bits],
+        PRECISIONS[spec.actor_bits],
         settings.backend,
         spec.comm_bits,
         device,
@@ -193,11 +194,11 @@ def run_actorq_cell(ctx: Context, store: Store, started: str) -> None:
         "%.3f) | %d env steps in %.1f s, %.0f actor steps/s, %d learner steps, %d bytes per publish",
         cfg.algo.name,
         cfg.env.name,
-        execution.PRECISIONS[spec.actor_bits],
+        PRECISIONS[spec.actor_bits],
         ev.mean,
         ev.std,
         actor_ev.mean,
-        execution.PRECISIONS[spec.actor_bits],
+        PRECISIONS[spec.actor_bits],
         fidelity.agreement,
         result.env_steps,
         result.wall_s,

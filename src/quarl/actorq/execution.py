@@ -23,7 +23,6 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from quarl.actorq.constants import PRECISIONS  # noqa: F401  (actorq.cell names it execution.PRECISIONS)
 from quarl.actorq.params import Layer, dequantize, quantize_uint8
 from quarl.deploy import onnx_io
 
