@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -24,7 +24,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 
 from quarl.envs import make_env
 from quarl.errors import QuarlError
-from quarl.greedy import ENGINES, greedy_actor
+from quarl.greedy import ENGINES, GreedyActor, greedy_actor
 from quarl.progress import Progress
 from quarl.seeds import episode_seeds
 
@@ -74,21 +74,28 @@ class StateSample:
         return np.stack([s for kept in self.kept for s in kept])
 
 
-Actor = Callable[[np.ndarray], np.ndarray]
+Actor = Callable[[list[np.ndarray]], Sequence[Any]]  # the observations of the episodes in flight -> their actions
 
 
 def _per_observation(model: Any, deterministic: bool, obs_transform: Optional[ObsTransform]) -> Actor:
-    def act(obs: np.ndarray) -> np.ndarray:
-        if obs_transform is not None:
-            obs = obs_transform(obs)
-        return np.concatenate([model.predict(obs[i : i + 1], deterministic=deterministic)[0] for i in range(len(obs))])
+    def act(observations: list[np.ndarray]) -> list[Any]:
+        batches = [obs[None] if obs_transform is None else obs_transform(obs[None]) for obs in observations]
+        return [model.predict(batch, deterministic=deterministic)[0][0] for batch in batches]
 
     return act
 
 
 def _batched(model: Any, deterministic: bool, obs_transform: Optional[ObsTransform]) -> Actor:
-    def act(obs: np.ndarray) -> np.ndarray:
+    def act(observations: list[np.ndarray]) -> Any:
+        obs = np.stack(observations)
         return model.predict(obs_transform(obs) if obs_transform is not None else obs, deterministic=deterministic)[0]
+
+    return act
+
+
+def _greedy(actor: GreedyActor) -> Actor:
+    def act(observations: list[np.ndarray]) -> list[np.ndarray]:
+        return [actor.one(obs) for obs in observations]
 
     return act
 
@@ -114,7 +121,7 @@ def actor_for(
         return _batched(model, deterministic, obs_transform)
     actor = greedy_actor(model, obs_transform, engine)
     if actor is not None:
-        return actor
+        return _greedy(actor)
     if isinstance(model, BaseAlgorithm):  # a policy the acting network does not cover
         return _per_observation(model, deterministic, obs_transform)
     return _batched(model, deterministic, obs_transform)
@@ -160,14 +167,11 @@ def evaluate(
             next_episode += 1
         while running:
             slots = list(running)
-            obs = np.stack([running[s][1] for s in slots])
+            observations = [running[slot][1] for slot in slots]
             if sample is not None:
-                for slot, ob in zip(slots, obs):
+                for slot, ob in zip(slots, observations):
                     sample.offer(running[slot][0], ob)
-            actions = act(obs)
-            if actions.ndim == 1 and np.issubdtype(actions.dtype, np.integer):
-                actions = actions.tolist()  # discrete: plain ints, which envs check fastest
-            for slot, action in zip(slots, actions):
+            for slot, action in zip(slots, act(observations)):
                 episode, _ = running[slot]
                 ob, reward, terminated, truncated, _ = envs[slot].step(action)
                 rewards[episode] += float(reward)

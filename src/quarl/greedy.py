@@ -61,7 +61,7 @@ class _TorchSteps:
             x = torch.from_numpy(obs)
             for step in self.steps:
                 x = step(x)
-            return x.numpy()
+            return x.numpy()[0]
 
 
 class _OnnxSession:
@@ -98,7 +98,7 @@ class _OnnxSession:
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         self.obs[...] = obs
         self.session.run_with_iobinding(self.binding)
-        return self.action.copy()
+        return self.action[0].copy()
 
 
 class GreedyActor:
@@ -139,11 +139,14 @@ class GreedyActor:
                 )
                 self.engine = "torch"
 
+    def one(self, obs: np.ndarray) -> np.ndarray:
+        """The action for one observation (no batch axis), as `predict` gives it for `obs[None]`."""
+        batch = obs[None] if self.transform is None else self.transform(obs[None])
+        return self._run(batch.astype(self.dtype, copy=False))
+
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        if self.transform is not None:
-            obs = self.transform(obs)
-        obs = np.asarray(obs).astype(self.dtype, copy=False)
-        return np.concatenate([self._run(obs[i : i + 1]) for i in range(len(obs))])
+        """The actions for a batch of observations, computed one observation per call."""
+        return np.stack([self.one(row) for row in obs])
 
 
 def greedy_actor(model: Any, obs_transform: ObsTransform = None, engine: str = "auto") -> Optional[GreedyActor]:
