@@ -518,6 +518,31 @@ def test_collate_out_is_a_clean_folder(tmp_path: Path, caplog):
     assert not (other / "thesis.tex").exists() and (other / "README.md").is_file()
 
 
+def test_an_unchanged_collation_is_not_drawn_again(tmp_path: Path, caplog):
+    """The same records, settings and code: the files stay as they are; a new record, other
+    settings or force draw again."""
+    records = ptq_study(algos=("ppo",), envs=("cartpole", "acrobot"))
+    path = _store(tmp_path, records[:-1])
+    out, readme = tmp_path / "out", tmp_path / "out" / "README.md"
+
+    def drawn(**kw) -> bool:
+        before = readme.stat().st_mtime_ns if readme.exists() else None
+        written = collate(path, out, **kw)
+        assert readme in written and all(p.is_file() for p in written)
+        return readme.stat().st_mtime_ns != before
+
+    assert drawn()
+    stamps = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
+    with caplog.at_level(logging.INFO, logger="quarl.collate"):
+        assert not drawn()
+    assert "up to date" in caplog.text and {p: p.stat().st_mtime_ns for p in out.rglob("*")} == stamps
+    assert drawn(bits=4) and not drawn(bits=4)
+    write_records(Store(path), records[-1:])
+    assert drawn(bits=4) and not drawn(bits=4) and drawn(bits=4, force=True)
+    (out / "sweet_spot/ppo_acrobot.png").unlink()  # a file of the collation gone: drawn again
+    assert drawn(bits=4) and (out / "sweet_spot/ppo_acrobot.png").is_file()
+
+
 def test_sweep_collation_takes_the_sweep_own_cells(tmp_path: Path):
     """Records of an earlier run in the same store (dqn/acrobot) stay out; the sweep's fp32
     baselines come along although the sweep dir holds only its quantized cells' records."""

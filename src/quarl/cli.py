@@ -70,6 +70,7 @@ def cmd_collate(args: argparse.Namespace) -> None:
         sweep=args.sweep,
         overwrite=args.overwrite,
         log_y=args.log_y,
+        force=args.force,
     )
     for path in written:
         print(path)
@@ -226,6 +227,7 @@ def parser() -> argparse.ArgumentParser:
     )
     co.add_argument("--bits", type=int, default=8, help="bit width of the grid in the weight report (2..16)")
     co.add_argument("--log-y", action="store_true", help="weight histograms on a log count axis")
+    co.add_argument("--force", action="store_true", help="draw again even when --out is up to date")
     co.set_defaults(func=cmd_collate)
     ex = sub.add_parser("export", help="write one stored policy as a standalone ONNX file (fp32, int8, int4 or int2)")
     ex.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="pick one record, e.g. algo=ppo quant.bits=8")

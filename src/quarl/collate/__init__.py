@@ -85,6 +85,7 @@ def collate(
     sweep: str | Path | None = None,
     overwrite: bool = False,
     log_y: bool = False,
+    force: bool = False,
 ) -> list[Path]:
     """Write every plot and table of the selected records under `out_dir`; returns the files written.
 
@@ -94,7 +95,8 @@ def collate(
     histograms on a log count axis; `command` is recorded in the README (the command that makes the
     same output). `out_dir` ends up holding this collation only: the files of an earlier
     collation there are replaced, and a non-empty folder quarl did not write is refused unless
-    `overwrite` (which empties it first).
+    `overwrite` (which empties it first). A collation of the very same records with the same
+    settings and code is not drawn again (its files are returned) unless `force`.
     """
     if not 2 <= int(bits) <= 16:
         raise QuarlError(f"--bits={bits} is out of range: the weight grid needs 2..16 bits.")
@@ -104,11 +106,19 @@ def collate(
     cells = sweep_cells(Path(sweep)) if sweep is not None else None
     study = load(store, filters, cells)
     out = Path(out_dir)
+    settings = {"filters": dict(filters or {}), "bits": int(bits), "command": command, "log_y": log_y}
+    digest = outputs.inputs_digest(study, settings)
+    unchanged = None if force else outputs.up_to_date(out, digest)
+    if unchanged is not None:
+        log.info(
+            "%s is up to date: the same %d records, settings and code as when it was written.", out, len(study.done)
+        )
+        return unchanged
     outputs.clear_out(out, overwrite, Path(store))
     if study.empty:
         log.warning("Nothing to collate from %s; see the notes above.", store)
         written = outputs.write_readme(study, out, filters or {}, bits, command, [])
     else:
         written = outputs.write_all(study, out, filters or {}, int(bits), command, log_y=log_y)
-    outputs.write_manifest(out, written)
+    outputs.write_manifest(out, written, digest)
     return written

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import shutil
@@ -290,10 +291,34 @@ def clear_out(out: Path, overwrite: bool, store: Path | None = None) -> None:
         shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
 
 
-def write_manifest(out: Path, written: list[Path]) -> None:
-    """`out`/.quarl-collate.json: the files this collation wrote (what the next one replaces)."""
+def inputs_digest(study: Study, settings: Mapping[str, Any]) -> str:
+    """A digest of everything a collation draws from: the selected records, the settings (bits,
+    filters, command, ...) and the collation code itself."""
+    digest = hashlib.sha256(study.runs.to_json(orient="records", default_handler=str).encode())
+    digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
+    for source in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(source.read_bytes())
+    return digest.hexdigest()
+
+
+def up_to_date(out: Path, digest: str) -> list[Path] | None:
+    """The files of the collation in `out` when it was made from the same inputs and all its files
+    are still there; None when it must be written again."""
+    try:
+        manifest = json.loads((out / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or manifest.get("inputs") != digest:
+        return None
+    files = [out / f for f in manifest.get("files", [])]
+    return files if all(f.is_file() for f in files) else None
+
+
+def write_manifest(out: Path, written: list[Path], digest: str) -> None:
+    """`out`/.quarl-collate.json: the files this collation wrote (what the next one replaces) and
+    the digest of its inputs (`inputs_digest`)."""
     files = sorted(p.relative_to(out).as_posix() for p in written if p.is_relative_to(out))
-    (out / MANIFEST).write_text(json.dumps({"files": files}, indent=1))
+    (out / MANIFEST).write_text(json.dumps({"files": files, "inputs": digest}, indent=1))
 
 
 def write_all(

@@ -51,11 +51,12 @@ def new_figure(width: float, height: float, nrows: int = 1, ncols: int = 1, **kw
 
 
 def save(fig: Figure, stem: Path) -> list[Path]:
-    """`stem`.png and `stem`.pdf; returns the paths."""
+    """`stem`.png and `stem`.pdf; returns the paths. The layout is computed once, for the first."""
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = [stem.with_suffix(".png"), stem.with_suffix(".pdf")]
     for path in paths:
         fig.savefig(path)
+        fig.set_layout_engine("none")  # keeps the positions constrained layout just computed
     return paths
 
 

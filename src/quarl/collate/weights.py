@@ -331,7 +331,7 @@ def histogram_figure(pw: PolicyWeights, rep: WeightReport, log_y: bool = False) 
         width_px = 4.3 * fig.dpi * 0.75  # a panel's plotting width, about three quarters of its column
         for ax, name in zip(axes.flat, names):
             w = pw.layers[name]
-            ax.hist(w.ravel(), bins=60, color=color, alpha=0.8, log=log_y)
+            ax.hist(w.ravel(), bins=60, histtype="stepfilled", color=color, alpha=0.8, log=log_y)  # one polygon
             levels = grid(w, rep.bits, rep.scheme)
             drawn, every = _drawn_levels(levels, width_px, float(w.max() - w.min()) * 1.1)
             blend = transforms.blended_transform_factory(ax.transData, ax.transAxes)
