@@ -72,3 +72,35 @@ def test_a_wide_interval_around_the_published_value_is_inconclusive():
 
 def test_no_disagreement_in_the_committed_report_is_left_without_a_reason():
     assert reproduction.NO_REASON not in (DOCS / reproduction.REPORT).read_text()
+
+
+def test_actorq_rows_equal_a_direct_reading_of_the_records_curves():
+    """Time to target: the first wall time at which the mean return of the last RETURN_WINDOW
+    training episodes reaches the paper's return, read here from each record's curve by hand."""
+    import numpy as np
+
+    from quarl.actorq.constants import RETURN_WINDOW
+    from quarl.collate.published import bare_name, packaged
+
+    paper = packaged("actorq_time_to_reward.csv", "task")
+    campaign = reproduction.load_campaign(DOCS / "records")
+    records = [json.loads(p.read_text()) for p in (DOCS / "records").glob("*.record.json")]
+    actorq = [r for r in records if r["run"]["quant"] == "actorq"]
+    if not actorq:
+        pytest.skip("no ActorQ record archived yet")
+    table = campaign.time_to_reward.set_index(["algo", "env", "precision"])
+    for record in actorq:
+        run = record["run"]
+        goal = paper[(paper["algo"] == run["algo"]) & (paper["key"] == bare_name(run["env"]))]
+        if goal.empty:
+            continue
+        curve = sorted(record["curve"], key=lambda p: p["wall_s"])
+        rewards = np.array([p["reward"] for p in curve])
+        means = [rewards[max(0, i + 1 - RETURN_WINDOW) : i + 1].mean() for i in range(len(rewards))]
+        hit = next((p["wall_s"] for p, m in zip(curve, means) if m >= goal.iloc[0]["reward_achieved"]), None)
+        precision = {32: "fp32", 16: "fp16", 8: "int8"}[int(record["config"]["quant"]["actor_bits"])]
+        row = table.loc[(run["algo"], run["env"], precision)]
+        assert row["seeds"] == 1 and row["time_s"] == pytest.approx(hit if hit is not None else run["train_time_s"])
+        assert bool(row["censored"]) == (hit is None)
+    section = reproduction.actorq_section(campaign)
+    assert section.count("\n| dqn | cartpole |") == 2

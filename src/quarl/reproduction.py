@@ -27,7 +27,9 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from quarl.collate import published
+from quarl import collate
+from quarl.actorq.constants import PRECISIONS
+from quarl.collate import actorq, published
 from quarl.collate.stats import Interval, seed_interval
 from quarl.errors import QuarlError
 from quarl.store import Store, find_records, rebuild
@@ -42,15 +44,28 @@ NO_REASON = "no reason established yet"
 PUBLISHED_COLUMN = {ours: theirs for theirs, ours in published.COLUMNS.items()}  # "E_int8 (%)" -> "e_int8_pct"
 
 
-def load_runs(records: Path) -> pd.DataFrame:
-    """The done records under `records` (JSON files), as the store's `runs` table."""
+@dataclass
+class Campaign:
+    """The archived records: the done runs, and ActorQ's time to reward and actor breakdown
+    (`quarl.collate.actorq`, from the records' curves and actors)."""
+
+    runs: pd.DataFrame
+    time_to_reward: pd.DataFrame
+    breakdown: pd.DataFrame
+
+
+def load_campaign(records: Path) -> Campaign:
+    """The records under `records` (JSON files), through a store rebuilt from them."""
     if not records.is_dir():
         raise QuarlError(f"{records} is not a folder of records: give the campaign's docs/reproduction/records.")
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "report.sqlite")
         rebuild(records, store)
         runs = store.runs()
-    return runs[runs["status"] == "done"].reset_index(drop=True)
+        study = collate.load(store.path, {"quant": "actorq"})
+        ttr = actorq.time_to_reward(study, store.curves()) if not study.empty else pd.DataFrame()
+        parts = actorq.breakdown(study, store.actors()) if not study.empty else pd.DataFrame()
+    return Campaign(runs[runs["status"] == "done"].reset_index(drop=True), ttr, parts)
 
 
 def _is(column: pd.Series, value: Any) -> pd.Series:
@@ -354,9 +369,56 @@ def figure(runs: pd.DataFrame, algos: list[str], out: Path) -> Path:
     return path
 
 
+def actorq_section(campaign: Campaign) -> str:
+    """Time to the paper's reward with fp32 and int8 actors, the speedup beside the published one,
+    and the actors' inference time per step."""
+    ttr, parts = campaign.time_to_reward, campaign.breakdown
+    if ttr.empty:
+        return "Not run yet."
+    done = select(campaign.runs, quant="actorq")
+    precision = pd.to_numeric(done["quant.actor_bits"]).astype(int).map(PRECISIONS)
+    rows = []
+    for (_, r), (_, view) in zip(ttr.iterrows(), actorq.ttr_display(ttr).iterrows()):
+        where = (done["algo"] == r["algo"]) & (done["env"] == r["env"]) & (precision == r["precision"])
+        cells = done[where]
+        part = parts[(parts["algo"] == r["algo"]) & (parts["env"] == r["env"]) & (parts["precision"] == r["precision"])]
+        rows.append(
+            [
+                r["algo"],
+                r["env"],
+                r["precision"],
+                str(r["seeds"]),
+                fmt(pd.to_numeric(cells["env_steps"]).mean(), 0),
+                fmt(pd.to_numeric(cells["train_time_s"]).mean(), 0),
+                fmt(part["inference (ms/step)"].mean()) if len(part) else "–",
+                f"{fmt(r['target'])} ({r['target_from']}; {r['reached']} seeds reached it)",
+                str(view["time_s"]),
+                str(view["speedup_vs_fp32"]) if r["precision"] != "fp32" else "",
+                fmt(r["speedup (paper)"]) if pd.notna(r["speedup (paper)"]) else "",
+                fmt(pd.to_numeric(cells["reward_mean"]).mean(), 1),
+            ]
+        )
+    header = [
+        "algo",
+        "env",
+        "actors",
+        "seeds",
+        "env steps",
+        "wall s",
+        "actor inference ms/step",
+        "target return",
+        "time to target s",
+        "speedup vs fp32",
+        "published speedup",
+        "final eval reward",
+    ]
+    return ACTORQ_NOTE + "\n\n" + _markdown(header, rows)
+
+
 def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> str:
     """The report's Markdown from the records (and its figure, written into `folder`)."""
-    runs = load_runs(records)
+    campaign = load_campaign(records)
+    runs = campaign.runs
     reasons_file = folder / REASONS
     reasons = yaml.safe_load(reasons_file.read_text()) or {} if reasons_file.exists() else {}
     table = ptq_table(runs, reasons)
@@ -454,6 +516,7 @@ def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> st
                 )
             )
     parts.append("## QAT vs PTQ\n\n" + QAT_NOTE + "\n\n" + ("\n\n".join(qat) if qat else "Not run yet."))
+    parts.append("## ActorQ: fp32 vs int8 actors\n\n" + actorq_section(campaign))
     parts.append(
         "## Every named sweep: records so far, cost, command\n\n" + LATER_NOTE + "\n\n" + not_run_here(sweeps, runs)
     )
@@ -519,6 +582,15 @@ episodes a policy happens to meet; agreement compares actions state by state."""
 QAT_NOTE = """Sweep `qat_classic` at 2, 4, 6 and 8 bits, three seeds: QAT (fake quantization from half the
 budget, affine per tensor) against PTQ of the fp32 policy with the same quantizer. The paper's
 finding is that QAT keeps reward down to 5-6 bits and beats PTQ at equal bits."""
+
+ACTORQ_NOTE = """Sweeps `actorq_wide` (DQN with the published 3x2048 policy on CartPole) and `d4pg_cartpole`
+(D4PG on DeepMind Control cartpole balance), fp32 vs int8 actors, one seed each, learner on this
+CPU (the paper's ran on a V100, for far longer). Time to target: wall seconds until the mean
+return of the last training episodes reaches the paper's return; a run that never reached it
+counts at its whole run time, so the value is a lower bound (≥) and a speedup is given only as far
+as the bounds allow (– when both runs are bounds). Actor inference: ms per actor env step spent
+running the policy (`quarl.collate.actorq`: the actors' runtime breakdown). Final eval reward:
+the learner's final fp32 policy over ten evaluation episodes."""
 
 LATER_NOTE = """The campaign runs part by part (`docs/reproduction/campaign.sh`). Every named sweep is listed
 with the records archived from it so far (0: not run yet; the larger rows are meant for a cluster or
