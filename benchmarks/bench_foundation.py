@@ -41,6 +41,7 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import DummyVecEnv
 
+from quarl import results
 from quarl.envs import make_env
 from quarl.evaluate import evaluate
 from quarl.schema import EnvConfig
@@ -54,7 +55,7 @@ QUIET = ["hydra.callbacks.collate.enabled=false", "train.progress=false", "eval.
 
 BY_HAND = textwrap.dedent(
     """
-    import sys, torch
+    import sys, time, torch
     from hydra import compose, initialize_config_dir
     from quarl import algos, schema
     from quarl.app import CONF_DIR
@@ -65,12 +66,15 @@ BY_HAND = textwrap.dedent(
     steps, episodes = int(sys.argv[1]), int(sys.argv[2])
     torch.set_num_threads(1)  # as a cell runs (train.threads)
     schema.register()
+    learn_s = 0.0
     for algo in ("dqn", "a2c", "ppo"):
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose("config", overrides=[f"algo={algo}"])
         venv = training_envs(cfg.env, cfg.algo.n_envs, seed=0)
         model = algos.build(cfg.algo, venv, seed=0, device="cpu", total_steps=steps)
+        start = time.perf_counter()
         model.learn(total_timesteps=steps)
+        learn_s += time.perf_counter() - start
         model.save(f"{algo}.zip")  # as the policy cache keeps it
         evaluate(model, cfg.env, episodes=episodes, seed=0)
         for bits in (2, 4, 8):
@@ -79,6 +83,7 @@ BY_HAND = textwrap.dedent(
             quant.bits = bits
             quantize_policy(q, quant)
             evaluate(q, cfg.env, episodes=episodes, seed=0)
+    print(f"learn_s={learn_s}")
     """
 )
 
@@ -145,30 +150,59 @@ def bench_evaluator(episodes: int, repeats: int, atari: bool) -> pd.DataFrame:
 
 
 def _timed(cmd: list[str], cwd: Path) -> float:
+    return _timed_output(cmd, cwd)[0]
+
+
+def _timed_output(cmd: list[str], cwd: Path) -> tuple[float, str]:
+    cwd.mkdir(exist_ok=True)
     start = time.perf_counter()
     done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=ENV)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:3])} ... failed:\n{done.stderr[-3000:]}")
-    return time.perf_counter() - start
+    return time.perf_counter() - start, done.stdout
+
+
+def _training_s(store: Path) -> float:
+    """Seconds the sweep's policies spent training (`train_time_s` of its fp32 records)."""
+    runs = results.load(store)
+    return float(runs.loc[runs["quant"] == "fp32", "train_time_s"].sum())
 
 
 def _run(*args: str) -> list[str]:
     return [sys.executable, str(ROOT / "run.py"), *args]
 
 
-def bench_sweep(steps: int, episodes: int) -> pd.DataFrame:
+def bench_sweep(steps: int, episodes: int, repeats: int) -> pd.DataFrame:
+    """By hand and the sweep alternately, `repeats` times each in fresh folders (medians: DQN's
+    training time drifts by tens of percent on a shared machine); then the finished sweep again,
+    without and with its end-of-sweep collation."""
     sweep = _run("-m", "algo=dqn,a2c,ppo", "quant.bits=2,4,8", f"train.steps={steps}", f"eval.episodes={episodes}",
                  *QUIET)
-    with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as tmp2:
-        hand = _timed([sys.executable, "-c", BY_HAND, str(steps), str(episodes)], Path(tmp))
-        bare = _timed(sweep, Path(tmp))
-        again = _timed(sweep, Path(tmp))
-        full = _timed([a for a in sweep if a != QUIET[0]], Path(tmp2))
-    rows = [("3 trainings + 12 evaluations by hand", hand, hand),
-            ("run.py -m algo=dqn,a2c,ppo quant.bits=2,4,8 (collation off)", bare, hand),
-            ("same sweep again, all 9 cells done: s per skipped cell", again / 9, None),
-            ("the sweep with its end-of-sweep collation (plots, tables)", full, hand)]
-    return pd.DataFrame([{"what": w, "s": t, "ratio to by hand": t / h if h else None} for w, t, h in rows])
+    hands, sweeps, hand_learn, sweep_learn = [], [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(repeats):
+            took, out = _timed_output([sys.executable, "-c", BY_HAND, str(steps), str(episodes)], Path(tmp, f"hand{i}"))
+            hands.append(took)
+            hand_learn.append(float(out.split("learn_s=")[1]))
+            sweeps.append(_timed(sweep, Path(tmp, f"sweep{i}")))
+            sweep_learn.append(_training_s(Path(tmp, f"sweep{i}", "outputs/results.sqlite")))
+        again = _timed(sweep, Path(tmp, "sweep0"))
+        collated = _timed([a for a in sweep if a != QUIET[0]], Path(tmp, "sweep0"))
+    hand, bare = statistics.median(hands), statistics.median(sweeps)
+    rest_hand = statistics.median(t - learn for t, learn in zip(hands, hand_learn))
+    rest_sweep = statistics.median(t - learn for t, learn in zip(sweeps, sweep_learn))
+    rows = [(f"3 trainings + 12 evaluations by hand (median of {repeats})", hand, 1.0, "by hand"),
+            (f"run.py -m algo=dqn,a2c,ppo quant.bits=2,4,8, collation off (median of {repeats})", bare, bare / hand,
+             "by hand"),
+            ("  by hand: training (model.learn)", statistics.median(hand_learn), None, ""),
+            ("  the sweep: training (train_time_s of its fp32 records)", statistics.median(sweep_learn),
+             statistics.median(sweep_learn) / statistics.median(hand_learn), "by hand's training"),
+            ("  by hand: everything but training", rest_hand, None, ""),
+            ("  the sweep: everything but training", rest_sweep, rest_sweep / rest_hand, "by hand's rest"),
+            ("same sweep again, all 9 cells done: s per skipped cell", again / 9, None, ""),
+            ("same sweep again, all done, with its end-of-sweep collation", collated, None, ""),
+            ("  the collation alone (16 figures, tables)", collated - again, (collated - again) / bare, "the sweep")]
+    return pd.DataFrame(rows, columns=["what", "s", "ratio", "ratio to"])
 
 
 def bench_skips() -> pd.DataFrame:
@@ -213,7 +247,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=10_000, help="train.steps per algorithm")
     parser.add_argument("--episodes", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="evaluation repeats")
+    parser.add_argument("--sweep-repeats", type=int, default=2, help="sweep and by-hand runs, alternately")
     parser.add_argument("--quick", action="store_true", help="skip the Atari row and the side-by-side rows")
     parser.add_argument("--parts", default="eval,sweep,skips,side", help="comma-separated: eval, sweep, skips, side")
     args = parser.parse_args()
@@ -225,7 +260,7 @@ def main() -> None:
         print(bench_evaluator(args.episodes * 5, args.repeats, atari).to_markdown(index=False, floatfmt=".2f"))
     if "sweep" in parts:
         print(f"\n## Sweep overhead, CartPole-v1, train.steps={args.steps}, eval.episodes={args.episodes}\n")
-        print(bench_sweep(args.steps, args.episodes).to_markdown(index=False, floatfmt=".2f"))
+        print(bench_sweep(args.steps, args.episodes, args.sweep_repeats).to_markdown(index=False, floatfmt=".2f"))
     if "skips" in parts:
         print("\n## Skipping finished cells\n")
         print(bench_skips().to_markdown(index=False, floatfmt=".2f"))
