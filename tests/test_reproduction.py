@@ -102,5 +102,5 @@ def test_actorq_rows_equal_a_direct_reading_of_the_records_curves():
         row = table.loc[(run["algo"], run["env"], precision)]
         assert row["seeds"] == 1 and row["time_s"] == pytest.approx(hit if hit is not None else run["train_time_s"])
         assert bool(row["censored"]) == (hit is None)
-    section = reproduction.actorq_section(campaign)
+    section = reproduction.actorq_section(campaign, [])
     assert section.count("\n| dqn | cartpole |") == 2

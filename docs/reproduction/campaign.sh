@@ -40,14 +40,15 @@ part() {
     atari_hub) show ptq_table_atari_hub ;;                      # Atari PTQ table on rl-zoo3's hub agents
     actorq_wide) sweep actorq_wide ;;                           # ActorQ, DQN 3x2048 on CartPole, 1 seed
     d4pg) sweep d4pg_cartpole ;;                                # ActorQ, D4PG on DMC cartpole balance, 1 seed
+    d4pg_cpu) sweep d4pg_cartpole_cpu ;;                        # the same with 256x256 networks, which learn on a CPU
     actorq_gym) sweep actorq_gym ;;                             # ActorQ time to reward, DQN on Gym, 3 seeds
     extensions) sweep ptq_extensions ;;                         # PTQ sweet spots on the tasks the paper skipped
-    *) echo "unknown part $1: choose ptq_table, sweet_spot, qat, atari_hub, actorq_wide, d4pg, actorq_gym," \
+    *) echo "unknown part $1: choose ptq_table, sweet_spot, qat, atari_hub, actorq_wide, d4pg, d4pg_cpu, actorq_gym," \
             "extensions" >&2; exit 2 ;;
   esac
 }
 
 # Default order: cheapest first; ptq_table's last rows (DDPG on MountainCarContinuous, ~2 h a seed) late.
-for p in "${@:-sweet_spot qat atari_hub actorq_wide d4pg actorq_gym ptq_table extensions}"; do
+for p in "${@:-sweet_spot qat atari_hub actorq_wide d4pg d4pg_cpu actorq_gym ptq_table extensions}"; do
   for q in $p; do part "$q"; done
 done

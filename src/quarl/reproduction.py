@@ -18,7 +18,7 @@ import logging
 import math
 import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -30,6 +30,7 @@ import yaml
 from quarl import collate
 from quarl.actorq.constants import PRECISIONS
 from quarl.collate import actorq, published
+from quarl.collate.frame import Study
 from quarl.collate.stats import Interval, seed_interval
 from quarl.errors import QuarlError
 from quarl.store import Store, find_records, rebuild
@@ -52,6 +53,8 @@ class Campaign:
     runs: pd.DataFrame
     time_to_reward: pd.DataFrame
     breakdown: pd.DataFrame
+    actorq: Optional[Study] = None  # the ActorQ records, where there are any
+    curves: pd.DataFrame = field(default_factory=pd.DataFrame)  # every record's training curve
 
 
 def load_campaign(records: Path) -> Campaign:
@@ -63,9 +66,36 @@ def load_campaign(records: Path) -> Campaign:
         rebuild(records, store)
         runs = store.runs()
         study = collate.load(store.path, {"quant": "actorq"})
-        ttr = actorq.time_to_reward(study, store.curves()) if not study.empty else pd.DataFrame()
-        parts = actorq.breakdown(study, store.actors()) if not study.empty else pd.DataFrame()
-    return Campaign(runs[runs["status"] == "done"].reset_index(drop=True), ttr, parts)
+        curves = store.curves()
+        if study.empty:
+            return Campaign(runs[runs["status"] == "done"].reset_index(drop=True), pd.DataFrame(), pd.DataFrame())
+        ttr, parts = actorq.time_to_reward(study, curves), actorq.breakdown(study, store.actors())
+    return Campaign(runs[runs["status"] == "done"].reset_index(drop=True), ttr, parts, study, curves)
+
+
+def actorq_figures(campaign: Campaign, folder: Path, draw: bool) -> list[str]:
+    """A return-vs-wall-time figure per ActorQ task, with the paper's return and a random policy's
+    (RANDOM_RETURNS) drawn across it; the Markdown that shows them (the figures are written only
+    when `draw`)."""
+    if campaign.actorq is None:
+        return []
+    shown = []
+    for (algo, env), _ in actorq.runs(campaign.actorq).groupby(["algo", "env"]):
+        name = f"actorq_{algo}_{env.replace('/', '_')}.png"
+        if draw:
+            fig = actorq.convergence(campaign.actorq, campaign.curves, algo, env)
+            ax = fig.axes[0]
+            goal = campaign.time_to_reward.query("algo == @algo and env == @env")["target"]
+            if len(goal):
+                ax.axhline(float(goal.iloc[0]), color="0.2", linestyle="--", linewidth=1, label="target return")
+            if env in RANDOM_RETURNS:
+                mean, sd, n = RANDOM_RETURNS[env]
+                ax.axhspan(mean - sd, mean + sd, color="0.6", alpha=0.25, label=f"random policy, mean ± sd (n = {n})")
+            ax.legend(fontsize=8)
+            (folder / FIGURES).mkdir(parents=True, exist_ok=True)
+            fig.savefig(folder / FIGURES / name)
+        shown.append(f"![ActorQ {algo} on {env}]({FIGURES}/{name})")
+    return shown
 
 
 def _is(column: pd.Series, value: Any) -> pd.Series:
@@ -369,7 +399,12 @@ def figure(runs: pd.DataFrame, algos: list[str], out: Path) -> Path:
     return path
 
 
-def actorq_section(campaign: Campaign) -> str:
+# Returns of a uniformly random policy, (mean, sd, episodes), measured on this machine with
+# `env.action_space.sample()` from reset seeds 1000..1019: the level a curve must rise above to show learning.
+RANDOM_RETURNS = {"dmc/cartpole_balance": (332.1, 59.1, 20)}
+
+
+def actorq_section(campaign: Campaign, figures: list[str]) -> str:
     """Time to the paper's reward with fp32 and int8 actors, the speedup beside the published one,
     and the actors' inference time per step."""
     ttr, parts = campaign.time_to_reward, campaign.breakdown
@@ -412,7 +447,7 @@ def actorq_section(campaign: Campaign) -> str:
         "published speedup",
         "final eval reward",
     ]
-    return ACTORQ_NOTE + "\n\n" + _markdown(header, rows)
+    return ACTORQ_NOTE + "\n\n" + _markdown(header, rows) + "".join(f"\n\n{f}" for f in figures)
 
 
 def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> str:
@@ -516,7 +551,8 @@ def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> st
                 )
             )
     parts.append("## QAT vs PTQ\n\n" + QAT_NOTE + "\n\n" + ("\n\n".join(qat) if qat else "Not run yet."))
-    parts.append("## ActorQ: fp32 vs int8 actors\n\n" + actorq_section(campaign))
+    curves = actorq_figures(campaign, folder, figures)
+    parts.append("## ActorQ: fp32 vs int8 actors\n\n" + actorq_section(campaign, curves))
     parts.append(
         "## Every named sweep: records so far, cost, command\n\n" + LATER_NOTE + "\n\n" + not_run_here(sweeps, runs)
     )
@@ -583,14 +619,17 @@ QAT_NOTE = """Sweep `qat_classic` at 2, 4, 6 and 8 bits, three seeds: QAT (fake 
 budget, affine per tensor) against PTQ of the fp32 policy with the same quantizer. The paper's
 finding is that QAT keeps reward down to 5-6 bits and beats PTQ at equal bits."""
 
-ACTORQ_NOTE = """Sweeps `actorq_wide` (DQN with the published 3x2048 policy on CartPole) and `d4pg_cartpole`
-(D4PG on DeepMind Control cartpole balance), fp32 vs int8 actors, one seed each, learner on this
-CPU (the paper's ran on a V100, for far longer). Time to target: wall seconds until the mean
-return of the last training episodes reaches the paper's return; a run that never reached it
-counts at its whole run time, so the value is a lower bound (≥) and a speedup is given only as far
-as the bounds allow (– when both runs are bounds). Actor inference: ms per actor env step spent
-running the policy (`quarl.collate.actorq`: the actors' runtime breakdown). Final eval reward:
-the learner's final fp32 policy over ten evaluation episodes."""
+ACTORQ_NOTE = """Sweeps `actorq_wide` (DQN with the published 3x2048 policy on CartPole), `d4pg_cartpole`
+(D4PG with the published 3x2048 policy on DeepMind Control cartpole balance) and `d4pg_cartpole_cpu`
+(the same with 256x256 networks, whose learner keeps up on this CPU); fp32 vs int8 actors, one seed
+each, learner on this CPU (the paper's ran on a V100, for far longer). Time to target: wall seconds
+until the mean return of the last training episodes reaches the paper's return; a run that never
+reached it counts at its whole run time, so the value is a lower bound (≥) and a speedup is given
+only as far as the bounds allow (– when both runs are bounds). Actor inference: ms per actor env
+step spent running the policy (`quarl.collate.actorq`: the actors' runtime breakdown). Final eval
+reward: the learner's final fp32 policy over ten evaluation episodes. In the figures, the dashed
+line is the target and the grey band a uniformly random policy's return (mean ± sd), where
+measured: a curve above the band learned something."""
 
 LATER_NOTE = """The campaign runs part by part (`docs/reproduction/campaign.sh`). Every named sweep is listed
 with the records archived from it so far (0: not run yet; the larger rows are meant for a cluster or
