@@ -602,6 +602,25 @@ def test_actorq_time_to_reward_is_censored_not_averaged_over_survivors(tmp_path:
     assert "≥ " in (out / "actorq/time_to_reward.md").read_text() and "Censored" in (out / "actorq/time_to_reward.md").read_text()
 
 
+def test_actorq_runs_with_other_networks_are_not_pooled_as_seeds(tmp_path: Path):
+    """Two sweeps of one task with different actor networks: two settings, each with its own fp32
+    baseline and speedup, never one setting with twice the seeds."""
+    from quarl.collate import actorq
+
+    records = []
+    for widths, fp32_at, int8_at in (([2048, 2048], 60.0, 30.0), ([64, 64], 40.0, 40.0)):
+        for bits, at in ((32, fp32_at), (8, int8_at)):
+            rec = _actorq_record(bits, 0, reach_at=at)
+            rec["run"]["cell_key"] = f"{rec['run']['cell_key']}-{widths[0]}"
+            rec["config"]["algo"]["hyperparams"] = {"policy_kwargs": {"net_arch": widths}}
+            records.append(rec)
+    study = load(_store(tmp_path, records))
+    ttr = actorq.time_to_reward(study, Store(study.store).curves()).set_index(["network", "precision"])
+    assert len(ttr) == 4 and (ttr["seeds"] == 1).all()
+    assert ttr.loc[("2048x2048", "int8"), "speedup_vs_fp32"] > 1.5
+    assert ttr.loc[("64x64", "int8"), "speedup_vs_fp32"] == pytest.approx(1.0)
+
+
 def test_plots_stay_readable(tmp_path: Path):
     """Bit ticks evenly spaced (4..8 no longer run together), heat-map labels wrapped, the weight
     grid thinned where its ticks would merge, the ActorQ legend named as the log, beside the bars."""
@@ -614,7 +633,7 @@ def test_plots_stay_readable(tmp_path: Path):
     drawn, every = weights._drawn_levels(levels, ax_width_px=320, span=2.2)
     assert every > 1 and len(drawn) < 256 and np.median(np.diff(drawn)) / 2.2 * 320 >= weights.MIN_TICK_PX
     assert weights._drawn_levels(levels[::64], 320, 2.2)[1] == 1  # a 2-bit grid: every level
-    fig = actorq.breakdown_figure(pd.DataFrame([{"algo": "dqn", "env": "acrobot", "update_period": 100, "precision": p,
+    fig = actorq.breakdown_figure(pd.DataFrame([{"algo": "dqn", "env": "acrobot", "network": "default", "update_period": 100, "precision": p,
                                                  **{f"{n} (ms/step)": 1.0 for n in actorq.PART_NAMES.values()}}
                                                 for p in actorq.ORDER]), "dqn", "acrobot")
     legend = fig.legends[0]

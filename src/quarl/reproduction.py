@@ -28,7 +28,6 @@ import pandas as pd
 import yaml
 
 from quarl import collate
-from quarl.actorq.constants import PRECISIONS
 from quarl.collate import actorq, published
 from quarl.collate.frame import Study
 from quarl.collate.stats import Interval, seed_interval
@@ -410,17 +409,18 @@ def actorq_section(campaign: Campaign, figures: list[str]) -> str:
     ttr, parts = campaign.time_to_reward, campaign.breakdown
     if ttr.empty:
         return "Not run yet."
-    done = select(campaign.runs, quant="actorq")
-    precision = pd.to_numeric(done["quant.actor_bits"]).astype(int).map(PRECISIONS)
+    assert campaign.actorq is not None  # time to reward is read from it
+    done = actorq.runs(campaign.actorq)
     rows = []
     for (_, r), (_, view) in zip(ttr.iterrows(), actorq.ttr_display(ttr).iterrows()):
-        where = (done["algo"] == r["algo"]) & (done["env"] == r["env"]) & (precision == r["precision"])
-        cells = done[where]
-        part = parts[(parts["algo"] == r["algo"]) & (parts["env"] == r["env"]) & (parts["precision"] == r["precision"])]
+        setting = {k: r[k] for k in (*actorq.SETTING, "precision")}
+        cells = done[(done[list(setting)] == pd.Series(setting)).all(axis=1)]
+        part = parts[(parts[list(setting)] == pd.Series(setting)).all(axis=1)]
         rows.append(
             [
                 r["algo"],
                 r["env"],
+                r["network"],
                 r["precision"],
                 str(r["seeds"]),
                 fmt(pd.to_numeric(cells["env_steps"]).mean(), 0),
@@ -436,6 +436,7 @@ def actorq_section(campaign: Campaign, figures: list[str]) -> str:
     header = [
         "algo",
         "env",
+        "policy",
         "actors",
         "seeds",
         "env steps",

@@ -16,6 +16,7 @@ fp32 is given as a number only when both precisions' times are exact, as a bound
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 
@@ -47,11 +48,27 @@ def published() -> pd.DataFrame:
     return packaged("actorq_time_to_reward.csv", "task")
 
 
+NETWORK_COLUMNS = ("algo.hyperparams.policy_layers", "algo.hyperparams.policy_kwargs.net_arch")
+SETTING = ["algo", "env", "network", "update_period"]  # runs pooled as seeds only within one setting
+
+
+def network(record: pd.Series) -> str:
+    """The actors' layer widths ('2048x2048x2048'), or 'default' where the record leaves them to the algo."""
+    for column in NETWORK_COLUMNS:
+        value = record.get(column)
+        if isinstance(value, str):
+            value = json.loads(value)
+        if isinstance(value, (list, tuple)) and value:
+            return "x".join(str(int(width)) for width in value)
+    return "default"
+
+
 def runs(study: Study) -> pd.DataFrame:
-    """The finished ActorQ records with `precision` (int8 / fp16 / fp32) and `update_period`."""
+    """The finished ActorQ records with `precision` (int8 / fp16 / fp32), `network` and `update_period`."""
     done = study.done[study.done["quant"] == "actorq"].copy()
     done["precision"] = pd.to_numeric(done["quant.actor_bits"]).astype(int).map(PRECISIONS)
     done["update_period"] = pd.to_numeric(done["actorq.update_period"]).astype(int)
+    done["network"] = [network(r) for _, r in done.iterrows()]
     return done
 
 
@@ -98,14 +115,14 @@ def _speedup(fp32: float, fp32_censored: bool, this: float, this_censored: bool)
 
 
 def time_to_reward(study: Study, curves: pd.DataFrame) -> pd.DataFrame:
-    """Per (algo, env, update period, precision): wall seconds and env steps until the target return,
+    """Per (algo, env, network, update period, precision): wall seconds and env steps until the target return,
     mean over every seed (a seed that missed it counts at its run time: then the value is a lower
     bound, `censored`), and the speedup over fp32 actors with its kind (`speedup_bound`: '=' exact,
     '>=' / '<=' a bound, '' none when both are censored)."""
     done = runs(study)
     paper = published()
     out = []
-    for (algo, env, period), rows in done.groupby(["algo", "env", "update_period"]):
+    for (algo, env, net, period), rows in done.groupby(SETTING):
         per_run = {k: smoothed(curves, k) for k in rows["cell_key"]}
         goal, source = target(algo, env, per_run, rows)
         for precision, group in rows.groupby("precision"):
@@ -126,6 +143,7 @@ def time_to_reward(study: Study, curves: pd.DataFrame) -> pd.DataFrame:
                 {
                     "algo": algo,
                     "env": env,
+                    "network": net,
                     "update_period": period,
                     "precision": precision,
                     "target": goal,
@@ -141,11 +159,11 @@ def time_to_reward(study: Study, curves: pd.DataFrame) -> pd.DataFrame:
     table = pd.DataFrame(out)
     if table.empty:
         return table
-    fp32 = table[table["precision"] == "fp32"].set_index(["algo", "env", "update_period"])
+    fp32 = table[table["precision"] == "fp32"].set_index(SETTING)
     speed = [
         _speedup(
-            fp32["time_s"].get((r.algo, r.env, r.update_period), np.nan),
-            bool(fp32["censored"].get((r.algo, r.env, r.update_period), False)),
+            fp32["time_s"].get((r.algo, r.env, r.network, r.update_period), np.nan),
+            bool(fp32["censored"].get((r.algo, r.env, r.network, r.update_period), False)),
             r.time_s,
             r.censored,
         )
@@ -197,7 +215,10 @@ def convergence(study: Study, curves: pd.DataFrame, algo: str, env: str):
         end = max(smoothed(curves, k)["wall_s"].max() for k in rows["cell_key"])
         grid = np.linspace(0, end, GRID)
         counts = []
-        for precision, group in sorted(rows.groupby("precision"), key=lambda g: ORDER.index(g[0])):
+        several = rows["network"].nunique() > 1
+        for (net, precision), group in sorted(
+            rows.groupby(["network", "precision"]), key=lambda g: (g[0][0], ORDER.index(g[0][1]))
+        ):
             lines = []
             for key in group["cell_key"]:
                 s = smoothed(curves, key)
@@ -211,7 +232,8 @@ def convergence(study: Study, curves: pd.DataFrame, algo: str, env: str):
                 warnings.simplefilter("ignore", RuntimeWarning)
                 mean = np.nanmean(y, axis=0)
                 se = np.nanstd(y, axis=0, ddof=1) / np.sqrt(n)
-            (line,) = ax.plot(grid, mean, label=f"{precision} actors (n = {len(lines)})")
+            label = f"{precision} actors{f', {net} policy' if several else ''} (n = {len(lines)})"
+            (line,) = ax.plot(grid, mean, label=label)
             if len(lines) > 1:
                 half = np.array([t_quantile(0.95, k - 1) if k > 1 else np.nan for k in n]) * se
                 ax.fill_between(grid, mean - half, mean + half, color=line.get_color(), alpha=0.2, linewidth=0)
@@ -226,31 +248,35 @@ def convergence(study: Study, curves: pd.DataFrame, algo: str, env: str):
 
 
 def breakdown(study: Study, actors: pd.DataFrame) -> pd.DataFrame:
-    """Per (algo, env, update period, precision): ms per actor step in each part, mean over actors and seeds."""
-    done = runs(study)[["cell_key", "algo", "env", "update_period", "precision"]]
+    """Per (algo, env, network, update period, precision): ms per actor step in each part, mean over actors
+    and seeds."""
+    done = runs(study)[["cell_key", *SETTING, "precision"]]
     df = actors.merge(done, on="cell_key")
     if df.empty:
         return pd.DataFrame()
     for part in PARTS:
         df[part] = 1e3 * df[part] / df["steps"].clip(lower=1)
-    out = df.groupby(["algo", "env", "update_period", "precision"])[PARTS + ["steps_per_s"]].mean().reset_index()
+    out = df.groupby([*SETTING, "precision"])[PARTS + ["steps_per_s"]].mean().reset_index()
     return out.rename(columns={p: f"{PART_NAMES[p]} (ms/step)" for p in PARTS})
 
 
 def breakdown_figure(table: pd.DataFrame, algo: str, env: str):
-    """Stacked bars of ms per actor step by part: a bar per precision, a panel per update period."""
+    """Stacked bars of ms per actor step by part: a bar per precision, a panel per network and update period."""
     rows = table[(table["algo"] == algo) & (table["env"] == env)]
-    periods = sorted(rows["update_period"].unique())
+    panels = sorted(set(zip(rows["network"], rows["update_period"])))
     columns = [f"{PART_NAMES[p]} (ms/step)" for p in PARTS]
     with plots.styled():
-        fig, axes = plots.new_figure(3.6 * len(periods) + 0.6, 4.6, ncols=len(periods), sharey=True)
-        for ax, period in zip(axes[0], periods):
-            r = rows[rows["update_period"] == period].set_index("precision").reindex(ORDER).dropna(how="all")
+        fig, axes = plots.new_figure(3.6 * len(panels) + 0.6, 4.6, ncols=len(panels), sharey=True)
+        for ax, (net, period) in zip(axes[0], panels):
+            panel = rows[(rows["network"] == net) & (rows["update_period"] == period)]
+            r = panel.set_index("precision").reindex(ORDER).dropna(how="all")
             bottom = np.zeros(len(r))
             for column in columns:
                 ax.bar(r.index, r[column], bottom=bottom, label=column.split(" (")[0])
                 bottom += r[column].to_numpy()
-            ax.set_title(f"pull every {period} steps")
+            ax.set_title(
+                f"{net} policy, pull every {period} steps" if len(panels) > 1 else f"pull every {period} steps"
+            )
             ax.set_xlabel("actor precision")
         axes[0, 0].set_ylabel("ms per actor step")
         handles, labels = axes[0, 0].get_legend_handles_labels()
