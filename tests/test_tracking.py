@@ -44,8 +44,10 @@ def write_run(folder: Path, steps: range, resume_step=None, settings=None) -> No
     curves.close()
 
 
-def test_curves_go_to_csv_and_tensorboard(tmp_path):
-    write_run(tmp_path, range(10, 60, 10))
+def test_curves_go_to_csv_and_tensorboard_where_asked(tmp_path):
+    write_run(tmp_path / "csv", range(10, 60, 10))
+    assert not list((tmp_path / "csv").glob("events.out.tfevents.*"))  # TensorBoard is opt-in, as in SB3
+    write_run(tmp_path, range(10, 60, 10), settings=tracking(tensorboard=True))
     episodes = rows(tmp_path / EPISODES_CSV)
     assert [int(r["step"]) for r in episodes] == [10, 20, 30, 40, 50]
     assert [float(r["reward"]) for r in episodes] == [1.0, 2.0, 3.0, 4.0, 5.0]
@@ -57,10 +59,11 @@ def test_curves_go_to_csv_and_tensorboard(tmp_path):
 
 
 def test_a_resumed_curve_drops_the_points_after_its_checkpoint(tmp_path):
-    write_run(tmp_path, range(10, 60, 10))  # killed at 50, its checkpoint at 30
+    board = tracking(tensorboard=True)
+    write_run(tmp_path, range(10, 60, 10), settings=board)  # killed at 50, its checkpoint at 30
     # TensorBoard orders event files by the second their name records: a resume comes later than this
     time.sleep(1.1)
-    write_run(tmp_path, range(30, 80, 10), resume_step=30)
+    write_run(tmp_path, range(30, 80, 10), resume_step=30, settings=board)
     assert [int(r["step"]) for r in rows(tmp_path / EPISODES_CSV)] == [10, 20, 30, 40, 50, 60, 70]
     assert [s for s, _ in tb_scalars(tmp_path, "episode/return")] == [10, 20, 30, 40, 50, 60, 70]
 

@@ -29,7 +29,7 @@ def csv_rows(path):
 
 @pytest.mark.slow
 def test_a_fresh_training_leaves_tensorboard_and_csv_curves_beside_its_policy(scratch):
-    done = run_quarl(scratch, *FAST, "algo=ppo", "train.log_interval_s=0.2")
+    done = run_quarl(scratch, *FAST, "algo=ppo", "train.log_interval_s=0.2", "train.tracking.tensorboard=true")
     log = done.stdout + done.stderr
     # stderr is a pipe here: progress comes as log lines with steps, rate, recent return and time left
     lines = [line for line in log.splitlines() if "Training fp32 ppo: " in line]
@@ -82,7 +82,7 @@ def test_keep_best_records_the_kept_model_and_saves_it_with_its_normalisation(tm
 def test_qat_keeps_the_best_fake_quantized_model(tmp_path):
     """Only models with fake quant on compete, evaluated as the saved QAT policy computes."""
     cfg = compose_cfg("algo=ppo", "quant=qat", "quant.bits=4", "quant.delay=1024", "train.steps=2048", *KEEP_BEST[:1],
-                      "train.eval_every=256", "train.eval_episodes=5")
+                      "train.eval_every=256", "train.eval_episodes=5", "train.tracking.tensorboard=true")
     policy = obtain(cfg, tmp_path)
     evaluations, kept = policy.meta["evaluations"], policy.kept
     assert [e["step"] for e in evaluations] == list(range(1024, 2049, 256))
@@ -94,7 +94,7 @@ def test_qat_keeps_the_best_fake_quantized_model(tmp_path):
 @pytest.mark.slow
 def test_an_actorq_run_writes_its_curve_in_its_run_dir(scratch):
     done = run_quarl(scratch, *FAST, "algo=dqn", "quant=actorq", "train.steps=3000", "actorq.actors=1",
-                     "actorq.log_interval_s=0.5", "hydra.run.dir=run")
+                     "actorq.log_interval_s=0.5", "hydra.run.dir=run", "train.tracking.tensorboard=true")
     assert "ActorQ dqn int8: " in done.stdout + done.stderr and "/3000 env steps (" in done.stdout + done.stderr
     curves = scratch / "run" / "curves"
     episodes = csv_rows(curves / "episodes.csv")
@@ -121,7 +121,8 @@ class Killed(Exception):
 
 @pytest.mark.slow
 def test_a_resumed_training_keeps_the_best_model_so_far(tmp_path, monkeypatch):
-    cfg = compose_cfg("algo=ppo", "train.steps=3000", "train.checkpoint_every=1024", *KEEP_BEST)
+    cfg = compose_cfg("algo=ppo", "train.steps=3000", "train.checkpoint_every=1024", *KEEP_BEST,
+                      "train.tracking.tensorboard=true")
     folder, ckpt = tmp_path / "policy", tmp_path / "policy.ckpt"
     folder.mkdir()
     saved: list[int] = []

@@ -2,7 +2,7 @@
 
 A folder per policy under `store.policies` holds `model.zip` (SB3's format), `vecnormalize.pkl` when
 observations are normalised, `qat_state.pt` (fake-quant ranges) for QAT policies, the training curve
-(`curve.json`, and `curves/` with CSV and TensorBoard files: quarl.tracking) and `meta.json` (with
+(`curve.json`, and `curves/` with CSV files, and TensorBoard's where asked: quarl.tracking) and `meta.json` (with
 `kept`: the step and evaluation reward of the model kept by `train.keep_best`). A file lock makes
 concurrent sweep jobs wait for the one that trains; a policy is written to a temporary folder and
 renamed into place, so an interrupted training leaves nothing that looks finished.
@@ -65,7 +65,7 @@ class CachedPolicy:
 
     @property
     def curves(self) -> Path:
-        """The folder of the training's curve files (CSV, TensorBoard); absent for pretrained policies."""
+        """The folder of the training's curve files (CSV, TensorBoard where asked); absent for pretrained policies."""
         return self.folder / CURVES_DIR
 
     @property
@@ -173,7 +173,8 @@ def obtain(cfg: Any, root: Path, progress: bool = False) -> CachedPolicy:
             tmp.replace(folder)
             shutil.rmtree(checkpoints, ignore_errors=True)  # its curve went into the policy folder
             if cfg.policy.source == "train":
-                log.info("Training curve in %s (CSV; tensorboard --logdir opens it)", folder / CURVES_DIR)
+                tensorboard = "; tensorboard --logdir opens it" if cfg.train.tracking.tensorboard else ""
+                log.info("Training curve in %s (CSV%s)", folder / CURVES_DIR, tensorboard)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return CachedPolicy(key, folder, cfg, trained=cfg.policy.source == "train")

@@ -84,8 +84,11 @@ class ActorQConfig:
 
 @dataclass
 class TrackingConfig:
-    """Trackers a training's curve also goes to (its CSV and TensorBoard files are always written)."""
+    """Trackers a training's curve also goes to (its CSV files are always written)."""
 
+    # TensorBoard event files beside the CSVs (`tensorboard --logdir`). Off by default, as in SB3 and
+    # rl-zoo3: writing them took a quarter of a 10k-step A2C training's time here.
+    tensorboard: bool = False
     wandb: bool = False  # a W&B run (package wandb)
     wandb_mode: str = "offline"  # offline (no network; `wandb sync` later), online or disabled
     wandb_dir: str = "outputs"  # W&B writes wandb/offline-run-* here (relative: the launch dir)

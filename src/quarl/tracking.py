@@ -7,8 +7,9 @@ for ActorQ runs):
     scalars.csv             one row per logged step: step, wall_s, then one column per scalar the
                             algorithm logs (train/loss, train/value_loss, rollout/ep_rew_mean,
                             time/fps, eval/mean_reward, ...)
-    events.out.tfevents.*   TensorBoard: episode/return and episode/length at the step each training
-                            episode ended, and every scalar of scalars.csv (`tensorboard --logdir`)
+    events.out.tfevents.*   with `train.tracking.tensorboard=true`, TensorBoard: episode/return and
+                            episode/length at the step each training episode ended, and every scalar
+                            of scalars.csv (`tensorboard --logdir`)
 
 With `train.tracking.wandb=true` the same points also go to a W&B run (offline by default, under
 `train.tracking.wandb_dir`), and with `train.tracking.mlflow=true` to an MLflow run (a local SQLite
@@ -273,11 +274,13 @@ def require(settings: Any) -> None:
 
 
 def open_curves(folder: Path, settings: Any, run: RunName, base: Path, resume_step: Optional[int] = None) -> Curves:
-    """The curve writers of one training: CSV and TensorBoard in `folder`, plus W&B / MLflow when
+    """The curve writers of one training: CSV in `folder`, plus TensorBoard, W&B and MLflow when
     `settings` (a `train.tracking` config) turns them on. Relative tracker paths are against `base`."""
     folder.mkdir(parents=True, exist_ok=True)
     require(settings)
-    writers: list[Writer] = [CsvWriter(folder, resume_step), TensorBoardWriter(folder, resume_step)]
+    writers: list[Writer] = [CsvWriter(folder, resume_step)]
+    if settings.tensorboard:
+        writers.append(TensorBoardWriter(folder, resume_step))
     if settings.wandb:
         writers.append(WandbWriter(run, settings, base))
     if settings.mlflow:

@@ -151,7 +151,7 @@ def _keep_best(cfg: Any, hook: Optional[TrainingHook], curves: Curves, progress:
 
 def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = None) -> None:
     """Train the policy `cfg` describes (fp32, or its method's own, such as QAT) and save it in `folder`,
-    with its training curve in `folder/curves` (CSV and TensorBoard; quarl.tracking).
+    with its training curve in `folder/curves` (CSV, and the trackers train.tracking turns on; quarl.tracking).
 
     `progress`: a bar on a terminal; off a terminal (and with train.progress) a log line every
     `train.log_interval_s` seconds. With `checkpoints`, progress is saved there every

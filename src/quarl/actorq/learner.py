@@ -89,7 +89,7 @@ class TrainResult:
 
 
 def open_run_curves(cfg: Any, run_dir: Path) -> Curves:
-    """The curve writers of an ActorQ run: CSV and TensorBoard in `<run dir>/curves` (quarl.tracking),
+    """The curve writers of an ActorQ run: CSV in `<run dir>/curves` (quarl.tracking),
     plus the trackers `train.tracking` turns on, the run named by algo, env, seed and actor precision."""
     name = f"actorq-{cfg.algo.name}-{cfg.env.name.replace('/', '-')}-seed{cfg.seed}-actor{cfg.quant.actor_bits}"
     tags = {
