@@ -88,7 +88,7 @@ def test_actorq_rows_equal_a_direct_reading_of_the_records_curves():
     actorq = [r for r in records if r["run"]["quant"] == "actorq"]
     if not actorq:
         pytest.skip("no ActorQ record archived yet")
-    table = campaign.time_to_reward.set_index(["algo", "env", "precision"])
+    table = campaign.time_to_reward.set_index(["algo", "env", "network", "precision"])
     for record in actorq:
         run = record["run"]
         goal = paper[(paper["algo"] == run["algo"]) & (paper["key"] == bare_name(run["env"]))]
@@ -99,7 +99,10 @@ def test_actorq_rows_equal_a_direct_reading_of_the_records_curves():
         means = [rewards[max(0, i + 1 - RETURN_WINDOW) : i + 1].mean() for i in range(len(rewards))]
         hit = next((p["wall_s"] for p, m in zip(curve, means) if m >= goal.iloc[0]["reward_achieved"]), None)
         precision = {32: "fp32", 16: "fp16", 8: "int8"}[int(record["config"]["quant"]["actor_bits"])]
-        row = table.loc[(run["algo"], run["env"], precision)]
+        hyper = record["config"]["algo"].get("hyperparams") or {}
+        layers = hyper.get("policy_layers") or (hyper.get("policy_kwargs") or {}).get("net_arch")
+        network = "x".join(str(width) for width in layers) if layers else "default"
+        row = table.loc[(run["algo"], run["env"], network, precision)]
         assert row["seeds"] == 1 and row["time_s"] == pytest.approx(hit if hit is not None else run["train_time_s"])
         assert bool(row["censored"]) == (hit is None)
     section = reproduction.actorq_section(campaign, [])
