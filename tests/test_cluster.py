@@ -22,9 +22,11 @@ from tests.conftest import ENV, FAST, ROOT
 from tests.test_actorq import run_killing_actor_0
 
 TINY = FAST[1:]  # two evaluation episodes, no collation
-# DQN trains in chunks of 256 env steps and checkpoints on chunk boundaries: 16 chunks, a checkpoint every 4.
-STEPS = 4096
-LONG_CELL = ["algo=dqn", f"train.steps={STEPS}", "train.checkpoint_every=1024"]
+# DQN trains in chunks of 256 env steps and checkpoints on chunk boundaries: 64 chunks, a checkpoint every 8.
+# Long enough that a cell is still training when the test requeues or signals it after a checkpoint
+# (with 4096 steps, a cell on an idle core could finish in the second between checkpoint and requeue).
+STEPS = 16384
+LONG_CELL = ["algo=dqn", f"train.steps={STEPS}", "train.checkpoint_every=2048"]
 
 
 def _registry(tmp_path_factory) -> Path:

@@ -112,7 +112,7 @@ def run_actor(actor_id: int, spec: ActorSpec, link: Link) -> Timings:
         assert isinstance(env.action_space, gym.spaces.Box)
         bounds = env.action_space.low.astype(np.float32), env.action_space.high.astype(np.float32)
     policy = Policy(spec, timings)
-    while policy.version < 0:  # the learner publishes its initial weights before it starts the actors
+    while policy.version < 0:  # the learner publishes its initial weights once every actor has started
         if link.stopped():
             return timings
         got = link.pull(-1)

@@ -171,9 +171,9 @@ def train(
     )
     window, dump_every, last_dump = LossWindow(), max(1, budget // CURVE_ROWS), 0
     try:
-        publish()
         for actor_id in range(settings.actors):
             log.info("Actor %d started (%s)", actor_id, transport.start(actor_id))
+        publish()  # after every start: the actors wait for the first weights, so none gets a head start
         last_progress = time.perf_counter()
         while env_steps < budget and not _reached(settings, curve, env_steps):
             can_train = limiter.can_sample(replay.inserted)

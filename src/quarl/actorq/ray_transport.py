@@ -17,11 +17,13 @@ import time
 from typing import Any, Optional
 
 import numpy as np
+from omegaconf import OmegaConf
 
 from quarl.actorq.actor import run_actor
 from quarl.actorq.replay import Chunk
 from quarl.actorq.settings import ActorSpec
 from quarl.actorq.transport import JOIN_S, QUEUE_CHUNKS, Transport
+from quarl.envs import make_env
 from quarl.errors import QuarlError
 
 log = logging.getLogger(__name__)
@@ -79,8 +81,10 @@ class _ParameterServer:
 
 
 class _RayActor:
-    def where(self) -> str:
-        """The node and process this actor runs in (for the log)."""
+    def ready(self, spec: ActorSpec) -> str:
+        """Make (and close) the actor's env once, so its suite is imported before the run starts;
+        returns the node and process this actor runs in (for the log)."""
+        make_env(OmegaConf.create(spec.env)).close()
         return f"{socket.gethostname()}, pid {os.getpid()}"
 
     def run(self, actor_id: int, spec: ActorSpec, server: Any, chunks: Any) -> dict[str, float]:
@@ -122,7 +126,7 @@ class RayTransport(Transport):
 
     def start(self, actor_id: int) -> str:
         handle = self.actor_cls.remote()
-        where = self.ray.get(handle.where.remote())  # before `run`, which holds the actor until it stops
+        where = self.ray.get(handle.ready.remote(self.spec))  # before `run`, which holds the actor until it stops
         self.actors[actor_id] = handle
         self.runs[actor_id] = handle.run.remote(actor_id, self.spec, self.server, self.chunks)
         return f"Ray actor {handle._actor_id.hex()[:8]} on {where}"
