@@ -5,6 +5,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from quarl import reproduction
@@ -107,3 +108,31 @@ def test_actorq_rows_equal_a_direct_reading_of_the_records_curves():
         assert bool(row["censored"]) == (hit is None)
     section = reproduction.actorq_section(campaign, [])
     assert section.count("\n| dqn | cartpole |") == 2
+
+
+def _qat_rows(rewards: dict[tuple[str, int], list[float]], fp32: float = 500.0) -> pd.DataFrame:
+    rows = [
+        {"algo": "dqn", "env": "cartpole", "train.keep_best": True, "quant.scheme": "affine",
+         "quant.granularity": "per_tensor", "quant": quant, "quant.bits": bits, "seed": seed,
+         "reward_mean": reward, "fp32_reward": fp32}
+        for (quant, bits), values in rewards.items() for seed, reward in enumerate(values)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_qat_vs_ptq_pairs_seeds_and_says_when_there_is_nothing_to_recover():
+    runs = _qat_rows({
+        ("qat", 8): [500.0, 500.0, 500.0], ("ptq", 8): [500.0, 490.0, 500.0],  # PTQ keeps fp32: 496.7 >= 475
+        ("qat", 4): [400.0, 420.0, 440.0], ("ptq", 4): [100.0, 110.0, 130.0],  # QAT 300, 310, 310 ahead
+        ("qat", 2): [10.0, 300.0, 20.0], ("ptq", 2): [20.0, 10.0, 30.0],       # mixed: +290 in one seed only
+    })
+    table = reproduction.qat_vs_ptq(runs, "dqn").set_index("bits")
+    assert table.loc[8, "verdict"] == "nothing for QAT to recover: PTQ keeps the fp32 reward"
+    diff = table.loc[4, "diff"]  # paired: mean of 300, 310, 310 with a t-interval of n = 3
+    assert diff.n_runs == 3 and diff.estimate == pytest.approx(306.6667)
+    assert diff.high - diff.estimate == pytest.approx(4.302653 * 5.773503 / 3**0.5, rel=1e-5)
+    assert table.loc[4, "verdict"] == "QAT higher (paired interval above 0)"
+    assert table.loc[2, "verdict"] == "no difference shown (paired interval includes 0); QAT ahead in 1 of 3 seeds"
+    # keeping the fp32 reward is read from the widest width down, stopping at the first that loses it
+    assert reproduction.qat_finding(table.reset_index(), "dqn") == (
+        "dqn: QAT keeps the fp32 reward down to 8 bits, PTQ down to 8 bits.")
