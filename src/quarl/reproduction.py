@@ -441,6 +441,11 @@ def figure(runs: pd.DataFrame, algos: list[str], out: Path) -> Path:
 RANDOM_RETURNS = {"dmc/cartpole_balance": (332.1, 59.1, 20)}
 
 
+def _rate(cells: pd.DataFrame, column: str) -> float:
+    """`column` per second of training, mean over the seeds' runs."""
+    return float((pd.to_numeric(cells[column]) / pd.to_numeric(cells["train_time_s"])).mean())
+
+
 def actorq_section(campaign: Campaign, figures: list[str]) -> str:
     """Time to the paper's reward with fp32 and int8 actors, the speedup beside the published one,
     and the actors' inference time per step."""
@@ -463,6 +468,8 @@ def actorq_section(campaign: Campaign, figures: list[str]) -> str:
                 str(r["seeds"]),
                 fmt(pd.to_numeric(cells["env_steps"]).mean(), 0),
                 fmt(pd.to_numeric(cells["train_time_s"]).mean(), 0),
+                fmt(_rate(cells, "env_steps"), 0),
+                fmt(_rate(cells, "learner_steps"), 1),
                 fmt(part["inference (ms/step)"].mean()) if len(part) else "–",
                 f"{fmt(r['target'])} ({r['target_from']}; {r['reached']} seeds reached it)",
                 str(view["time_s"]),
@@ -479,6 +486,8 @@ def actorq_section(campaign: Campaign, figures: list[str]) -> str:
         "seeds",
         "env steps",
         "wall s",
+        "env steps/s",
+        "learner updates/s",
         "actor inference ms/step",
         "target return",
         "time to target s",
@@ -675,14 +684,20 @@ fp32 trainings share their first half, so the difference QAT - PTQ is also given
 "Keeps the fp32 reward": a mean within 5% of the env's reward threshold of the fp32 policies' mean;
 where PTQ already does, there is nothing for QAT to recover."""
 
-ACTORQ_NOTE = """Sweeps `actorq_wide` (DQN with the published 3x2048 policy on CartPole), `d4pg_cartpole`
-(D4PG with the published 3x2048 policy on DeepMind Control cartpole balance) and `d4pg_cartpole_cpu`
-(the same with 256x256 networks, whose learner keeps up on this CPU); fp32 vs int8 actors, one seed
-each, learner on this CPU (the paper's ran on a V100, for far longer). Time to target: wall seconds
+ACTORQ_NOTE = """Sweeps `actorq_gym` (DQN with rl-zoo3's tuned 256x256 Q-network and budget on CartPole,
+MountainCar and Acrobot, three seeds), `actorq_wide` (DQN with the published 3x2048 policy on
+CartPole), `d4pg_cartpole` (D4PG with the published 3x2048 policy on DeepMind Control cartpole
+balance) and `d4pg_cartpole_cpu` (the same with 256x256 networks, whose learner keeps up on this
+CPU), one seed each but `actorq_gym`; fp32 vs int8 actors, four actors and the learner on one core
+of this CPU (the paper's learner ran on a V100, for far longer). Time to target: wall seconds
 until the mean return of the last training episodes reaches the paper's return; a run that never
 reached it counts at its whole run time, so the value is a lower bound (≥) and a speedup is given
 only as far as the bounds allow (– when both runs are bounds). Actor inference: ms per actor env
-step spent running the policy (`quarl.collate.actorq`: the actors' runtime breakdown). Final eval
+step spent running the policy (`quarl.collate.actorq`: the actors' runtime breakdown); env steps/s
+and learner updates/s: the whole run's throughput on each side, so a run whose learner sets the
+pace (few updates/s, actors waiting on the samples-per-insert limit) gains little from faster
+actors. On one core the actors and the learner take turns, so an actor's ms/step includes the
+time it waited for the core. Final eval
 reward: the learner's final fp32 policy over ten evaluation episodes. In the figures, the dashed
 line is the target and the grey band a uniformly random policy's return (mean ± sd), where
 measured: a curve above the band learned something."""
