@@ -71,7 +71,8 @@ def test_a_calibration_seed_that_equals_an_evaluation_seed_is_skipped(monkeypatc
 
 @pytest.fixture(scope="module")
 def dqn():
-    return DQN("MlpPolicy", "CartPole-v1", policy_kwargs={"net_arch": [8, 8]}, seed=0, learning_starts=0, buffer_size=100)
+    return DQN("MlpPolicy", "CartPole-v1", policy_kwargs={"net_arch": [8, 8]}, seed=0, learning_starts=0,
+               buffer_size=100)
 
 
 def _ptq(**kw):
@@ -119,14 +120,17 @@ def test_layer_bits_quantize_named_layers_and_count_their_bytes(dqn):
     assert policy_bytes(dqn, mixed) < uniform8
     w0 = inference_layers(dqn)[names[0]].weight
     expected = (w0.numel() * 2 + 7) // 8 + 8 + 4 * 8  # 2-bit weights + scale/zero point + fp32 bias
-    assert policy_bytes(dqn, _ptq(bits=32, layer_bits={names[0]: 2})) - policy_bytes(dqn, _ptq(bits=32)) == expected - 4 * (w0.numel() + 8)
-    with pytest.raises(QuarlError, match=r"quant.layer_bits names q_net.x, which this policy does not have: its layers are q_net.q_net.0"):
+    assert (policy_bytes(dqn, _ptq(bits=32, layer_bits={names[0]: 2})) - policy_bytes(dqn, _ptq(bits=32))
+            == expected - 4 * (w0.numel() + 8))
+    with pytest.raises(QuarlError, match=r"quant.layer_bits names q_net.x, which this policy does not have: "
+                                         r"its layers are q_net.q_net.0"):
         policy_bytes(dqn, _ptq(layer_bits={"q_net.x": 4}))
 
 
 def test_default_ptq_cells_keep_their_keys():
     """A default PTQ cell (and one from a config written before these keys existed) has the key it had."""
-    for overrides in (["quant=ptq"], ["quant=ptq", "quant.bits=4", "algo=ppo"], ["quant=ptq", "quant.act_bits=32", "quant.input_bits=32"]):
+    for overrides in (["quant=ptq"], ["quant=ptq", "quant.bits=4", "algo=ppo"],
+                      ["quant=ptq", "quant.act_bits=32", "quant.input_bits=32"]):
         cfg = compose_cfg(*overrides)
         old = OmegaConf.create(OmegaConf.to_container(cfg))
         for key in ("input_bits", "calibration", "calibration_episodes", "layer_bits"):
@@ -162,8 +166,8 @@ def test_bad_layer_name_in_a_run_writes_nothing(scratch):
 
 
 def test_tiny_sweep_lands_records_with_ranges_and_precision_grids(scratch):
-    run_quarl(scratch, "-m", "algo=dqn", "env=cartpole", "quant=ptq", "quant.act_bits=4,8,32", "quant.input_bits=4,8,32",
-              "quant.calibration_episodes=2", *FAST)
+    run_quarl(scratch, "-m", "algo=dqn", "env=cartpole", "quant=ptq", "quant.act_bits=4,8,32",
+              "quant.input_bits=4,8,32", "quant.calibration_episodes=2", *FAST)
     con = sqlite3.connect(scratch / "outputs" / "results.sqlite")
     rows = con.execute('SELECT "quant.act_bits", "quant.input_bits", act_ranges, action_agreement FROM runs '
                        "WHERE quant = 'ptq' AND status = 'done'").fetchall()
@@ -173,7 +177,8 @@ def test_tiny_sweep_lands_records_with_ranges_and_precision_grids(scratch):
             assert ranges is None and agreement > 0.9
             continue
         ranges = json.loads(ranges)
-        assert {r["role"] for r in ranges.values()} == ({"input"} if inp < 32 else set()) | ({"activation"} if act < 32 else set())
+        assert {r["role"] for r in ranges.values()} == (({"input"} if inp < 32 else set())
+                                                        | ({"activation"} if act < 32 else set()))
         for r in ranges.values():
             assert r["bits"] == (inp if r["role"] == "input" else act)
         if act < 32:  # activations after ReLU: ranges start at 0

@@ -163,7 +163,8 @@ def test_slurm_sweep_lands_every_record_collates_and_shows_in_status(scratch, sl
     assert "Call #1 - Bypassing sacct error" in out and "Call #2 - Bypassing sacct error" not in out
     status = subprocess.run([str(Path(sys.executable).parent / "quarl"), "status", "--store", str(store)],
                             capture_output=True, text=True, env=ENV, check=True).stdout
-    assert [line.split()[-2:] for line in status.splitlines() if line.startswith(("a2c", "ppo"))] == [["done", "done"]] * 2
+    assert [line.split()[-2:] for line in status.splitlines()
+            if line.startswith(("a2c", "ppo"))] == [["done", "done"]] * 2
 
 
 def test_requeued_cell_resumes_from_its_checkpoint(scratch, slurm):

@@ -27,17 +27,18 @@ from scipy import stats as sps
 
 from quarl import cli, policies
 from quarl.collate import collate, load, plots, published, stats, tables, weights
-from quarl.errors import QuarlError
 from quarl.collate.callback import CollateCallback
 from quarl.collate.frame import Notes, select
+from quarl.errors import QuarlError
 from quarl.quantize import fake_quantize
 from quarl.store import Store
 from tests.conftest import ROOT, run_quarl
 
 ALGOS, ENVS, BITS, SEEDS = ("a2c", "ppo"), ("cartpole", "mountaincar"), (2, 4, 8), (0, 1)
 SWEEP = [
-    "-m", f"algo={','.join(ALGOS)}", f"env={','.join(ENVS)}", "quant=ptq,fp16", f"quant.bits={','.join(map(str, BITS))}",
-    f"seed={','.join(map(str, SEEDS))}", "train.steps=500", "algo.n_envs=4", "eval.episodes=2", "eval.n_envs=2",
+    "-m", f"algo={','.join(ALGOS)}", f"env={','.join(ENVS)}", "quant=ptq,fp16",
+    f"quant.bits={','.join(map(str, BITS))}", f"seed={','.join(map(str, SEEDS))}", "train.steps=500", "algo.n_envs=4",
+    "eval.episodes=2", "eval.n_envs=2",
 ]
 
 
@@ -104,11 +105,14 @@ def test_error_table_numbers_equal_a_direct_computation_from_the_store(collated:
             fp32 = query(store, f"SELECT AVG(reward_mean) FROM runs WHERE {where} AND quant = 'fp32'", algo, env)
             fp16 = query(store, f"SELECT AVG(reward_mean) FROM runs WHERE {where} AND quant = 'fp16'", algo, env)
             e16 = query(store, f"SELECT 100 * AVG(rel_error) FROM runs WHERE {where} AND quant = 'fp16'", algo, env)
-            int8 = query(store, f'SELECT AVG(reward_mean) FROM runs WHERE {where} AND quant = \'ptq\' AND "quant.bits" = 8', algo, env)
-            e8 = query(store, f'SELECT 100 * AVG(rel_error) FROM runs WHERE {where} AND quant = \'ptq\' AND "quant.bits" = 8', algo, env)
+            int8 = query(store, f'SELECT AVG(reward_mean) FROM runs WHERE {where} AND quant = \'ptq\' '
+                                'AND "quant.bits" = 8', algo, env)
+            e8 = query(store, f'SELECT 100 * AVG(rel_error) FROM runs WHERE {where} AND quant = \'ptq\' '
+                              'AND "quant.bits" = 8', algo, env)
             row = table.loc[env]
             assert row["fp32"] == pytest.approx(fp32) and row["fp16"] == pytest.approx(fp16)
-            assert row["E_fp16 (%)"] == pytest.approx(e16, abs=1e-9) and row["E_int8 (%)"] == pytest.approx(e8, abs=1e-9)
+            assert (row["E_fp16 (%)"] == pytest.approx(e16, abs=1e-9)
+                    and row["E_int8 (%)"] == pytest.approx(e8, abs=1e-9))
             assert row["int8"] == pytest.approx(int8) and int(row["seeds"]) == len(SEEDS)
         mean = table.loc["mean"]
         assert pd.isna(mean["fp32"]) and pd.isna(mean["int8"])  # rewards of different envs are not averaged
@@ -117,8 +121,10 @@ def test_error_table_numbers_equal_a_direct_computation_from_the_store(collated:
         assert table.loc["cartpole", "fp32 (paper)"] == 500 and table.loc["cartpole", "E_int8 (%, paper)"] == 0
         assert pd.isna(table.loc["mountaincar", "fp32 (paper)"])
         # the Markdown and LaTeX tables are the same frame
-        md, tex = (collated / f"tables/errors_{algo}.md").read_text(), (collated / f"tables/errors_{algo}.tex").read_text()
-        assert f"| {table.loc['cartpole', 'fp32']:.2f}" in md.replace("  ", " ") or f"{table.loc['cartpole', 'fp32']:.2f}" in md
+        md, tex = ((collated / f"tables/errors_{algo}.md").read_text(),
+                   (collated / f"tables/errors_{algo}.tex").read_text())
+        assert (f"| {table.loc['cartpole', 'fp32']:.2f}" in md.replace("  ", " ")
+                or f"{table.loc['cartpole', 'fp32']:.2f}" in md)
         assert f"cartpole & {table.loc['cartpole', 'fp32']:.2f} & 500.00" in tex
         assert "affine, per_tensor, bias fp32" in md and "affine, per\\_tensor, bias fp32" in tex
         # bits x env table
@@ -126,8 +132,8 @@ def test_error_table_numbers_equal_a_direct_computation_from_the_store(collated:
         assert list(bits.index) == [str(b) for b in BITS] + ["fp16"]
         for b in BITS:
             for env in ENVS:
-                direct = query(store, 'SELECT 100 * AVG(rel_error) FROM runs WHERE algo = ? AND env = ? AND quant = \'ptq\' '
-                                      'AND "quant.bits" = ?', algo, env, b)
+                direct = query(store, 'SELECT 100 * AVG(rel_error) FROM runs WHERE algo = ? AND env = ? '
+                                      'AND quant = \'ptq\' AND "quant.bits" = ?', algo, env, b)
                 assert bits.loc[str(b), env] == pytest.approx(direct, abs=1e-9)
     pub = pd.read_csv(collated / "tables/published_vs_reproduced.csv")
     assert sorted(pub["algo"]) == sorted(ALGOS) and set(pub["env"]) == {"cartpole"}
@@ -135,7 +141,8 @@ def test_error_table_numbers_equal_a_direct_computation_from_the_store(collated:
 
 def test_sweet_spot_points_and_aggregate_equal_the_store(collated: Path, store: Path):
     points = pd.read_csv(collated / "sweet_spot/points.csv")
-    row = points[(points["algo"] == "ppo") & (points["env"] == "cartpole") & (points["method"] == "ptq") & (points["bits"] == 2)].iloc[0]
+    row = points[(points["algo"] == "ppo") & (points["env"] == "cartpole") & (points["method"] == "ptq")
+                 & (points["bits"] == 2)].iloc[0]
     with sqlite3.connect(store) as con:
         rewards = [r for (r,) in con.execute(
             "SELECT reward_mean FROM runs WHERE algo='ppo' AND env='cartpole' AND quant='ptq' AND \"quant.bits\"=2")]
@@ -159,19 +166,22 @@ def test_sweep_callback_wrote_the_same_collation_into_the_sweep_dir(sweep: Path,
     assert len(outs) == 1, outs
     readme = (outs[0] / "README.md").read_text()
     assert "quarl collate --store" in readme and f"--sweep {outs[0].parent}" in readme
-    for name in ("tables/errors_ppo.csv", "tables/e_by_bits_a2c.csv", "aggregate/aggregate.csv", "sweet_spot/points.csv"):
+    for name in ("tables/errors_ppo.csv", "tables/e_by_bits_a2c.csv", "aggregate/aggregate.csv",
+                 "sweet_spot/points.csv"):
         assert (outs[0] / name).read_text() == (collated / name).read_text(), name
 
 
 def test_weight_report_statistics_equal_a_direct_computation(collated: Path, store: Path):
     layers = pd.read_csv(collated / "weights/layers.csv")
     runs = Store(store).runs()
-    row = runs[(runs["algo"] == "ppo") & (runs["env"] == "cartpole") & (runs["quant"] == "fp32") & (runs["seed"] == 0)].iloc[0]
+    row = runs[(runs["algo"] == "ppo") & (runs["env"] == "cartpole") & (runs["quant"] == "fp32")
+               & (runs["seed"] == 0)].iloc[0]
     cfg = OmegaConf.create(json.loads(row["config"]))
     model = policies.cached(cfg, store.parent.parent / row["store.policies"]).load()
     w = model.policy.action_net.weight.detach()
     stat = layers[(layers["policy_key"] == row["policy_key"]) & (layers["layer"] == "action_net")].iloc[0]
-    assert stat["min"] == pytest.approx(float(w.min()), rel=1e-6) and stat["max"] == pytest.approx(float(w.max()), rel=1e-6)
+    assert (stat["min"] == pytest.approx(float(w.min()), rel=1e-6)
+            and stat["max"] == pytest.approx(float(w.max()), rel=1e-6))
     assert stat["std"] == pytest.approx(float(w.double().std(unbiased=False)), rel=1e-6)
     q = fake_quantize(w.double(), 8, "affine")
     assert stat["zero_frac"] == pytest.approx(float(((q == 0) & (w != 0)).double().mean()))
@@ -239,7 +249,7 @@ def test_stratified_bootstrap_matches_an_independent_computation():
     samples = [rng.normal(1.0, 0.3, 5), rng.normal(0.5, 0.1, 4), rng.normal(0.8, 0.5, 6), np.array([0.9])]
     for name, fn in stats.STATISTICS.items():
         ci = stats.stratified_bootstrap(samples, fn, n_resamples=20_000)
-        lo, hi = by_hand_stratified(samples, lambda p: fn(p), 20_000, seed=7)
+        lo, hi = by_hand_stratified(samples, lambda p, fn=fn: fn(p), 20_000, seed=7)
         width = hi - lo
         assert ci.estimate == pytest.approx(fn(np.concatenate(samples)))
         assert ci.low == pytest.approx(lo, abs=0.05 * width) and ci.high == pytest.approx(hi, abs=0.05 * width), name
@@ -316,7 +326,8 @@ def test_empty_store_filters_matching_nothing_and_mistakes(store: Path, tmp_path
         assert "There is no results store" in caplog.text
         assert cli.main(["collate", "--store", str(store), "--bits", "1"]) == 1
         assert "--bits=1 is out of range" in caplog.text
-    done = subprocess.run([sys.executable, "-m", "quarl.cli", "collate", "--store", str(empty), "--out", str(tmp_path / "d")],
+    done = subprocess.run([sys.executable, "-m", "quarl.cli", "collate", "--store", str(empty),
+                           "--out", str(tmp_path / "d")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "Traceback" not in done.stderr and "holds no records yet" in done.stderr
 
@@ -324,7 +335,8 @@ def test_empty_store_filters_matching_nothing_and_mistakes(store: Path, tmp_path
 def test_filters_match_as_text_and_lists(store: Path):
     runs = Store(store).runs()
     picked = select(runs, {"algo": "a2c,ppo", "quant.bits": "8.0", "env": "cartpole"})
-    assert set(picked["algo"]) == {"a2c", "ppo"} and set(picked["quant.bits"]) == {8} and set(picked["env"]) == {"cartpole"}
+    assert (set(picked["algo"]) == {"a2c", "ppo"} and set(picked["quant.bits"]) == {8}
+            and set(picked["env"]) == {"cartpole"})
     assert select(runs, {"eval.deterministic": "true"}).shape[0] == len(runs)
 
 
@@ -365,15 +377,18 @@ def test_notebook_executes_against_the_sweep(store: Path, tmp_path: Path, monkey
 
 def test_importing_collation_loads_no_torch_onnx_or_sb3():
     code = ("import importlib, pkgutil, sys, quarl.collate\n"
-            "for m in pkgutil.iter_modules(quarl.collate.__path__): importlib.import_module(f'quarl.collate.{m.name}')\n"
-            "print(sorted({k.split('.')[0] for k in sys.modules} & {'torch', 'onnx', 'onnxruntime', 'stable_baselines3'}))")
+            "for m in pkgutil.iter_modules(quarl.collate.__path__): "
+            "importlib.import_module(f'quarl.collate.{m.name}')\n"
+            "print(sorted({k.split('.')[0] for k in sys.modules} & "
+            "{'torch', 'onnx', 'onnxruntime', 'stable_baselines3'}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout
 
 
 # ---------------------------------------------------------------- hand-made records (no training)
 
-from tests.records import ptq_study, record, write as write_records  # noqa: E402
+from tests.records import ptq_study, record  # noqa: E402
+from tests.records import write as write_records  # noqa: E402
 
 
 def _store(tmp_path: Path, records: list[dict], name: str = "r.sqlite") -> Path:
@@ -440,8 +455,10 @@ def test_every_table_and_plot_names_its_quantizer_and_table_names_stay_stable(tm
     out = tmp_path / "out"
     written = collate(path, out)
     tables_written = sorted(p.name for p in written if p.parent.name == "tables")
-    assert tables_written == sorted(f"{t}_{a}.{x}" for t in ("errors", "e_by_bits", "agreement") for a in ("dqn", "ppo")
-                                    for x in ("md", "csv", "tex")) + [f"published_vs_reproduced.{x}" for x in ("csv", "md", "tex")]
+    assert tables_written == (
+        sorted(f"{t}_{a}.{x}" for t in ("errors", "e_by_bits", "agreement") for a in ("dqn", "ppo")
+               for x in ("md", "csv", "tex"))
+        + [f"published_vs_reproduced.{x}" for x in ("csv", "md", "tex")])
     for stem in ("errors_ppo", "e_by_bits_ppo", "agreement_ppo"):
         md = (out / f"tables/{stem}.md").read_text()
         assert "affine, per_tensor, bias fp32" in md and "quarl_code, per_tensor, bias fp32" in md, stem
@@ -479,8 +496,8 @@ def test_agreement_table_and_plot(tmp_path: Path):
     table = tables.agreement_table(study, "ppo")
     cp = table[(table["env"] == "cartpole") & (table["method"] == "ptq")].set_index("bits")
     assert list(cp.index) == [2, 4, 6, 8] and cp.loc[8, "agreement"] >= cp.loc[2, "agreement"]
-    direct = study.seeds[(study.seeds["algo"] == "ppo") & (study.seeds["env"] == "cartpole") & (study.seeds["bits"] == 4)
-                         & (study.seeds["method"] == "ptq")]["action_agreement"]
+    direct = study.seeds[(study.seeds["algo"] == "ppo") & (study.seeds["env"] == "cartpole")
+                         & (study.seeds["bits"] == 4) & (study.seeds["method"] == "ptq")]["action_agreement"]
     lo, hi = sps.t.interval(0.95, len(direct) - 1, loc=direct.mean(), scale=sps.sem(direct))
     assert cp.loc[4, "agreement"] == pytest.approx(direct.mean()) and cp.loc[4, "low"] == pytest.approx(lo)
     assert "KL" in table.columns and "MAD" not in table.columns  # PPO measured KL; nobody measured MAD
@@ -505,7 +522,8 @@ def test_collate_out_is_a_clean_folder(tmp_path: Path, caplog):
     on_disk = {p for p in out.rglob("*") if p.is_file()}
     assert on_disk == set(second) | {out / ".quarl-collate.json", out / "notes.txt"}
     assert not (out / "sweet_spot/ppo_acrobot.png").exists() and len(first) > len(second)
-    listed = {line.split("](")[1][:-1] for line in (out / "README.md").read_text().splitlines() if line.startswith("- [")}
+    listed = {line.split("](")[1][:-1] for line in (out / "README.md").read_text().splitlines()
+              if line.startswith("- [")}
     assert {out / f for f in listed} | {out / "README.md"} == set(second)
     other = tmp_path / "other"
     other.mkdir()
@@ -589,7 +607,8 @@ def test_actorq_time_to_reward_is_censored_not_averaged_over_survivors(tmp_path:
         c = pd.DataFrame(rec["curve"])
         return float(c["wall_s"][c["reward"].rolling(10, min_periods=1).mean() >= -107.45].iloc[0])
 
-    assert ttr.loc["int8", "time_s"] == pytest.approx(np.mean([reached(int8[0]), 100.0, reached(int8[2])]))  # missed: run time
+    assert ttr.loc["int8", "time_s"] == pytest.approx(
+        np.mean([reached(int8[0]), 100.0, reached(int8[2])]))  # missed: run time
     assert ttr.loc["fp32", "time_s"] == pytest.approx(np.mean([reached(r) for r in fp32]))
     assert ttr.loc["int8", "speedup_bound"] == "<="  # int8's time is a lower bound: the speedup an upper one
     assert ttr.loc["int8", "speedup_vs_fp32"] == pytest.approx(ttr.loc["fp32", "time_s"] / ttr.loc["int8", "time_s"])
@@ -599,7 +618,8 @@ def test_actorq_time_to_reward_is_censored_not_averaged_over_survivors(tmp_path:
     assert not shown.loc["fp32", "time_s"].startswith("≥")
     out = tmp_path / "out"
     collate(study.store, out)
-    assert "≥ " in (out / "actorq/time_to_reward.md").read_text() and "Censored" in (out / "actorq/time_to_reward.md").read_text()
+    assert ("≥ " in (out / "actorq/time_to_reward.md").read_text()
+            and "Censored" in (out / "actorq/time_to_reward.md").read_text())
 
 
 def test_actorq_runs_with_other_networks_are_not_pooled_as_seeds(tmp_path: Path):
@@ -633,7 +653,8 @@ def test_plots_stay_readable(tmp_path: Path):
     drawn, every = weights._drawn_levels(levels, ax_width_px=320, span=2.2)
     assert every > 1 and len(drawn) < 256 and np.median(np.diff(drawn)) / 2.2 * 320 >= weights.MIN_TICK_PX
     assert weights._drawn_levels(levels[::64], 320, 2.2)[1] == 1  # a 2-bit grid: every level
-    fig = actorq.breakdown_figure(pd.DataFrame([{"algo": "dqn", "env": "acrobot", "network": "default", "update_period": 100, "precision": p,
+    fig = actorq.breakdown_figure(pd.DataFrame([{"algo": "dqn", "env": "acrobot", "network": "default",
+                                                 "update_period": 100, "precision": p,
                                                  **{f"{n} (ms/step)": 1.0 for n in actorq.PART_NAMES.values()}}
                                                 for p in actorq.ORDER]), "dqn", "acrobot")
     legend = fig.legends[0]

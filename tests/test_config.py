@@ -19,7 +19,8 @@ ALGO_NAMES = sorted(p.stem for p in (CONF_DIR / "algo").glob("*.yaml"))
 ENV_NAMES = env_choices(CONF_DIR)
 # SB3 models are built for the classic envs and one env of every other suite (CNN on Atari).
 BUILT_ENVS = [e for e in ENV_NAMES if "/" not in e] + [
-    "atari/breakout", "box2d/bipedalwalker", "box2d/lunarlander", "bullet/walker2d", "mujoco/halfcheetah", "dmc/walker_stand"]
+    "atari/breakout", "box2d/bipedalwalker", "box2d/lunarlander", "bullet/walker2d", "mujoco/halfcheetah",
+    "dmc/walker_stand"]
 QUANT_NAMES = sorted(p.stem for p in (CONF_DIR / "quant").glob("*.yaml"))
 
 
@@ -91,10 +92,12 @@ def test_unknown_keys_and_options_are_rejected():
         (["quant.bits=1"], "quant.bits=1 is out of range: use 2..16, or 32"),
         (["quant.bits=33"], "quant.bits=33 is out of range"),
         (["quant.bits=24"], "quant.bits=24 is out of range"),
-        (["quant.scheme=log"], "quant.scheme=log is not allowed: choose one of affine, symmetric, quarl_code, published"),
+        (["quant.scheme=log"],
+         "quant.scheme=log is not allowed: choose one of affine, symmetric, quarl_code, published"),
         (["quant.scheme=paper"], "quant.scheme=paper is ambiguous and no longer accepted: use quant.scheme=quarl_code"),
         (["quant.granularity=per_row"], "quant.granularity=per_row is not allowed"),
-        (["quant.scheme=published", "quant.granularity=per_channel"], "quant.scheme=published is one of QuaRL's per-tensor"),
+        (["quant.scheme=published", "quant.granularity=per_channel"],
+         "quant.scheme=published is one of QuaRL's per-tensor"),
         (["quant.scheme=quarl_code", "quant.granularity=per_channel"], "quant.scheme=quarl_code is one of QuaRL's"),
         (["eval.episodes=0"], "eval.episodes=0 must be a positive"),
         (["eval.episodes=-3"], "eval.episodes=-3 must be a positive"),

@@ -19,12 +19,12 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 
 from quarl import qat
-from quarl.envs import random_observations
-from quarl.schema import EnvConfig
 from quarl.deploy import backends, compile_network, compile_policy, export, measure
 from quarl.deploy.acting import acting_network
+from quarl.envs import random_observations
 from quarl.errors import QuarlError
 from quarl.quantize import quantize_policy
+from quarl.schema import EnvConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 PTQ8 = OmegaConf.create(dict(method="ptq", bits=8, scheme="affine", granularity="per_tensor", quantize_bias=False))
@@ -47,8 +47,10 @@ def trained():
     models = {
         "dqn_cartpole": DQN("MlpPolicy", "CartPole-v1", learning_starts=200, train_freq=1, target_update_interval=100,
                             policy_kwargs=dict(net_arch=[64, 64]), seed=0, device="cpu").learn(1500),
-        "ppo_cartpole": PPO("MlpPolicy", "CartPole-v1", n_steps=256, batch_size=64, n_epochs=4, seed=0, device="cpu").learn(1024),
-        "ppo_pendulum": PPO("MlpPolicy", "Pendulum-v1", n_steps=256, batch_size=64, n_epochs=4, seed=0, device="cpu").learn(1024),
+        "ppo_cartpole": PPO("MlpPolicy", "CartPole-v1", n_steps=256, batch_size=64, n_epochs=4, seed=0,
+                            device="cpu").learn(1024),
+        "ppo_pendulum": PPO("MlpPolicy", "Pendulum-v1", n_steps=256, batch_size=64, n_epochs=4, seed=0,
+                            device="cpu").learn(1024),
         "ddpg_pendulum": DDPG("MlpPolicy", "Pendulum-v1", learning_starts=100, policy_kwargs=dict(net_arch=[64, 64]),
                               seed=0, device="cpu").learn(400),
     }
@@ -65,7 +67,8 @@ def trained():
         (lambda: PPO("MlpPolicy", "CartPole-v1", seed=1, device="cpu"), "CartPole-v1"),
         (lambda: A2C("MlpPolicy", "Acrobot-v1", seed=1, device="cpu"), "Acrobot-v1"),
         (lambda: PPO("MlpPolicy", "Pendulum-v1", seed=1, device="cpu"), "Pendulum-v1"),
-        (lambda: PPO("MlpPolicy", "Pendulum-v1", use_sde=True, policy_kwargs=dict(squash_output=True), seed=1, device="cpu"),
+        (lambda: PPO("MlpPolicy", "Pendulum-v1", use_sde=True, policy_kwargs=dict(squash_output=True), seed=1,
+                     device="cpu"),
          "Pendulum-v1"),
         (lambda: DDPG("MlpPolicy", "Pendulum-v1", seed=1, device="cpu"), "Pendulum-v1"),
         (lambda: SAC("MlpPolicy", "MountainCarContinuous-v0", seed=1, device="cpu"), "MountainCarContinuous-v0"),
@@ -159,7 +162,8 @@ def test_int8_actions_agree_with_fake_quant_policy_continuous(trained, tmp_path,
     assert fake_quant.std() > 1e-3  # the actions vary
 
 
-@pytest.mark.parametrize("backend, tolerance", [("torch", 0.0), ("onnx", 1e-5), ("torch_fp16", 0.02), ("torch_bf16", 0.05)])
+@pytest.mark.parametrize("backend, tolerance",
+                         [("torch", 0.0), ("onnx", 1e-5), ("torch_fp16", 0.02), ("torch_bf16", 0.05)])
 def test_float_backends_agree_with_the_policy(trained, backend, tolerance):
     model = trained["ppo_pendulum"]
     obs = rollout_obs("Pendulum-v1", 256, seed=4)
@@ -170,7 +174,8 @@ def test_float_backends_agree_with_the_policy(trained, backend, tolerance):
 
 
 def test_int8_bytes_are_a_quarter_of_fp32_and_half_precision_a_half():
-    model = PPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(net_arch=dict(pi=[256, 256, 256], vf=[8])), seed=0, device="cpu")
+    model = PPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(net_arch=dict(pi=[256, 256, 256], vf=[8])), seed=0,
+                device="cpu")
     with torch.no_grad():  # SB3 initialises biases to 0 and ONNX drops zero tensors: make them real
         for name, p in model.policy.named_parameters():
             if name.endswith("bias"):
@@ -239,7 +244,8 @@ def test_exported_policy_acts_in_a_fresh_process_without_quarl(trained, tmp_path
     obs = rollout_obs("CartPole-v1", 256, seed=5)
     path = export(model, tmp_path / "policy.onnx", precision=precision, obs_transform=venv, calibration_obs=obs)
     np.save(tmp_path / "obs.npy", obs)
-    done = subprocess.run([sys.executable, "-c", STANDALONE, str(path), str(tmp_path / "obs.npy"), str(tmp_path / "act.npy")],
+    done = subprocess.run([sys.executable, "-c", STANDALONE, str(path), str(tmp_path / "obs.npy"),
+                           str(tmp_path / "act.npy")],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []  # neither quarl, SB3 nor torch imported
@@ -265,7 +271,8 @@ def test_export_refuses_an_existing_path_and_leaves_it_untouched(trained, tmp_pa
         export(trained["ppo_cartpole"], target)
     assert target.read_bytes() == b"someone's file"
     assert [p.name for p in tmp_path.iterdir()] == ["policy.onnx"]
-    with pytest.raises(QuarlError, match="precision=int3 is not supported for export: choose one of fp32, int8, int4, int2"):
+    with pytest.raises(QuarlError,
+                       match="precision=int3 is not supported for export: choose one of fp32, int8, int4, int2"):
         export(trained["ppo_cartpole"], tmp_path / "other.onnx", precision="int3")
     with pytest.raises(QuarlError, match="must end in .onnx"):
         export(trained["ppo_cartpole"], tmp_path / "policy.bin")
@@ -295,13 +302,15 @@ def test_a_layer_int8_cannot_quantize_is_named(trained):
 
 
 def test_unknown_backend_names_the_choices(trained):
-    with pytest.raises(QuarlError, match="backend=int4 is not known: choose one of auto, torch, onnx, onnx_int8, onnx_int4, onnx_int2"):
+    with pytest.raises(QuarlError, match="backend=int4 is not known: "
+                                         "choose one of auto, torch, onnx, onnx_int8, onnx_int4, onnx_int2"):
         compile_policy(trained["ppo_cartpole"], "int4")
 
 
 @pytest.mark.parametrize("int8_ms, chosen", [(0.5, "onnx_int8"), (0.95, "onnx"), (3.0, "onnx")])
 def test_auto_runs_int8_only_where_it_is_faster_and_says_why(trained, monkeypatch, caplog, int8_ms, chosen):
-    monkeypatch.setattr(backends, "quick_median_ms", lambda runners, obs: {"torch": 2.0, "onnx": 1.0, "onnx_int8": int8_ms})
+    monkeypatch.setattr(backends, "quick_median_ms",
+                        lambda runners, obs: {"torch": 2.0, "onnx": 1.0, "onnx_int8": int8_ms})
     with caplog.at_level(logging.INFO, logger="quarl.deploy.backends"):
         runner = compile_policy(trained["dqn_cartpole"], "auto")
     assert runner.backend == chosen

@@ -13,7 +13,6 @@ from stable_baselines3.common.preprocessing import preprocess_obs
 from quarl.deploy import acting_network, compile_policy
 from quarl.envs import make_env, random_observations
 from quarl.quantize import quantize_policy
-
 from tests.conftest import compose_cfg
 
 pytest.importorskip("ale_py")

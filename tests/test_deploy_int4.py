@@ -63,7 +63,8 @@ def test_rounded_weights_are_packed_as_onnxruntimes_quantizer_packs_them(bits, k
     codes = np.zeros((n, blocks, block * bits // 8), np.uint8)
     zeros = np.zeros((n, -(-blocks * bits // 8)), np.uint8)
     scales = np.zeros((n, blocks), np.float32)
-    (quantize_matmul_4bits if bits == 4 else quantize_matmul_2bits)(codes, padded, scales, zeros, block, n, blocks * block, False)
+    (quantize_matmul_4bits if bits == 4 else quantize_matmul_2bits)(codes, padded, scales, zeros, block, n,
+                                                                    blocks * block, False)
     assert np.array_equal(ours.codes, codes) and np.array_equal(ours.zero_points, zeros.reshape(-1))
     assert np.array_equal(ours.scales, scales.reshape(-1))
     step = scales.max()  # rounding moves a weight by at most half a step of its block
@@ -108,7 +109,8 @@ def test_block_size_and_accuracy_level_are_set_and_keep_the_policys_own_weights(
     obs = random_observations("CartPole-v1", 512, 3)
     fake_quant, _ = model.predict(obs, deterministic=True)
     net = acting_network(model)
-    converted, report = nbits.quantize_nbits(onnx_io.to_onnx(net, net.batch(obs[:1])), 4, block_size=block, accuracy_level=level)
+    converted, report = nbits.quantize_nbits(onnx_io.to_onnx(net, net.batch(obs[:1])), 4, block_size=block,
+                                             accuracy_level=level)
     nodes = [n for n in onnx.load_model_from_string(converted).graph.node if n.op_type == "MatMulNBits"]
     attributes = [{a.name: helper.get_attribute_value(a) for a in n.attribute} for n in nodes]
     assert [a["block_size"] for a in attributes] == [block or 256] * 2  # the 256-unit layer and the action layer
@@ -211,7 +213,8 @@ def test_int4_export_acts_in_a_fresh_process_without_quarl(saved, tmp_path):
     obs = random_observations("CartPole-v1", 256, 5)
     path = export(model, tmp_path / "policy.onnx", precision="int4")
     np.save(tmp_path / "obs.npy", obs)
-    done = subprocess.run([sys.executable, "-c", STANDALONE, str(path), str(tmp_path / "obs.npy"), str(tmp_path / "act.npy")],
+    done = subprocess.run([sys.executable, "-c", STANDALONE, str(path), str(tmp_path / "obs.npy"),
+                           str(tmp_path / "act.npy")],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert np.array_equal(np.load(tmp_path / "act.npy"), compile_policy(model, "onnx_int4", obs)(obs))
@@ -236,7 +239,8 @@ def test_a_4bit_run_records_reward_latency_and_bytes(scratch, shared_policies):
 
 def test_a_policy_without_a_layer_4_bits_can_run_is_refused_in_one_sentence():
     model = DQN("MlpPolicy", "CartPole-v1", policy_kwargs=dict(net_arch=[8, 8]), seed=0, device="cpu")
-    with pytest.raises(QuarlError, match=r"backend=onnx_int4 has no layer it can run in 4 bits .*use backend=onnx_int8, onnx or torch\.$") as err:
+    with pytest.raises(QuarlError, match=r"backend=onnx_int4 has no layer it can run in 4 bits "
+                                         r".*use backend=onnx_int8, onnx or torch\.$") as err:
         compile_policy(model, "onnx_int4")
     assert str(err.value).count(". ") == 0  # one sentence
     net = acting_network(model)

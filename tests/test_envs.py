@@ -65,12 +65,12 @@ def test_atari_evaluation_plays_the_whole_game_without_the_policy_pressing_fire(
     Breakout lives and the episode ends, far before the 108k-frame cap."""
     env = make_env(compose_cfg("env=atari/breakout").env)
     env.reset(seed=0)
-    for steps in range(1, 5001):
+    for _steps in range(1, 5001):
         _, _, terminated, truncated, info = env.step(0)  # NOOP only
         if terminated or truncated:
             break
     env.close()
-    assert terminated and info["lives"] == 0 and steps < 5000
+    assert terminated and info["lives"] == 0 and _steps < 5000
 
 
 def test_missing_suite_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,9 +112,10 @@ TINY = ["train.steps=1000", "eval.episodes=2", "eval.n_envs=1", "hydra.callbacks
 def test_tiny_ptq_run_per_suite_lands_in_the_store(scratch, suite: str) -> None:
     run_quarl(scratch, *SUITE_RUNS[suite], *TINY)
     with sqlite3.connect(scratch / "outputs" / "results.sqlite") as con:
-        rows = con.execute("SELECT quant, status, reward_mean, n_episodes, policy_bytes, fp32_bytes FROM runs").fetchall()
+        rows = con.execute(
+            "SELECT quant, status, reward_mean, n_episodes, policy_bytes, fp32_bytes FROM runs").fetchall()
     by_quant = {r[0]: r for r in rows}
     assert set(by_quant) == {"fp32", "ptq"}
-    for quant, status, reward, episodes, size, fp32_size in rows:
+    for _quant, status, reward, episodes, _size, _fp32_size in rows:
         assert status == "done" and np.isfinite(reward) and episodes == 2
     assert by_quant["ptq"][4] < by_quant["fp32"][4] / 3  # 8-bit weights

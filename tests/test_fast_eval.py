@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import importlib.util
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -135,7 +134,8 @@ def test_stochastic_evaluation_still_samples():
     assert a.rewards == b.rewards  # seeded
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ale_py") is None, reason="ale-py is not installed (pip install 'quarl[atari]')")
+@pytest.mark.skipif(importlib.util.find_spec("ale_py") is None,
+                    reason="ale-py is not installed (pip install 'quarl[atari]')")
 def test_atari_cnn_policy_gets_predicts_rewards():
     cfg = env_cfg("atari/pong", "PongNoFrameskip-v4", suite="atari", frame_stack=4, kwargs={"max_episode_steps": 2000})
     model = DQN("CnnPolicy", make_env(cfg), seed=0, device="cpu", buffer_size=1000)
@@ -150,7 +150,8 @@ def test_box2d_policies_get_predicts_rewards():
     check_same_rewards(trained(TD3, continuous, 0), continuous, episodes=2)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo is not installed (pip install 'quarl[mujoco]')")
+@pytest.mark.skipif(importlib.util.find_spec("mujoco") is None,
+                    reason="MuJoCo is not installed (pip install 'quarl[mujoco]')")
 def test_mujoco_policy_gets_predicts_rewards():
     cfg = env_cfg("mujoco/hopper", "Hopper-v5", suite="mujoco")
     check_same_rewards(trained(SAC, cfg, 0), cfg, episodes=2)

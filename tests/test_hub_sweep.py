@@ -73,7 +73,8 @@ def _zoo_repo(folder: Path, cfg: Any) -> Path:
     folder.mkdir(parents=True)
     model.save(folder / f"dqn-{cfg.env.id}.zip")
     (folder / "config.yml").write_text(
-        "!!python/object/apply:collections.OrderedDict\n- - - env_wrapper\n    - stable_baselines3.common.atari_wrappers.AtariWrapper\n"
+        "!!python/object/apply:collections.OrderedDict\n"
+        "- - - env_wrapper\n    - stable_baselines3.common.atari_wrappers.AtariWrapper\n"
         "  - - frame_stack\n    - 4\n  - - policy\n    - CnnPolicy\n"
     )
     (folder / "train_eval_metrics.zip").write_bytes(b"not a model")

@@ -199,12 +199,13 @@ def test_qat_wraps_conv_layers_of_cnn_policies_and_trains():
 
     model = PPO("CnnPolicy", DummyVecEnv([Frames]), n_steps=16, batch_size=16, n_epochs=1, device="cpu", seed=0)
     layers = qat.attach(model, quant(bits=4, granularity="per_channel"))
-    convs = {n: l for n, l in layers.items() if isinstance(l.layer, torch.nn.Conv2d)}
+    convs = {n: layer for n, layer in layers.items() if isinstance(layer.layer, torch.nn.Conv2d)}
     assert len(convs) == 3 and convs["features_extractor.cnn.0"].weight_fq.lo.numel() == 32  # per channel
     qat.set_switches(layers, enabled=True)
     x = torch.rand(2, 3, 48, 48)
     conv = convs["features_extractor.cnn.0"]
-    expected = torch.nn.functional.conv2d(conv.input_fq(x), fake_quantize(conv.layer.weight, 4, "affine", "per_channel"),
+    expected = torch.nn.functional.conv2d(conv.input_fq(x),
+                                          fake_quantize(conv.layer.weight, 4, "affine", "per_channel"),
                                           conv.layer.bias, stride=4)
     assert torch.allclose(conv(x), expected)
     before = conv.layer.weight.clone()

@@ -156,8 +156,8 @@ def test_quantize_policy_changes_only_inference_layers_and_counts_bytes(models):
     for layer in inference_layers(model).values():
         assert len(torch.unique(layer.weight)) <= 3  # 2-bit symmetric: -s, 0, s
     assert all(torch.equal(a, b) for a, b in zip(target_before, model.policy.q_net_target.parameters()))
-    n_weights = sum(l.weight.numel() for l in inference_layers(model).values())
-    n_bias = sum(l.bias.numel() for l in inference_layers(model).values())
+    n_weights = sum(layer.weight.numel() for layer in inference_layers(model).values())
+    n_bias = sum(layer.bias.numel() for layer in inference_layers(model).values())
     assert policy_bytes(model, _quant(method="fp32", bits=32)) == 4 * (n_weights + n_bias)
     assert policy_bytes(model, _quant(method="fp16")) == 2 * (n_weights + n_bias)
     # 8-bit affine per tensor: one byte a weight, scale + zero point per layer, fp32 biases
@@ -166,17 +166,17 @@ def test_quantize_policy_changes_only_inference_layers_and_counts_bytes(models):
 
 def test_cnn_policy_ptq_per_channel_quantizes_every_conv_layer_by_output_channel():
     """Atari's Nature CNN: each conv filter gets its own grid of 2^bits levels spanning its own range."""
-    from quarl.envs import training_envs
     from stable_baselines3 import PPO
 
+    from quarl.envs import training_envs
     from tests.conftest import compose_cfg
 
     cfg = compose_cfg("algo=ppo", "env=atari/breakout", "quant.bits=4", "quant.granularity=per_channel")
     model = PPO("CnnPolicy", training_envs(cfg.env, 1, 0), n_steps=8, batch_size=8, seed=0, device="cpu")
     layers = inference_layers(model)
-    convs = {n: l for n, l in layers.items() if isinstance(l, torch.nn.Conv2d)}
+    convs = {n: layer for n, layer in layers.items() if isinstance(layer, torch.nn.Conv2d)}
     assert len(convs) == 3  # the Nature CNN's three conv layers are on the policy path
-    before = {n: l.weight.detach().clone() for n, l in convs.items()}
+    before = {n: layer.weight.detach().clone() for n, layer in convs.items()}
     quantize_policy(model, cfg.quant)
     for name, layer in convs.items():
         w, w0 = layer.weight.detach(), before[name]

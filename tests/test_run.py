@@ -80,7 +80,8 @@ def test_incompatible_cell_is_skipped_in_a_sweep_and_fails_a_single_run(scratch)
     [
         (["quant.bits=1"], "quant.bits=1 is out of range: use 2..16, or 32"),
         (["quant.bits=40"], "quant.bits=40 is out of range"),
-        (["quant.scheme=fancy"], "quant.scheme=fancy is not allowed: choose one of affine, symmetric, quarl_code, published"),
+        (["quant.scheme=fancy"],
+         "quant.scheme=fancy is not allowed: choose one of affine, symmetric, quarl_code, published"),
         (["eval.episodes=0"], "eval.episodes=0 must be a positive number of episodes"),
         (["algo=dqn", "env=mountaincar_continuous"], "algo=dqn needs discrete actions"),
         (["store.path=/proc/forbidden/results.sqlite"], "store.path=/proc/forbidden/results.sqlite cannot be opened"),
@@ -226,7 +227,8 @@ def test_real_int8_execution_lands_reward_latency_and_bytes(scratch, shared_poli
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["quant=fp16", "quant.backend=onnx_int8"], "quant.backend=onnx_int8 executes integer policies of at most 8 bits"),
+        (["quant=fp16", "quant.backend=onnx_int8"],
+         "quant.backend=onnx_int8 executes integer policies of at most 8 bits"),
         (["quant.bits=12", "quant.backend=onnx_int8"], "not quant=ptq with quant.bits=12"),
         (["quant.bits=8", "quant.backend=onnx_int4"], "quant.backend=onnx_int4 executes policies with at most 4-bit"),
         (["quant.bits=4", "quant.backend=onnx_int2"], "use quant.bits<=2, or quant.backend=onnx_int8/auto"),

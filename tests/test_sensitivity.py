@@ -33,7 +33,8 @@ def test_bound_and_bits():
     with pytest.raises(QuarlError, match=r"--min-agreement 1\.5 is out of range: use a fraction in \(0, 1\]"):
         check_bound(Bound(1.5))
     command = run_command(["algo=dqn", "quant.bits=4", "seed=1"], {"q_net.q_net.0": 4, "q_net.q_net.2": 8}, 8)
-    assert command == "python run.py algo=dqn seed=1 quant=ptq quant.bits=8 'quant.layer_bits={q_net.q_net.0:4,q_net.q_net.2:8}'"
+    assert command == ("python run.py algo=dqn seed=1 quant=ptq quant.bits=8 "
+                       "'quant.layer_bits={q_net.q_net.0:4,q_net.q_net.2:8}'")
 
 
 def test_bad_bits_write_nothing(scratch):
@@ -46,7 +47,8 @@ def test_study_and_search_on_a_trained_policy_and_the_found_cell(scratch):
     done = quarl(scratch, "sensitivity", *CELL, "--bits", "3,4,6,8", "--min-agreement", "0.95", "--out", "sens")
     assert done.returncode == 0, done.stderr
     out = scratch / "sens"
-    assert {p.name for p in out.iterdir()} >= {"sensitivity.csv", "ranking.md", "heatmap.png", "search.json", "search.md"}
+    assert {p.name for p in out.iterdir()} >= {"sensitivity.csv", "ranking.md", "heatmap.png", "search.json",
+                                               "search.md"}
     rows = (out / "sensitivity.csv").read_text().splitlines()
     assert len(rows) == 1 + 4 * 4  # 3 layers and the input, 4 widths each
     result = json.loads((out / "search.json").read_text())
@@ -58,6 +60,7 @@ def test_study_and_search_on_a_trained_policy_and_the_found_cell(scratch):
     run_quarl(scratch, *args)
     con = sqlite3.connect(scratch / "outputs" / "results.sqlite")
     bytes_, agreement, reward = con.execute(
-        "SELECT policy_bytes, action_agreement, reward_mean FROM runs WHERE quant = 'ptq' AND status = 'done'").fetchone()
+        "SELECT policy_bytes, action_agreement, reward_mean FROM runs WHERE quant = 'ptq' AND status = 'done'"
+    ).fetchone()
     assert bytes_ == result["bytes"] and agreement >= 0.95  # the cell meets the bound on its own evaluation
     assert agreement == pytest.approx(result["agreement"]) and reward == pytest.approx(result["reward"])

@@ -11,7 +11,8 @@ from quarl.store import Store, find_records, flatten, rebuild, write_json
 
 
 def make_record(key: str, bits: int = 8, reward: float = 100.0) -> dict:
-    config = {"algo": {"name": "dqn", "hyperparams": {"net": [64, 64]}}, "quant": {"method": "ptq", "bits": bits}, "seed": 0}
+    config = {"algo": {"name": "dqn", "hyperparams": {"net": [64, 64]}}, "quant": {"method": "ptq", "bits": bits},
+              "seed": 0}
     return {
         "run": {"cell_key": key, "status": "done", "algo": "dqn", "env": "cartpole", "quant": "ptq",
                 "reward_mean": reward, "n_episodes": 2, "versions": {"torch": "x"}},
@@ -123,7 +124,8 @@ def _grammar_store(tmp_path):
 
 
 def test_one_filter_grammar_for_every_command_and_the_python_api(tmp_path):
-    from quarl.collate import frame, load as collate_load
+    from quarl.collate import frame
+    from quarl.collate import load as collate_load
 
     path = _grammar_store(tmp_path)
     assert frame.select is results.select  # collation selects with the same function

@@ -73,7 +73,8 @@ def test_a_tracker_whose_package_is_missing_is_refused_by_name(monkeypatch):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
-    with pytest.raises(QuarlError, match=r"train.tracking.wandb=true needs the wandb package: pip install 'quarl\[tracking\]'"):
+    with pytest.raises(QuarlError,
+                       match=r"train.tracking.wandb=true needs the wandb package: pip install 'quarl\[tracking\]'"):
         schema.check(compose_cfg("train.tracking.wandb=true"))
 
 
@@ -81,7 +82,8 @@ def test_a_tracker_whose_package_is_missing_is_refused_by_name(monkeypatch):
     ("train.eval_every=0", "train.eval_every=0 must be a positive number of env steps"),
     ("train.eval_episodes=0", "train.eval_episodes=0 must be a positive number of episodes"),
     ("train.log_interval_s=-1", "train.log_interval_s=-1.0 must be >= 0 seconds"),
-    ("train.tracking.wandb_mode=cloud", "train.tracking.wandb_mode=cloud is not allowed: choose one of offline, online"),
+    ("train.tracking.wandb_mode=cloud",
+     "train.tracking.wandb_mode=cloud is not allowed: choose one of offline, online"),
 ])
 def test_bad_training_options_get_one_sentence(override, message):
     with pytest.raises(QuarlError, match=message):
@@ -120,7 +122,8 @@ def test_progress_logs_a_line_off_a_terminal(caplog):
 
 def test_progress_on_a_terminal_or_turned_off_logs_nothing(caplog):
     caplog.set_level(logging.INFO, logger="quarl.progress")
-    for kwargs in ({"interactive": True}, {"interactive": False, "enabled": False}, {"interactive": False, "interval_s": 0}):
+    for kwargs in ({"interactive": True}, {"interactive": False, "enabled": False},
+                   {"interactive": False, "interval_s": 0}):
         with Progress(10, "x", **kwargs) as progress:
             progress.update(10)
     assert caplog.messages == []

@@ -74,7 +74,8 @@ def test_keep_best_records_the_kept_model_and_saves_it_with_its_normalisation(tm
 
     from quarl.envs import make_env
 
-    stats = VecNormalize.load(str(policy.folder / policy_files.NORMALIZE_FILE), DummyVecEnv([lambda: make_env(cfg.env)]))
+    stats = VecNormalize.load(str(policy.folder / policy_files.NORMALIZE_FILE),
+                              DummyVecEnv([lambda: make_env(cfg.env)]))
     assert stats.obs_rms.count == pytest.approx(kept["step"] + cfg.algo.n_envs, abs=1)
 
 

@@ -59,7 +59,8 @@ def slurm_missing() -> Optional[str]:
     except KeyError:
         absent.append("the munge user")
     if absent:
-        return f"needs Debian's slurm-wlm and munge packages (apt-get install -y slurm-wlm munge): missing {', '.join(absent)}"
+        return ("needs Debian's slurm-wlm and munge packages (apt-get install -y slurm-wlm munge): "
+                f"missing {', '.join(absent)}")
     return None
 
 
