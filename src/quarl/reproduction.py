@@ -495,7 +495,39 @@ def actorq_section(campaign: Campaign, figures: list[str]) -> str:
         "published speedup",
         "final eval reward",
     ]
-    return ACTORQ_NOTE + "\n\n" + _markdown(header, rows) + "".join(f"\n\n{f}" for f in figures)
+    reading = actorq_reading(ttr, done)
+    return ACTORQ_NOTE + "\n\n" + _markdown(header, rows) + reading + "".join(f"\n\n{f}" for f in figures)
+
+
+def actorq_reading(ttr: pd.DataFrame, done: pd.DataFrame) -> str:
+    """One line per task and policy, from the table's numbers: whether the run can speak to time to
+    reward at all (a precision none of whose seeds reached the target cannot), and how int8 actors
+    moved each side's throughput."""
+    lines = []
+    for key, rows in ttr.groupby(actorq.SETTING[:3], sort=True):
+        algo, env, network = key
+        by = {r["precision"]: r for _, r in rows.iterrows()}
+        if "fp32" not in by or "int8" not in by:
+            continue
+        rate = {}
+        for precision in ("fp32", "int8"):
+            setting = {**dict(zip(actorq.SETTING[:3], key)), "precision": precision}
+            cells = done[(done[list(setting)] == pd.Series(setting)).all(axis=1)]
+            rate[precision] = (_rate(cells, "env_steps"), _rate(cells, "learner_steps"))
+        pace = (
+            f"int8 actors moved the run from {fmt(rate['fp32'][0], 0)} to {fmt(rate['int8'][0], 0)} env steps/s "
+            f"and the learner from {fmt(rate['fp32'][1], 1)} to {fmt(rate['int8'][1], 1)} updates/s"
+        )
+        unreached = [p for p in ("fp32", "int8") if by[p]["reached"].startswith("0/")]
+        if unreached:
+            verdict = (
+                f"{' and '.join(unreached)} actors reached {fmt(by['fp32']['target'])} in no seed, so the run "
+                "cannot time the reward: with those actors the learner did not solve the task within its budget"
+            )
+        else:
+            verdict = f"time to target {by['fp32']['time_s']:.4g} s (fp32) vs {by['int8']['time_s']:.4g} s (int8)"
+        lines.append(f"- {algo} on {env}, {network} policy: {verdict}; {pace}.")
+    return "\n\nReading the table:\n\n" + "\n".join(lines) if lines else ""
 
 
 def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> str:
