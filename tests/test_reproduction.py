@@ -90,6 +90,7 @@ def test_actorq_rows_equal_a_direct_reading_of_the_records_curves():
     if not actorq:
         pytest.skip("no ActorQ record archived yet")
     table = campaign.time_to_reward.set_index(["algo", "env", "network", "precision"])
+    by_setting: dict[tuple, list[tuple[float, bool]]] = {}
     for record in actorq:
         run = record["run"]
         goal = paper[(paper["algo"] == run["algo"]) & (paper["key"] == bare_name(run["env"]))]
@@ -103,11 +104,14 @@ def test_actorq_rows_equal_a_direct_reading_of_the_records_curves():
         hyper = record["config"]["algo"].get("hyperparams") or {}
         layers = hyper.get("policy_layers") or (hyper.get("policy_kwargs") or {}).get("net_arch")
         network = "x".join(str(width) for width in layers) if layers else "default"
-        row = table.loc[(run["algo"], run["env"], network, precision)]
-        assert row["seeds"] == 1 and row["time_s"] == pytest.approx(hit if hit is not None else run["train_time_s"])
-        assert bool(row["censored"]) == (hit is None)
+        key = (run["algo"], run["env"], network, precision)
+        by_setting.setdefault(key, []).append((hit if hit is not None else run["train_time_s"], hit is None))
+    for key, seeds in by_setting.items():  # a seed that missed the target counts at its whole run time
+        row = table.loc[key]
+        assert row["seeds"] == len(seeds) and row["time_s"] == pytest.approx(np.mean([t for t, _ in seeds]))
+        assert bool(row["censored"]) == any(missed for _, missed in seeds)
     section = reproduction.actorq_section(campaign, [])
-    assert section.count("\n| dqn | cartpole |") == 2
+    assert section.count("\n| dqn | cartpole |") == sum(1 for k in by_setting if k[:2] == ("dqn", "cartpole"))
 
 
 def _qat_rows(rewards: dict[tuple[str, int], list[float]], fp32: float = 500.0) -> pd.DataFrame:

@@ -525,7 +525,12 @@ def actorq_reading(ttr: pd.DataFrame, done: pd.DataFrame) -> str:
                 "cannot time the reward: with those actors the learner did not solve the task within its budget"
             )
         else:
-            verdict = f"time to target {by['fp32']['time_s']:.4g} s (fp32) vs {by['int8']['time_s']:.4g} s (int8)"
+            times = [
+                f"{'≥ ' if by[p]['censored'] else ''}{by[p]['time_s']:.4g} s ({p}, {by[p]['reached']} seeds reached it)"
+                for p in ("fp32", "int8")
+            ]
+            bound = "; ≥: a seed that missed the target counts at its whole run" if rows["censored"].any() else ""
+            verdict = f"time to target {times[0]} vs {times[1]}{bound}"
         lines.append(f"- {algo} on {env}, {network} policy: {verdict}; {pace}.")
     return "\n\nReading the table:\n\n" + "\n".join(lines) if lines else ""
 
