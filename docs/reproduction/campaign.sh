@@ -9,9 +9,14 @@
 # cannot reach: that part prints its command, to run where the hub is.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-COMMON=(store.path=outputs/campaign/results.sqlite store.policies=outputs/campaign/policies
+STORE=outputs/campaign/results.sqlite
+COMMON=(store.path=$STORE store.policies=outputs/campaign/policies
         hydra.callbacks.collate.enabled=false train.progress=false eval.progress=false)
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+
+# A fresh machine (no campaign store yet) starts from the committed records, so every cell done
+# anywhere before is skipped (their policies are not kept: a cell still to run trains its own).
+[ -f "$STORE" ] || { mkdir -p outputs/campaign && quarl rebuild docs/reproduction/records --store "$STORE"; }
 
 archive() {  # the campaign's records, as JSON, into docs/reproduction/records/, and the report
   quarl report --archive outputs/campaign
