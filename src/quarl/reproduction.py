@@ -288,6 +288,12 @@ def _by_seed(cells: pd.DataFrame, column: str) -> pd.Series:
     return values.groupby(cells["seed"]).mean().dropna()
 
 
+def keeps_fp32(reward: float, fp32: float, env: str) -> bool:
+    """Whether `reward` keeps the fp32 reward: within 5% of the env's reward threshold below it."""
+    limit = threshold(env)
+    return reward >= fp32 - (0.05 * abs(limit) if limit else 0.0)
+
+
 def qat_vs_ptq(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataFrame:
     """QAT against PTQ of the fp32 policy at equal bits (affine, per tensor), across seeds.
 
@@ -299,8 +305,6 @@ def qat_vs_ptq(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataF
     base = select(
         runs, algo=algo, env=env, train__keep_best=True, quant__scheme="affine", quant__granularity="per_tensor"
     )
-    limit = threshold(env)
-    resolution = 0.05 * abs(limit) if limit else 0.0
     rows = []
     for bits in range(2, 9):
         qat = select(base, quant="qat", quant__bits=bits)
@@ -313,31 +317,29 @@ def qat_vs_ptq(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataF
         paired = pd.concat([_by_seed(qat, "reward_mean"), _by_seed(ptq, "reward_mean")], axis=1, join="inner")
         diff = paired.iloc[:, 0] - paired.iloc[:, 1] if not paired.empty else pd.Series(dtype=float)
         d = seed_interval(diff.to_numpy())
-        ahead = f"{int((diff > 0).sum())} of {len(diff)}"
         if not (q.has_ci and p.has_ci):
             verdict = "too few seeds to tell"
-        elif p.estimate >= fp32.estimate - resolution:
+        elif keeps_fp32(p.estimate, fp32.estimate, env):
             verdict = "nothing for QAT to recover: PTQ keeps the fp32 reward"
         elif d.has_ci and d.low > 0:
             verdict = "QAT higher (paired interval above 0)"
         elif d.has_ci and d.high < 0:
             verdict = "PTQ higher (paired interval below 0)"
         else:
+            ahead = f"{int((diff > 0).sum())} of {len(diff)}"
             verdict = f"no difference shown (paired interval includes 0); QAT ahead in {ahead} seeds"
-        rows.append({"bits": bits, "qat": q, "ptq": p, "fp32": fp32, "diff": d, "ahead": ahead, "verdict": verdict})
+        rows.append({"bits": bits, "qat": q, "ptq": p, "fp32": fp32, "diff": d, "verdict": verdict})
     return pd.DataFrame(rows)
 
 
 def qat_finding(table: pd.DataFrame, algo: str, env: str = "cartpole") -> str:
     """One sentence per algorithm on the paper's QAT finding: the fewest bits at which each method
-    keeps the fp32 reward (mean within 5% of the env's reward threshold), from the table's rows."""
-    limit = threshold(env)
-    resolution = 0.05 * abs(limit) if limit else 0.0
+    keeps the fp32 reward (`keeps_fp32`), from the table's rows."""
 
     def fewest(column: str) -> str:
         kept = None  # the last width, going down from the widest, before the first that loses reward
         for _, r in table.sort_values("bits", ascending=False).iterrows():
-            if r[column].estimate < r["fp32"].estimate - resolution:
+            if not keeps_fp32(r[column].estimate, r["fp32"].estimate, env):
                 break
             kept = int(r["bits"])
         return f"{kept} bits" if kept is not None else "none of the widths run"
@@ -441,6 +443,11 @@ def figure(runs: pd.DataFrame, algos: list[str], out: Path) -> Path:
 RANDOM_RETURNS = {"dmc/cartpole_balance": (332.1, 59.1, 20)}
 
 
+def _setting(frame: pd.DataFrame, setting: dict[str, Any]) -> pd.DataFrame:
+    """The rows of `frame` whose columns equal `setting`'s values."""
+    return frame[(frame[list(setting)] == pd.Series(setting)).all(axis=1)]
+
+
 def _rate(cells: pd.DataFrame, column: str) -> float:
     """`column` per second of training, mean over the seeds' runs."""
     return float((pd.to_numeric(cells[column]) / pd.to_numeric(cells["train_time_s"])).mean())
@@ -457,8 +464,7 @@ def actorq_section(campaign: Campaign, figures: list[str]) -> str:
     rows = []
     for (_, r), (_, view) in zip(ttr.iterrows(), actorq.ttr_display(ttr).iterrows()):
         setting = {k: r[k] for k in (*actorq.SETTING, "precision")}
-        cells = done[(done[list(setting)] == pd.Series(setting)).all(axis=1)]
-        part = parts[(parts[list(setting)] == pd.Series(setting)).all(axis=1)]
+        cells, part = _setting(done, setting), _setting(parts, setting)
         rows.append(
             [
                 r["algo"],
@@ -511,8 +517,7 @@ def actorq_reading(ttr: pd.DataFrame, done: pd.DataFrame) -> str:
             continue
         rate = {}
         for precision in ("fp32", "int8"):
-            setting = {**dict(zip(actorq.SETTING[:3], key)), "precision": precision}
-            cells = done[(done[list(setting)] == pd.Series(setting)).all(axis=1)]
+            cells = _setting(done, {**dict(zip(actorq.SETTING[:3], key)), "precision": precision})
             rate[precision] = (_rate(cells, "env_steps"), _rate(cells, "learner_steps"))
         pace = (
             f"int8 actors moved the run from {fmt(rate['fp32'][0], 0)} to {fmt(rate['int8'][0], 0)} env steps/s "
