@@ -53,7 +53,7 @@ part() {
   esac
 }
 
-# Default order: cheapest first; ptq_table's last rows (DDPG on MountainCarContinuous, ~2 h a seed) late.
+# Default order: cheapest first; ptq_table's last rows (DDPG on MountainCarContinuous, ~70 min a seed on an idle core) late.
 for p in "${@:-sweet_spot qat atari_hub actorq_wide d4pg d4pg_cpu actorq_gym ptq_table extensions}"; do
   for q in $p; do part "$q"; done
 done
