@@ -536,7 +536,13 @@ def actorq_reading(ttr: pd.DataFrame, done: pd.DataFrame) -> str:
             ]
             bound = "; ≥: a seed that missed the target counts at its whole run" if rows["censored"].any() else ""
             verdict = f"time to target {times[0]} vs {times[1]}{bound}"
-        lines.append(f"- {algo} on {env}, {network} policy: {verdict}; {pace}.")
+        agreement = by["int8"].get("actor_agreement", np.nan)
+        acts = (
+            f"; the int8 actors' policy acts as the learner's final one on {fmt(agreement)} of its states"
+            if pd.notna(agreement)
+            else ""
+        )
+        lines.append(f"- {algo} on {env}, {network} policy: {verdict}; {pace}{acts}.")
     return "\n\nReading the table:\n\n" + "\n".join(lines) if lines else ""
 
 
