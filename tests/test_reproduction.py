@@ -58,6 +58,9 @@ def test_verdicts_follow_the_interval_and_name_a_reason():
         "disagrees: a different quantizer")
     assert reproduction._verdict("dqn", "cartpole", "int8", 500.0, low, fp32.iloc[[0]], fp32, {}).endswith(
         reproduction.NO_REASON)
+    one = seed_interval([500.0])  # a single seed neither agrees nor disagrees
+    assert reproduction._verdict("dqn", "cartpole", "int8", 500.0, one, fp32.iloc[[0]], fp32, {}) == (
+        "inconclusive: one seed, no interval to judge by")
 
 
 def test_a_wide_interval_around_the_published_value_is_inconclusive():

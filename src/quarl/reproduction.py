@@ -233,6 +233,8 @@ def _verdict(
             return "n/a: every fp32 reward too close to 0 for E"
         return "not run yet"
     why = [r for r in (_not_learned(fp32, env), reasons.get(f"{algo}/{env}/{quantity}")) if r]
+    if not ours.has_ci:
+        return "inconclusive: one seed, no interval to judge by" + (f" ({'; '.join(why)})" if why else "")
     if not inside(value, ours):
         return "disagrees: " + ("; ".join(why) if why else NO_REASON)
     half, allowed = (ours.high - ours.low) / 2, _resolution(quantity, frame, value)
