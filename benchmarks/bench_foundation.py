@@ -1,10 +1,12 @@
 """Foundation benchmarks: the study loop's speed, every row a ratio measured side by side in one run
 (absolute times drift on shared machines; the ratios are what to compare).
 
-1. Evaluation: quarl's evaluator (the acting network, one observation per call) vs SB3's
-   `evaluate_policy` with the same 4 envs, PPO on CartPole-v1 (and a DQN Nature-CNN on Pong where
-   ale-py is installed), with whether quarl's rewards equal SB3's `predict` path on the same
-   seeded episodes (each episode stepped with `predict`, one observation per call).
+1. Evaluation: quarl's evaluator (the acting network, one observation per call, with the default
+   `eval.workers`: worker processes for image observations) vs SB3's `evaluate_policy` with the
+   same 4 envs, PPO on CartPole-v1 (and a DQN Nature-CNN on Pong where ale-py is installed, also
+   against SB3 with the envs in a SubprocVecEnv), with whether quarl's rewards equal SB3's
+   `predict` path on the same seeded episodes (each episode stepped with `predict`, one
+   observation per call).
 2. Sweep overhead: `run.py -m algo=dqn,a2c,ppo quant.bits=2,4,8` vs the same trainings and
    evaluations written by hand in one script (same torch thread count).
 3. The same sweep again, every cell done: seconds per skipped cell.
@@ -29,9 +31,8 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
-import gymnasium as gym
 import numpy as np
 import pandas as pd
 import torch
@@ -39,11 +40,11 @@ from omegaconf import OmegaConf
 from stable_baselines3 import DQN, PPO
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
-from stable_baselines3.common.vec_env import DummyVecEnv
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
 from quarl import results
 from quarl.envs import make_env
-from quarl.evaluate import evaluate
+from quarl.evaluate import default_workers, evaluate
 from quarl.schema import EnvConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,7 +61,7 @@ BY_HAND = textwrap.dedent(
     from quarl import algos, schema
     from quarl.app import CONF_DIR
     from quarl.envs import training_envs
-    from quarl.evaluate import evaluate
+    from quarl.evaluate import default_workers, evaluate
     from quarl.quantize import quantize_policy
 
     steps, episodes = int(sys.argv[1]), int(sys.argv[2])
@@ -112,13 +113,30 @@ def _predict_path(model, cfg, seeds: list[int]) -> list[float]:
     return rewards
 
 
-def _eval_rows(name: str, model, cfg, sb3_env: Callable[[], object], episodes: int, repeats: int) -> list[dict]:
-    ours = lambda: evaluate(model, cfg, episodes=episodes, seed=0, n_envs=4)  # noqa: E731
-    theirs = lambda: evaluate_policy(model, sb3_env(), n_eval_episodes=episodes, deterministic=True)  # noqa: E731
+def _sb3_evaluate(model, venv, episodes: int) -> None:
+    """SB3's evaluate_policy on `venv`, closed afterwards (a SubprocVecEnv's processes end)."""
+    try:
+        evaluate_policy(model, venv, n_eval_episodes=episodes, deterministic=True)
+    finally:
+        venv.close()
+
+
+def _eval_rows(name: str, model, cfg, sb3_env: Callable[[], object], episodes: int, repeats: int,
+               sb3_subproc: Optional[Callable[[], object]] = None) -> list[dict]:
+    """quarl's evaluate as a cell runs it (`eval.workers` at its default), SB3's evaluate_policy with
+    the same 4 envs (and in a SubprocVecEnv where given), and quarl's old batched-predict path."""
+    workers = default_workers(model)
+    ours = lambda: evaluate(model, cfg, episodes=episodes, seed=0, n_envs=4, workers=workers)  # noqa: E731
+    theirs = lambda: _sb3_evaluate(model, sb3_env(), episodes)  # noqa: E731
     before = lambda: evaluate(model, cfg, episodes=episodes, seed=0, n_envs=4, engine="predict")  # noqa: E731
-    times = {"SB3 evaluate_policy, 4 envs": [], "quarl evaluate, 4 envs": [], "quarl before (batched predict), 4 envs": []}
+    cases = {"SB3 evaluate_policy, 4 envs": theirs, f"quarl evaluate, 4 envs, {workers} worker(s)": ours,
+             "quarl before (batched predict), 4 envs": before}
+    if sb3_subproc is not None:
+        cases["SB3 evaluate_policy, 4 envs in SubprocVecEnv"] = lambda: _sb3_evaluate(  # noqa: E731
+            model, sb3_subproc(), episodes)
+    times: dict[str, list[float]] = {label: [] for label in cases}
     for _ in range(repeats):  # interleaved, so drift hits every case alike
-        for label, fn in zip(times, (theirs, ours, before)):
+        for label, fn in cases.items():
             start = time.perf_counter()
             fn()
             times[label].append(time.perf_counter() - start)
@@ -145,7 +163,11 @@ def bench_evaluator(episodes: int, repeats: int, atari: bool) -> pd.DataFrame:
         def pong_env():
             return DummyVecEnv([lambda: make_env(PONG)] * 4)  # each env stacks its own frames, as quarl's do
 
-        rows += _eval_rows("DQN Nature CNN, Pong (untrained), 4 episodes", cnn, PONG, pong_env, 4, 1)
+        def pong_subproc():
+            return SubprocVecEnv([lambda: make_env(PONG)] * 4)
+
+        rows += _eval_rows("DQN Nature CNN, Pong (untrained), 4 episodes", cnn, PONG, pong_env, 4, repeats,
+                           pong_subproc)
     return pd.DataFrame(rows)
 
 
@@ -212,7 +234,8 @@ def bench_skips() -> pd.DataFrame:
         again = _timed(sweep, Path(tmp))
         start = _timed([sys.executable, "-c", "import quarl.app, hydra_plugins.quarl_sweeper.quarl_sweeper"], Path(tmp))
     return pd.DataFrame([
-        {"what": "+sweep=ptq_classic seed=0,1,2 (72 cells), first run, train.steps=300", "s": first, "cells/s": 72 / first},
+        {"what": "+sweep=ptq_classic seed=0,1,2 (72 cells), first run, train.steps=300", "s": first,
+         "cells/s": 72 / first},
         {"what": "the same again, all 72 done: skipped cells", "s": again, "cells/s": 72 / again},
         {"what": "  of which starting Python and importing quarl", "s": start, "cells/s": None},
         {"what": "  per skipped cell, s (72 cells, start-up included)", "s": again / 72, "cells/s": None},

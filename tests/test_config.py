@@ -101,6 +101,7 @@ def test_unknown_keys_and_options_are_rejected():
         (["quant.scheme=quarl_code", "quant.granularity=per_channel"], "quant.scheme=quarl_code is one of QuaRL's"),
         (["eval.episodes=0"], "eval.episodes=0 must be a positive"),
         (["eval.episodes=-3"], "eval.episodes=-3 must be a positive"),
+        (["eval.workers=0"], "eval.workers=0 must be at least 1"),
         (["train.steps=0"], "train.steps=0 must be a positive"),
         (["train.device=tpu"], "train.device=tpu is not allowed"),
     ],

@@ -71,6 +71,8 @@ def check_same_rewards(model, cfg, episodes=4, seed=0, transform=None):
         if f == 0:
             assert reward == expected
     assert evaluate(model, cfg, episodes=episodes, seed=seed, n_envs=1, obs_transform=transform).rewards == ours.rewards
+    in_workers = evaluate(model, cfg, episodes=episodes, seed=seed, workers=2, obs_transform=transform)
+    assert (in_workers.rewards, in_workers.lengths) == (ours.rewards, ours.lengths)
     return ours
 
 
@@ -139,7 +141,24 @@ def test_stochastic_evaluation_still_samples():
 def test_atari_cnn_policy_gets_predicts_rewards():
     cfg = env_cfg("atari/pong", "PongNoFrameskip-v4", suite="atari", frame_stack=4, kwargs={"max_episode_steps": 2000})
     model = DQN("CnnPolicy", make_env(cfg), seed=0, device="cpu", buffer_size=1000)
-    check_same_rewards(model, cfg, episodes=1)
+    check_same_rewards(model, cfg, episodes=2)
+
+
+def test_workers_play_the_same_episodes_and_sample_the_same_states():
+    """Episodes played whole in forked workers (eval.workers) give the in-process loop's rewards,
+    lengths and sampled observations, for an SB3 policy and for an int8 ONNX Runtime policy built
+    before the fork."""
+    from quarl.deploy import compile_policy
+
+    model = trained(DQN, CARTPOLE, 1500, learning_starts=200, exploration_fraction=0.5)
+    one = evaluate(model, CARTPOLE, episodes=5, seed=3, keep_states=40)
+    two = evaluate(model, CARTPOLE, episodes=5, seed=3, keep_states=40, workers=2)
+    assert (two.rewards, two.lengths, two.seeds) == (one.rewards, one.lengths, one.seeds)
+    assert np.array_equal(two.states, one.states) and len(one.states) == 40
+    runner = compile_policy(model, "onnx_int8", one.states)
+    one = evaluate(runner, CARTPOLE, episodes=3, seed=3, per_observation=True)
+    two = evaluate(runner, CARTPOLE, episodes=3, seed=3, per_observation=True, workers=3)
+    assert (two.rewards, two.lengths) == (one.rewards, one.lengths)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("Box2D") is None, reason="Box2D is not installed (gymnasium[box2d])")

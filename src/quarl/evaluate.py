@@ -10,6 +10,10 @@ run at once (`eval.n_envs`, not part of a cell's key):
   batch would quantize each episode's activations with a scale set by the other episodes;
 - stochastic evaluation (`deterministic=False`) samples from `predict` on the batch of episodes in
   flight.
+
+With `workers` > 1, deterministic episodes are played whole in forked worker processes
+(`quarl.eval_workers`), with the same results: for image observations, where the env costs as
+much as the network, `eval.workers` defaults to the cores the cell may use.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.preprocessing import is_image_space
 
+from quarl import eval_workers
 from quarl.envs import make_env
 from quarl.errors import QuarlError
 from quarl.greedy import ENGINES, GreedyActor, greedy_actor
@@ -127,40 +133,21 @@ def actor_for(
     return _batched(model, deterministic, obs_transform)
 
 
-def evaluate(
-    model: Any,  # an SB3 model, or anything with its `predict` (a Runner, an ActorQ policy)
+def _interleave(
+    act: Actor,
     env_cfg: Any,
-    episodes: int,
-    seed: int,
-    n_envs: int = 4,
-    deterministic: bool = True,
-    obs_transform: Optional[ObsTransform] = None,
-    progress: bool = False,
-    desc: str = "evaluate",
-    per_observation: bool = False,
-    keep_states: int = 0,
-    engine: str = "auto",
-) -> Evaluation:
-    """Run `episodes` episodes, episode i reset with `episode_seeds(seed, episodes)[i]`.
-
-    Up to `n_envs` episodes run at once; each action is computed from its own observation (SB3
-    models through `quarl.greedy.GreedyActor`, anything else with `per_observation` one `predict`
-    call each), so the results do not depend on `n_envs` for deterministic policies; other objects
-    with `predict` (and stochastic evaluation) get the batch of episodes in flight. `progress` shows
-    a bar on a terminal and a log line every half minute elsewhere. With
-    `keep_states`, about that many of the raw observations acted on are kept (an equal share per
-    episode, seeded) in `Evaluation.states`.
-    """
-    seeds = episode_seeds(seed, episodes)
-    torch.manual_seed(seed)
-    act = actor_for(model, deterministic, obs_transform, per_observation, engine)
-    sample = StateSample(seed, episodes, -(-keep_states // episodes)) if keep_states else None
+    seeds: list[int],
+    n_envs: int,
+    sample: Optional[StateSample],
+    rewards: list[float],
+    lengths: list[int],
+    bar: Progress,
+) -> None:
+    """Step up to `n_envs` seeded episodes side by side in this process, filling rewards and lengths."""
+    episodes = len(seeds)
     envs = [make_env(env_cfg) for _ in range(min(n_envs, episodes))]
-    rewards, lengths = [0.0] * episodes, [0] * episodes
     running: dict[int, tuple[int, Any]] = {}  # env slot -> (episode index, current observation)
     next_episode = 0
-    start = time.perf_counter()
-    bar = Progress(episodes, desc, unit="episode", enabled=progress)  # a bar on a terminal, else log lines
     try:
         for slot, env in enumerate(envs):
             running[slot] = (next_episode, env.reset(seed=seeds[next_episode])[0])
@@ -186,16 +173,81 @@ def evaluate(
                 else:
                     del running[slot]
     finally:
-        bar.close()
         for env in envs:
             env.close()
+
+
+def evaluate(
+    model: Any,  # an SB3 model, or anything with its `predict` (a Runner, an ActorQ policy)
+    env_cfg: Any,
+    episodes: int,
+    seed: int,
+    n_envs: int = 4,
+    deterministic: bool = True,
+    obs_transform: Optional[ObsTransform] = None,
+    progress: bool = False,
+    desc: str = "evaluate",
+    per_observation: bool = False,
+    keep_states: int = 0,
+    engine: str = "auto",
+    workers: int = 1,
+) -> Evaluation:
+    """Run `episodes` episodes, episode i reset with `episode_seeds(seed, episodes)[i]`.
+
+    Up to `n_envs` episodes run at once; each action is computed from its own observation (SB3
+    models through `quarl.greedy.GreedyActor`, anything else with `per_observation` one `predict`
+    call each), so the results do not depend on `n_envs` for deterministic policies; other objects
+    with `predict` (and stochastic evaluation) get the batch of episodes in flight. `progress` shows
+    a bar on a terminal and a log line every half minute elsewhere. With
+    `keep_states`, about that many of the raw observations acted on are kept (an equal share per
+    episode, seeded) in `Evaluation.states`. With `workers` > 1 (deterministic policies), that many
+    forked processes play whole episodes instead (`quarl.eval_workers`), with the same results.
+    """
+    seeds = episode_seeds(seed, episodes)
+    torch.manual_seed(seed)
+    act = actor_for(model, deterministic, obs_transform, per_observation, engine)
+    sample = StateSample(seed, episodes, -(-keep_states // episodes)) if keep_states else None
+    rewards, lengths = [0.0] * episodes, [0] * episodes
+    start = time.perf_counter()
+    bar = Progress(episodes, desc, unit="episode", enabled=progress)  # a bar on a terminal, else log lines
+    try:
+        if workers > 1 and episodes > 1 and deterministic and eval_workers.available():
+            for episode, total, length, kept in eval_workers.play(act, env_cfg, seeds, min(workers, episodes), sample):
+                rewards[episode], lengths[episode] = total, length
+                if sample is not None:
+                    sample.kept[episode] = kept
+                bar.update(1, last_return=total)
+        else:
+            _interleave(act, env_cfg, seeds, n_envs, sample, rewards, lengths, bar)
+    finally:
+        bar.close()
     states = sample.states() if sample is not None else None
     return Evaluation(rewards, lengths, seeds, time.perf_counter() - start, states)
 
 
+def _observes_images(model: Any) -> bool:
+    """Whether the policy acts on images (an SB3 model's observation space, a Runner's network)."""
+    if isinstance(model, BaseAlgorithm):
+        return is_image_space(model.observation_space)
+    return len(getattr(getattr(model, "net", None), "obs_shape", ())) == 3
+
+
+def default_workers(model: Any) -> int:
+    """What `eval.workers: null` means: the cores this process may use for a policy acting on
+    images (its env costs as much as its network), else 1 (forking costs more than it saves)."""
+    return eval_workers.cores() if _observes_images(model) else 1
+
+
+def eval_workers_of(cfg: Any, model: Any) -> int:
+    """`eval.workers`, or where null: `default_workers`."""
+    workers = cfg.eval.get("workers")
+    return int(workers) if workers is not None else default_workers(model)
+
+
 def evaluate_cell(model: Any, cfg: Any, obs_transform: Optional[ObsTransform] = None, **kw: Any) -> Evaluation:
     """`evaluate` with a cell's evaluation settings: its env, `eval.episodes` from the cell's seed,
-    `eval.n_envs` side by side, `eval.deterministic`."""
+    `eval.n_envs` side by side, `eval.workers` processes, `eval.deterministic`."""
+    kw.setdefault("workers", eval_workers_of(cfg, model))
     return evaluate(
         model,
         cfg.env,

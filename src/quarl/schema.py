@@ -120,6 +120,9 @@ class EvalConfig:
 
     episodes: int = 10  # evaluation episodes per policy
     n_envs: int = 4  # environments stepped side by side (results do not depend on it)
+    # processes playing whole episodes (results do not depend on it); null: the cores the cell may use
+    # for image observations (the env costs as much as the network), else 1
+    workers: Optional[int] = None
     deterministic: bool = True  # greedy / mean actions
     progress: bool = True
 
@@ -245,4 +248,6 @@ def check(cfg: Any) -> None:
         raise QuarlError(f"eval.episodes={cfg.eval.episodes} must be a positive number of episodes.")
     if cfg.eval.n_envs < 1:
         raise QuarlError(f"eval.n_envs={cfg.eval.n_envs} must be at least 1.")
+    if cfg.eval.get("workers") is not None and cfg.eval.workers < 1:
+        raise QuarlError(f"eval.workers={cfg.eval.workers} must be at least 1 (or null: automatic).")
     _check_train(cfg)
