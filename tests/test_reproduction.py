@@ -143,3 +143,25 @@ def test_qat_vs_ptq_pairs_seeds_and_says_when_there_is_nothing_to_recover():
     # keeping the fp32 reward is read from the widest width down, stopping at the first that loses it
     assert reproduction.qat_finding(table.reset_index(), "dqn") == (
         "dqn: QAT keeps the fp32 reward down to 8 bits, PTQ down to 8 bits.")
+
+
+def test_extensions_give_each_pair_its_sweet_spot_and_whether_fp32_learned():
+    """Acrobot (return scale 500: a width keeps fp32's reward within 25): fp32 -80 in every seed;
+    8..4 bits within 25 of it, 3 bits 40 below, so the sweet spot is 4 bits although 2 bits is
+    (by chance) close again; one of three fp32 policies is below Acrobot's threshold -100."""
+    by_bits = {32: [-70.0, -65.0, -105.0], 8: [-70.0, -70.0, -100.0], 7: [-75.0, -70.0, -100.0],
+               6: [-80.0, -75.0, -100.0], 5: [-80.0, -80.0, -110.0], 4: [-90.0, -90.0, -110.0],
+               3: [-110.0, -120.0, -130.0], 2: [-80.0, -80.0, -100.0]}
+    rows = [{"algo": "dqn", "env": "acrobot", "env.id": "Acrobot-v1", "env.return_scale": 500, "quant": "ptq",
+             "quant.bits": bits, "quant.scheme": "quarl_code", "train.keep_best": True, "seed": seed,
+             "reward_mean": reward, "action_agreement": 1.0, "rel_error": 0.0,
+             "run_dir": f"outputs/+sweep=ptq_extensions,algo=dqn,quant.bits={bits},seed={seed}"}
+            for bits, values in by_bits.items() for seed, reward in enumerate(values)]
+    runs = pd.DataFrame(rows)
+    assert reproduction.extension_pairs(runs) == [("dqn", "acrobot")]
+    table = reproduction.sweet_spot(runs, "dqn", "acrobot")
+    assert reproduction.extension_finding(table, 500.0).startswith("Sweet spot: 4 bits (")
+    section = reproduction.extensions_section(runs)
+    assert "**dqn** on Acrobot-v1 (1 of 3 fp32 policies below the env's reward threshold -100):" in section
+    assert "| fp16 |" not in section and "| 32 | -80.00 [" in section
+    assert reproduction.extensions_section(runs.assign(run_dir="outputs/other")) == "Not run yet."

@@ -91,3 +91,34 @@ def test_plan_composes_each_job_exactly_as_hydra_does():
         composer = Composer(CONF_DIR)
         for job in jobs:
             assert OmegaConf.to_yaml(composer(job)) == OmegaConf.to_yaml(compose("config", overrides=job)), job
+
+
+def test_launcher_configs_are_hydras_own_with_one_composition_per_group_choice():
+    """The sweep's launcher composes once per set of group choices (quarl.sweeps.SweepConfigs): every
+    job's config, Hydra node included, is the one Hydra's own loader gives it, and the loader
+    survives the pickling a submitit launcher puts it through."""
+    import pickle
+
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
+
+    from quarl import schema
+    from quarl.sweeps import SweepConfigs
+
+    schema.register()
+    args = ["+sweep=qat_classic", "train.steps=777", "++algo.hyperparams.gamma=0.9"]
+    jobs = expand(CONF_DIR, args)[::7]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        master = loader.load_configuration("config", overrides=[*args, "hydra.sweep.dir=elsewhere"],
+                                           run_mode=RunMode.MULTIRUN)
+        fast = SweepConfigs(loader, CONF_DIR)
+        for job in [*jobs, [*jobs[0], "hydra.job.chdir=false"], [*jobs[1], "+extra=1"]]:
+            ours, hydras = fast.load_sweep_config(master, job), loader.load_sweep_config(master, job)
+            assert OmegaConf.to_container(ours) == OmegaConf.to_container(hydras), job
+        assert len(fast.composed) < len(jobs)  # value overrides (bits, seeds) shared a composition
+        again = pickle.loads(pickle.dumps(fast))
+        assert again.composed == {} and OmegaConf.to_container(again.load_sweep_config(master, jobs[0])) == (
+            OmegaConf.to_container(loader.load_sweep_config(master, jobs[0])))

@@ -117,9 +117,9 @@ def select(runs: pd.DataFrame, **where: Any) -> pd.DataFrame:
     return runs[mask]
 
 
-def threshold(env: str) -> Optional[float]:
+def threshold(env: str, env_id: Optional[str] = None) -> Optional[float]:
     """Gymnasium's reward threshold for the env (the return that counts as solved), if it has one."""
-    env_id = TABLE_ENVS.get(env)
+    env_id = env_id or TABLE_ENVS.get(env)
     try:
         return gym.spec(env_id).reward_threshold if env_id else None
     except gym.error.Error:
@@ -165,8 +165,8 @@ def _values(rows: pd.DataFrame, column: str, scale: float = 1.0) -> np.ndarray:
     return pd.to_numeric(rows[column], errors="coerce").dropna().to_numpy(dtype=float) * scale
 
 
-def _not_learned(fp32: pd.DataFrame, env: str) -> str:
-    limit = threshold(env)
+def _not_learned(fp32: pd.DataFrame, env: str, env_id: Optional[str] = None) -> str:
+    limit = threshold(env, env_id)
     if limit is None or fp32.empty:
         return ""
     below = int((pd.to_numeric(fp32["reward_mean"], errors="coerce") < limit).sum())
@@ -347,6 +347,74 @@ def qat_finding(table: pd.DataFrame, algo: str, env: str = "cartpole") -> str:
         return f"{kept} bits" if kept is not None else "none of the widths run"
 
     return f"{algo}: QAT keeps the fp32 reward down to {fewest('qat')}, PTQ down to {fewest('ptq')}."
+
+
+EXTENSIONS = "ptq_extensions"
+KEEP_FRACTION = 0.05  # an extension's width keeps fp32's reward within this fraction of the env's return scale
+
+
+def extension_pairs(runs: pd.DataFrame) -> list[tuple[str, str]]:
+    """The (algo, env) pairs with records from the extensions sweep, in order."""
+    if "run_dir" not in runs.columns:
+        return []
+    ext = runs[runs["run_dir"].map(sweep_of) == EXTENSIONS]
+    return sorted({(str(a), str(e)) for a, e in zip(ext["algo"], ext["env"])})
+
+
+def extension_finding(table: pd.DataFrame, scale: float) -> str:
+    """The sweet spot of one pair: the fewest bits, going down from 8, before the first width whose
+    mean reward falls more than KEEP_FRACTION of the return scale below the fp32 (32-bit) mean."""
+    fp32 = table.loc[table["bits"] == "32", "reward"]
+    if fp32.empty or fp32.iloc[0].n_runs == 0:
+        return "Sweet spot: n/a (no fp32 cell yet)."
+    reference, tolerance = fp32.iloc[0].estimate, KEEP_FRACTION * scale
+    kept = None
+    for bits in range(8, 1, -1):
+        row = table.loc[table["bits"] == str(bits), "reward"]
+        if row.empty or row.iloc[0].n_runs == 0 or row.iloc[0].estimate < reference - tolerance:
+            break
+        kept = bits
+    where = f"{kept} bits" if kept is not None else "none of 2..8 bits"
+    return (
+        f"Sweet spot: {where} (the fewest bits whose mean reward stays within {tolerance:g}, "
+        f"{KEEP_FRACTION:.0%} of the env's return scale, of the fp32 mean {fmt(reference)})."
+    )
+
+
+def extensions_section(runs: pd.DataFrame) -> str:
+    """Per pair run from the extensions sweep: the sweet-spot table, whether the fp32 policies
+    learned their task, and the sweet spot."""
+    blocks = []
+    for algo, env in extension_pairs(runs):
+        table = sweet_spot(runs, algo, env)
+        table = table[table["bits"] != "fp16"]  # the extensions sweep has no fp16 cells
+        pair = select(runs, algo=algo, env=env)
+        env_id = str(pair["env.id"].iloc[0]) if "env.id" in pair.columns else env
+        fp32 = select(pair, quant="ptq", quant__bits=32)
+        learned = _not_learned(fp32, env, env_id) or "every fp32 policy at or above the env's reward threshold"
+        if threshold(env, env_id) is None:
+            learned = f"{env_id} has no reward threshold"
+        scales = _values(pair, "env.return_scale") if "env.return_scale" in pair.columns else np.empty(0)
+        blocks.append(
+            f"**{algo}** on {env_id} ({learned}):\n\n"
+            + _markdown(
+                ["weight bits", "reward [95% CI]", "action agreement [95% CI]", "n", "sd of E", "sd of agreement"],
+                [
+                    [
+                        r["bits"],
+                        shown(r["reward"]),
+                        shown(r["agreement"], 3, FRACTION),
+                        str(r["n"]),
+                        fmt(r["sd_E"], 4),
+                        fmt(r["sd_agreement"], 4),
+                    ]
+                    for _, r in table.iterrows()
+                ],
+            )
+            + "\n\n"
+            + (extension_finding(table, float(scales[0])) if scales.size else "Sweet spot: n/a (no return scale).")
+        )
+    return "\n\n".join(blocks) if blocks else "Not run yet."
 
 
 def noise(runs: pd.DataFrame) -> pd.DataFrame:
@@ -663,6 +731,12 @@ def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> st
     if findings:
         qat.append("Read across the tables: " + " ".join(findings))
     parts.append("## QAT vs PTQ\n\n" + QAT_NOTE + "\n\n" + ("\n\n".join(qat) if qat else "Not run yet."))
+    parts.append(
+        "## Beyond the paper: PTQ sweet spots on tasks QuaRL skipped\n\n"
+        + EXTENSIONS_NOTE
+        + "\n\n"
+        + extensions_section(runs)
+    )
     curves = actorq_figures(campaign, folder, figures)
     parts.append("## ActorQ: fp32 vs int8 actors\n\n" + actorq_section(campaign, curves))
     parts.append(
@@ -722,6 +796,13 @@ SWEET_NOTE = """Sweep `ptq_classic` (five seeds): weights at 2..8 bits with the 
 (`quant.scheme=quarl_code`, per tensor, biases fp32), which made the published sweet-spot plots;
 fp16 from `ptq_table_classic`. `sd of E` and `sd of agreement` are the standard deviations
 across seeds: how much each measure of the same cells moves from seed to seed."""
+
+EXTENSIONS_NOTE = """Sweep `ptq_extensions`: the classic-control and Box2D tasks the paper did not quantize, with the
+sweet-spot quantizer (`quant.scheme=quarl_code`, per tensor, biases fp32), rl-zoo3's tuned budgets and
+the kept best policy, three seeds. Its whole grid (19 algo x task pairs) is about 130 CPU-hours; the
+pairs below are the ones run on this machine (the rest: the sweep table further down gives its
+command). `32` is the fp32 policy. A pair's fp32 policies are checked against the env's reward
+threshold, so a sweet spot is read on policies that learned their task."""
 
 NOISE_NOTE = """Every quantized cell measured on two seeds or more: the standard deviation across seeds of E
 and of action agreement, both in percentage points. Reward over ten episodes moves with the

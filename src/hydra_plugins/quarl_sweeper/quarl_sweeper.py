@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override
 from hydra.core.plugins import Plugins
 from hydra.plugins.launcher import Launcher
 from hydra.plugins.sweeper import Sweeper
@@ -27,13 +25,6 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
-
-
-def override_dirname(overrides: Sequence[Override], exclude_keys: Sequence[str], item_sep: str, kv_sep: str) -> str:
-    """A job's folder name, as Hydra forms `hydra.job.override_dirname`: the job's overrides but
-    the excluded keys, sorted, joined by `item_sep`, each `=` replaced by `kv_sep`."""
-    lines = sorted(str(o.input_line) for o in overrides if o.key_or_group not in exclude_keys)
-    return re.sub("=", kv_sep, item_sep.join(lines))
 
 
 class QuarlSweeper(Sweeper):
@@ -49,8 +40,14 @@ class QuarlSweeper(Sweeper):
         self.launcher: Launcher | None = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        from quarl.app import CONF_DIR
+        from quarl.sweeps import SweepConfigs
+
         self.hydra_context, self.config = hydra_context, config
-        self.launcher = Plugins.instance().instantiate_launcher(hydra_context=hydra_context,
+        # the launcher composes each job's config once per set of group choices (quarl.sweeps.SweepConfigs)
+        launching = HydraContext(config_loader=SweepConfigs(hydra_context.config_loader, CONF_DIR),  # type: ignore[arg-type]
+                                 callbacks=hydra_context.callbacks)
+        self.launcher = Plugins.instance().instantiate_launcher(hydra_context=launching,
                                                                 task_function=task_function, config=config)
 
     def _compose(self, batch: Sequence[Sequence[str]]) -> dict[int, DictConfig]:
@@ -71,6 +68,8 @@ class QuarlSweeper(Sweeper):
 
     def _record_skipped(self, job: Sequence[str], cfg: DictConfig) -> None:
         """Write the job's config where its job dir would be (collation reads the sweep's cells there)."""
+        from quarl.sweeps import override_dirname
+
         assert self.config is not None
         names = self.config.hydra.job.config.override_dirname
         overrides = OverridesParser.create().parse_overrides(list(job))
