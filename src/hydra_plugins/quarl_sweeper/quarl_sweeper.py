@@ -1,7 +1,7 @@
 """quarl's sweeper: Hydra's basic sweeper (the same jobs, in the same order and batches), but a cell
 already in the results store is passed over before a job is launched for it (no Hydra job set-up,
-no SLURM job), and the sweep's jobs are checked by composing each set of config-group choices once
-instead of every job in full.
+no SLURM job), and each set of config-group choices is composed once, for the store check and the
+launcher alike, instead of every job in full (quarl.sweeps.SweepConfigs).
 
 Chosen in quarl's config.yaml (`hydra.sweeper._target_`). A skipped cell's config is still written
 to `<sweep dir>/<override dirname>/.hydra/config.yaml`, as its job would have, so collating the
@@ -37,6 +37,7 @@ class QuarlSweeper(Sweeper):
         self.params = dict(params or {})
         self.hydra_context: HydraContext | None = None
         self.config: DictConfig | None = None
+        self.configs: Any = None  # quarl.sweeps.SweepConfigs, made in setup
         self.launcher: Launcher | None = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
@@ -44,27 +45,16 @@ class QuarlSweeper(Sweeper):
         from quarl.sweeps import SweepConfigs
 
         self.hydra_context, self.config = hydra_context, config
-        # the launcher composes each job's config once per set of group choices (quarl.sweeps.SweepConfigs)
-        launching = HydraContext(config_loader=SweepConfigs(hydra_context.config_loader, CONF_DIR),  # type: ignore[arg-type]
-                                 callbacks=hydra_context.callbacks)
+        # one composition per set of group choices, shared by the store check and the launcher
+        self.configs = SweepConfigs(hydra_context.config_loader, CONF_DIR)
+        launching = HydraContext(config_loader=self.configs, callbacks=hydra_context.callbacks)  # type: ignore[arg-type]
         self.launcher = Plugins.instance().instantiate_launcher(hydra_context=launching,
                                                                 task_function=task_function, config=config)
 
     def _compose(self, batch: Sequence[Sequence[str]]) -> dict[int, DictConfig]:
-        """Each job's config, composed once per set of group choices (quarl.sweeps.Composer); a job
-        that does not compose so is composed by Hydra, which raises its own error if it is invalid."""
-        from quarl.app import CONF_DIR
-        from quarl.errors import QuarlError
-        from quarl.sweeps import Composer
-
-        assert self.hydra_context is not None and self.config is not None
-        composer, configs = Composer(CONF_DIR), {}
-        for index, job in enumerate(batch):
-            try:
-                configs[index] = composer(list(job))
-            except QuarlError:
-                self.hydra_context.config_loader.load_sweep_config(self.config, list(job))
-        return configs
+        """Each job's config as the launcher composes it (Hydra raises its own error for an invalid job)."""
+        assert self.configs is not None and self.config is not None
+        return {index: self.configs.load_sweep_config(self.config, list(job)) for index, job in enumerate(batch)}
 
     def _record_skipped(self, job: Sequence[str], cfg: DictConfig) -> None:
         """Write the job's config where its job dir would be (collation reads the sweep's cells there)."""
@@ -76,8 +66,11 @@ class QuarlSweeper(Sweeper):
         subdir = override_dirname(overrides, list(names.exclude_keys), names.item_sep, names.kv_sep)
         folder = Path(str(self.config.hydra.sweep.dir)) / subdir / ".hydra"
         folder.mkdir(parents=True, exist_ok=True)
+        config = OmegaConf.to_container(cfg, resolve=False)
+        assert isinstance(config, dict)
+        config.pop("hydra", None)  # as Hydra writes a job's config.yaml
         # JSON is YAML, and writes in a fraction of the time (OmegaConf.load reads it back as it is)
-        (folder / "config.yaml").write_text(json.dumps(OmegaConf.to_container(cfg, resolve=False), indent=1))
+        (folder / "config.yaml").write_text(json.dumps(config, indent=1))
 
     def _pending(self, batch: Sequence[Sequence[str]]) -> list[Sequence[str]]:
         from quarl.cells import log_skip
