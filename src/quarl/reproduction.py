@@ -362,22 +362,24 @@ def extension_pairs(runs: pd.DataFrame) -> list[tuple[str, str]]:
 
 
 def extension_finding(table: pd.DataFrame, scale: float) -> str:
-    """The sweet spot of one pair: the fewest bits, going down from 8, before the first width whose
-    mean reward falls more than KEEP_FRACTION of the return scale below the fp32 (32-bit) mean."""
+    """Which of 2..8 bits keep the fp32 (32-bit) mean reward, to within KEEP_FRACTION of the env's
+    return scale, and whether they are every width down to the fewest (a sweet spot) or not."""
     fp32 = table.loc[table["bits"] == "32", "reward"]
     if fp32.empty or fp32.iloc[0].n_runs == 0:
         return "Sweet spot: n/a (no fp32 cell yet)."
     reference, tolerance = fp32.iloc[0].estimate, KEEP_FRACTION * scale
-    kept = None
-    for bits in range(8, 1, -1):
-        row = table.loc[table["bits"] == str(bits), "reward"]
-        if row.empty or row.iloc[0].n_runs == 0 or row.iloc[0].estimate < reference - tolerance:
-            break
-        kept = bits
-    where = f"{kept} bits" if kept is not None else "none of 2..8 bits"
+    run = {int(b): r for b, r in zip(table["bits"], table["reward"]) if b.isdigit() and int(b) <= 8 and r.n_runs}
+    kept = [bits for bits in sorted(run, reverse=True) if run[bits].estimate >= reference - tolerance]
+    share = f"{KEEP_FRACTION:.0%} of the env's return scale"
+    rule = f"mean reward within {tolerance:g} ({share}) of the fp32 mean {fmt(reference)}"
+    if not kept:
+        return f"Sweet spot: none of {min(run)}..{max(run)} bits keeps the {rule}."
+    widths = ", ".join(str(b) for b in kept)
+    if kept == [b for b in sorted(run, reverse=True) if b >= kept[-1]]:
+        return f"Sweet spot: {kept[-1]} bits, the fewest of the widths that keep the {rule} ({widths})."
     return (
-        f"Sweet spot: {where} (the fewest bits whose mean reward stays within {tolerance:g}, "
-        f"{KEEP_FRACTION:.0%} of the env's return scale, of the fp32 mean {fmt(reference)})."
+        f"No clean sweet spot: the widths that keep the {rule} are {widths}, not every width above the "
+        f"fewest ({kept[-1]}); with {run[kept[-1]].n_runs} seeds a width's mean moves with a single seed."
     )
 
 
