@@ -162,8 +162,8 @@ def test_extensions_give_each_pair_its_sweet_spot_and_whether_fp32_learned():
     assert reproduction.extension_pairs(runs) == [("dqn", "acrobot")]
     table = reproduction.sweet_spot(runs, "dqn", "acrobot")
     assert reproduction.extension_finding(table, 500.0).startswith(
-        "No clean sweet spot: the widths that keep the mean reward within 25 (5% of the env's return scale) "
-        "of the fp32 mean -80.00 are 8, 7, 6, 5, 4, 2, not every width above the fewest (2)")
+        "No clean sweet spot: 8, 7, 6, 5, 4, 2 bits keep the mean reward within 25 (5% of the env's return "
+        "scale) of the fp32 mean -80.00, but 3 bits, wider, do not")
     clean = reproduction.sweet_spot(runs[runs["quant.bits"] != 2], "dqn", "acrobot")
     assert reproduction.extension_finding(clean, 500.0).startswith("Sweet spot: 4 bits, the fewest")
     section = reproduction.extensions_section(runs)

@@ -377,9 +377,10 @@ def extension_finding(table: pd.DataFrame, scale: float) -> str:
     widths = ", ".join(str(b) for b in kept)
     if kept == [b for b in sorted(run, reverse=True) if b >= kept[-1]]:
         return f"Sweet spot: {kept[-1]} bits, the fewest of the widths that keep the {rule} ({widths})."
+    wider = ", ".join(str(b) for b in sorted(run, reverse=True) if b > kept[-1] and b not in kept)
     return (
-        f"No clean sweet spot: the widths that keep the {rule} are {widths}, not every width above the "
-        f"fewest ({kept[-1]}); with {run[kept[-1]].n_runs} seeds a width's mean moves with a single seed."
+        f"No clean sweet spot: {widths} bits keep the {rule}, but {wider} bits, wider, do not; "
+        f"with {run[kept[-1]].n_runs} seeds a width's mean moves with a single seed."
     )
 
 
