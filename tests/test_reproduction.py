@@ -167,6 +167,6 @@ def test_extensions_give_each_pair_its_sweet_spot_and_whether_fp32_learned():
     clean = reproduction.sweet_spot(runs[runs["quant.bits"] != 2], "dqn", "acrobot")
     assert reproduction.extension_finding(clean, 500.0).startswith("Sweet spot: 4 bits, the fewest")
     section = reproduction.extensions_section(runs)
-    assert "**dqn** on Acrobot-v1 (1 of 3 fp32 policies below the env's reward threshold -100):" in section
+    assert "**dqn** on Acrobot-v1, 3 seeds (1 of 3 fp32 policies below the env's reward threshold -100):" in section
     assert "| fp16 |" not in section and "| 32 | -80.00 [" in section
     assert reproduction.extensions_section(runs.assign(run_dir="outputs/other")) == "Not run yet."

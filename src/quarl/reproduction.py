@@ -399,7 +399,7 @@ def extensions_section(runs: pd.DataFrame) -> str:
             learned = f"{env_id} has no reward threshold"
         scales = _values(pair, "env.return_scale") if "env.return_scale" in pair.columns else np.empty(0)
         blocks.append(
-            f"**{algo}** on {env_id} ({learned}):\n\n"
+            f"**{algo}** on {env_id}, {len(fp32)} seed{'' if len(fp32) == 1 else 's'} ({learned}):\n\n"
             + _markdown(
                 ["weight bits", "reward [95% CI]", "action agreement [95% CI]", "n", "sd of E", "sd of agreement"],
                 [
