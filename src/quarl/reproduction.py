@@ -165,7 +165,9 @@ def _values(rows: pd.DataFrame, column: str, scale: float = 1.0) -> np.ndarray:
     return pd.to_numeric(rows[column], errors="coerce").dropna().to_numpy(dtype=float) * scale
 
 
-def _not_learned(fp32: pd.DataFrame, env: str, env_id: Optional[str] = None) -> str:
+def _not_learned(fp32: pd.DataFrame, env: str) -> str:
+    """How many fp32 policies are below the env's reward threshold (the records' env id names it)."""
+    env_id = str(fp32["env.id"].iloc[0]) if "env.id" in fp32.columns and not fp32.empty else None
     limit = threshold(env, env_id)
     if limit is None or fp32.empty:
         return ""
@@ -394,7 +396,7 @@ def extensions_section(runs: pd.DataFrame) -> str:
         pair = select(runs, algo=algo, env=env)
         env_id = str(pair["env.id"].iloc[0]) if "env.id" in pair.columns else env
         fp32 = select(pair, quant="ptq", quant__bits=32)
-        learned = _not_learned(fp32, env, env_id) or "every fp32 policy at or above the env's reward threshold"
+        learned = _not_learned(fp32, env) or "every fp32 policy at or above the env's reward threshold"
         if threshold(env, env_id) is None:
             learned = f"{env_id} has no reward threshold"
         scales = _values(pair, "env.return_scale") if "env.return_scale" in pair.columns else np.empty(0)
