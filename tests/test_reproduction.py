@@ -169,4 +169,5 @@ def test_extensions_give_each_pair_its_sweet_spot_and_whether_fp32_learned():
     section = reproduction.extensions_section(runs)
     assert "**dqn** on Acrobot-v1, 3 seeds (1 of 3 fp32 policies below the env's reward threshold -100):" in section
     assert "| fp16 |" not in section and "| 32 | -80.00 [" in section
+    assert section.endswith("Read with care: it is measured on policies that did not all learn the task.")
     assert reproduction.extensions_section(runs.assign(run_dir="outputs/other")) == "Not run yet."

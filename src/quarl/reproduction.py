@@ -396,7 +396,8 @@ def extensions_section(runs: pd.DataFrame) -> str:
         pair = select(runs, algo=algo, env=env)
         env_id = str(pair["env.id"].iloc[0]) if "env.id" in pair.columns else env
         fp32 = select(pair, quant="ptq", quant__bits=32)
-        learned = _not_learned(fp32, env) or "every fp32 policy at or above the env's reward threshold"
+        failed = _not_learned(fp32, env)
+        learned = failed or "every fp32 policy at or above the env's reward threshold"
         if threshold(env, env_id) is None:
             learned = f"{env_id} has no reward threshold"
         scales = _values(pair, "env.return_scale") if "env.return_scale" in pair.columns else np.empty(0)
@@ -418,6 +419,7 @@ def extensions_section(runs: pd.DataFrame) -> str:
             )
             + "\n\n"
             + (extension_finding(table, float(scales[0])) if scales.size else "Sweet spot: n/a (no return scale).")
+            + (" Read with care: it is measured on policies that did not all learn the task." if failed else "")
         )
     return "\n\n".join(blocks) if blocks else "Not run yet."
 
