@@ -386,6 +386,24 @@ def extension_finding(table: pd.DataFrame, scale: float) -> str:
     )
 
 
+def sweet_table(table: pd.DataFrame) -> str:
+    """A `sweet_spot` table as Markdown: reward and action agreement per bit width, with intervals."""
+    return _markdown(
+        ["weight bits", "reward [95% CI]", "action agreement [95% CI]", "n", "sd of E", "sd of agreement"],
+        [
+            [
+                r["bits"],
+                shown(r["reward"]),
+                shown(r["agreement"], 3, FRACTION),
+                str(r["n"]),
+                fmt(r["sd_E"], 4),
+                fmt(r["sd_agreement"], 4),
+            ]
+            for _, r in table.iterrows()
+        ],
+    )
+
+
 def extensions_section(runs: pd.DataFrame) -> str:
     """Per pair run from the extensions sweep: the sweet-spot table, whether the fp32 policies
     learned their task, and the sweet spot."""
@@ -403,20 +421,7 @@ def extensions_section(runs: pd.DataFrame) -> str:
         scales = _values(pair, "env.return_scale") if "env.return_scale" in pair.columns else np.empty(0)
         blocks.append(
             f"**{algo}** on {env_id}, {len(fp32)} seed{'' if len(fp32) == 1 else 's'} ({learned}):\n\n"
-            + _markdown(
-                ["weight bits", "reward [95% CI]", "action agreement [95% CI]", "n", "sd of E", "sd of agreement"],
-                [
-                    [
-                        r["bits"],
-                        shown(r["reward"]),
-                        shown(r["agreement"], 3, FRACTION),
-                        str(r["n"]),
-                        fmt(r["sd_E"], 4),
-                        fmt(r["sd_agreement"], 4),
-                    ]
-                    for _, r in table.iterrows()
-                ],
-            )
+            + sweet_table(table)
             + "\n\n"
             + (extension_finding(table, float(scales[0])) if scales.size else "Sweet spot: n/a (no return scale).")
             + (" Read with care: it is measured on policies that did not all learn the task." if failed else "")
@@ -660,23 +665,7 @@ def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> st
     sweet = []
     for algo in algos:
         t = sweet_spot(runs, algo)
-        sweet.append(
-            f"**{algo}** on CartPole:\n\n"
-            + _markdown(
-                ["weight bits", "reward [95% CI]", "action agreement [95% CI]", "n", "sd of E", "sd of agreement"],
-                [
-                    [
-                        r["bits"],
-                        shown(r["reward"]),
-                        shown(r["agreement"], 3, FRACTION),
-                        str(r["n"]),
-                        fmt(r["sd_E"], 4),
-                        fmt(r["sd_agreement"], 4),
-                    ]
-                    for _, r in t.iterrows()
-                ],
-            )
-        )
+        sweet.append(f"**{algo}** on CartPole:\n\n" + sweet_table(t))
     has_sweet = any((sweet_spot(runs, a)["n"] > 0).any() for a in algos)
     if has_sweet and figures:
         figure(runs, algos, folder / FIGURES)
