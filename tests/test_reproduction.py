@@ -171,3 +171,18 @@ def test_extensions_give_each_pair_its_sweet_spot_and_whether_fp32_learned():
     assert "| fp16 |" not in section and "| 32 | -80.00 [" in section
     assert section.endswith("Read with care: it is measured on policies that did not all learn the task.")
     assert reproduction.extensions_section(runs.assign(run_dir="outputs/other")) == "Not run yet."
+
+
+def test_extension_pairs_left_to_run_are_those_that_apply_with_seeds_missing():
+    """The sweep's grid is algo x task; DQN cannot act on Pendulum and SAC not on Acrobot, so
+    neither is listed; a pair with every seed done drops out and one with two of three stays."""
+    rows = [{"algo": "dqn", "env": "acrobot", "quant": "ptq", "quant.bits": 32, "seed": seed,
+             "run_dir": f"outputs/+sweep=ptq_extensions,algo=dqn,seed={seed}"} for seed in (0, 1, 2)]
+    runs = pd.DataFrame(rows)
+    left = reproduction.extensions_left(SWEEPS, runs)
+    command = "`python run.py -m +sweep=ptq_extensions algo=dqn env=mountaincar`"
+    assert f"| dqn | mountaincar | 0 of 3 | 120,000 | {command} |" in left
+    assert "| sac | box2d/lunarlander_continuous | 0 of 3 | 500,000 |" in left
+    assert "| dqn | acrobot |" not in left
+    assert "| dqn | pendulum |" not in left and "| sac | acrobot |" not in left
+    assert "| dqn | acrobot | 2 of 3 |" in reproduction.extensions_left(SWEEPS, runs[runs["seed"] < 2])

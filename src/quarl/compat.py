@@ -44,6 +44,11 @@ def _cell(conf_dir: Path, algo: str, choice: str, kind: str) -> str:
     return "tuned" if (conf_dir / "tuned" / algo / f"{choice}.yaml").exists() else "default"
 
 
+def applies(conf_dir: Path, algo: str, choice: str) -> bool:
+    """Whether `algo` can act in the env `env=<choice>` selects (not the paper's n/a)."""
+    return action_kind(env_config(conf_dir, choice)) in ALGOS[algo].action_kinds
+
+
 def matrix(conf_dir: Path, suite: str | None = None) -> pd.DataFrame:
     """One row per env choice (with its suite and action kind), one column per algorithm."""
     if suite is not None and suite not in SUITES:

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from quarl import collate
+from quarl import collate, compat
 from quarl.collate import actorq, published
 from quarl.collate.frame import Study
 from quarl.collate.stats import Interval, seed_interval
@@ -429,6 +429,30 @@ def extensions_section(runs: pd.DataFrame) -> str:
     return "\n\n".join(blocks) if blocks else "Not run yet."
 
 
+def extensions_left(sweeps: Path, runs: pd.DataFrame) -> str:
+    """The extensions sweep's algo x task pairs that apply, run here on fewer seeds than the sweep
+    asks: each with its seeds so far, rl-zoo3's tuned budget and the command that runs the rest."""
+    params = yaml.safe_load((sweeps / f"{EXTENSIONS}.yaml").read_text())["hydra"]["sweeper"]["params"]
+    algos, envs, seeds = (str(params[key]).split(",") for key in ("algo", "env", "seed"))
+    ran = runs[runs["run_dir"].map(sweep_of) == EXTENSIONS] if "run_dir" in runs.columns else runs.iloc[0:0]
+    conf = sweeps.parent
+    rows = []
+    for env in envs:
+        for algo in algos:
+            if not compat.applies(conf, algo, env):
+                continue
+            n = select(ran, algo=algo, env=env, quant="ptq", quant__bits=32)["seed"].nunique()
+            if n < len(seeds):
+                tuned = yaml.safe_load((conf / "tuned" / algo / f"{env}.yaml").read_text())
+                command = f"`python run.py -m +sweep={EXTENSIONS} algo={algo} env={env}`"
+                rows.append([algo, env, f"{n} of {len(seeds)}", f"{int(tuned['n_timesteps']):,}", command])
+    if not rows:
+        return "Every pair that applies has run on all its seeds."
+    return "Left to run (the store skips the seeds already done):\n\n" + _markdown(
+        ["algo", "env", "seeds run here", "training steps a seed", "command"], rows
+    )
+
+
 def noise(runs: pd.DataFrame) -> pd.DataFrame:
     """How much E and action agreement each move between seeds, cell by cell: their standard
     deviations across seeds for every quantized cell measured on two seeds or more."""
@@ -732,6 +756,8 @@ def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> st
         + EXTENSIONS_NOTE
         + "\n\n"
         + extensions_section(runs)
+        + "\n\n"
+        + extensions_left(sweeps, runs)
     )
     curves = actorq_figures(campaign, folder, figures)
     parts.append("## ActorQ: fp32 vs int8 actors\n\n" + actorq_section(campaign, curves))
@@ -797,8 +823,8 @@ EXTENSIONS_NOTE = """Sweep `ptq_extensions`: the classic-control and Box2D tasks
 sweet-spot quantizer (`quant.scheme=quarl_code`, per tensor, biases fp32), rl-zoo3's tuned budgets and
 the kept best policy, three seeds. Its whole grid (19 algo x task pairs) is about 16 CPU-hours at the
 rates measured here, most of it the off-policy trainings on LunarLanderContinuous; the pairs below
-are the ones run on this machine so far (the sweep table further down gives the command for the
-rest). `32` is the fp32 policy. A pair's fp32 policies are checked against the env's reward
+are the ones run on this machine so far, and the table after them lists the pairs left, each with
+its command. `32` is the fp32 policy. A pair's fp32 policies are checked against the env's reward
 threshold, so a sweet spot is read on policies that learned their task. A width keeps the fp32
 reward when its mean is within 5% of the env's return scale of the fp32 mean; the sweet spot is
 the fewest bits down to which every width keeps it."""
