@@ -171,6 +171,8 @@ def test_extensions_give_each_pair_its_sweet_spot_and_whether_fp32_learned():
     assert "| fp16 |" not in section and "| 32 | -80.00 [" in section
     assert section.endswith("Read with care: it is measured on policies that did not all learn the task.")
     assert reproduction.extensions_section(runs.assign(run_dir="outputs/other")) == "Not run yet."
+    pendulum = reproduction.extensions_section(runs.assign(env="pendulum", **{"env.id": "Pendulum-v1"}))
+    assert "Pendulum-v1 has no reward threshold; fp32 reward per seed: -70.0, -65.0, -105.0):" in pendulum
 
 
 def test_extension_pairs_left_to_run_are_those_that_apply_with_seeds_missing():

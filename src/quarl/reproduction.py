@@ -417,7 +417,8 @@ def extensions_section(runs: pd.DataFrame) -> str:
         failed = _not_learned(fp32, env)
         learned = failed or "every fp32 policy at or above the env's reward threshold"
         if threshold(env, env_id) is None:
-            learned = f"{env_id} has no reward threshold"
+            per_seed = ", ".join(fmt(r, 1) for r in _by_seed(fp32, "reward_mean"))
+            learned = f"{env_id} has no reward threshold; fp32 reward per seed: {per_seed}"
         scales = _values(pair, "env.return_scale") if "env.return_scale" in pair.columns else np.empty(0)
         blocks.append(
             f"**{algo}** on {env_id}, {len(fp32)} seed{'' if len(fp32) == 1 else 's'} ({learned}):\n\n"
