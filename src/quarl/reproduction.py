@@ -380,10 +380,9 @@ def extension_finding(table: pd.DataFrame, scale: float) -> str:
     if kept == [b for b in sorted(run, reverse=True) if b >= kept[-1]]:
         return f"Sweet spot: {kept[-1]} bits, the fewest of the widths that keep the {rule} ({widths})."
     wider = ", ".join(str(b) for b in sorted(run, reverse=True) if b > kept[-1] and b not in kept)
-    return (
-        f"No clean sweet spot: {widths} bits keep the {rule}, but {wider} bits, wider, do not; "
-        f"with {run[kept[-1]].n_runs} seeds a width's mean moves with a single seed."
-    )
+    seeds = run[kept[-1]].n_runs
+    why = f"with {seeds} seeds a width's mean moves with a single seed" if seeds > 1 else "each width is one policy"
+    return f"No clean sweet spot: {widths} bits keep the {rule}, but {wider} bits, wider, do not; {why}."
 
 
 def sweet_table(table: pd.DataFrame) -> str:
