@@ -88,6 +88,12 @@ def test_incompatible_cell_is_skipped_in_a_sweep_and_fails_a_single_run(scratch)
         (["quant.bits=four"], "Value 'four' of type 'str' could not be converted to Integer"),
         (["algo=sarsa"], "Could not find 'algo/sarsa'"),
         (["+algo.hyperparams.learning_rat=0.1"], "algo.hyperparams.learning_rat is not a parameter of PPO"),
+        (["+quant.bitz=4"], "quant.bitz is not a setting of quant=ptq (did you mean quant.bits?): it takes"),
+        (["quant=fp16", "+quant.act_bits=8"], "quant.act_bits is not a setting of quant=fp16"),
+        (["+train.stepz=5"], "train.stepz is not a setting of quarl (did you mean train.steps?)"),
+        (["train.keep_best=2"], "train.keep_best=2 is not allowed: use train.keep_best=true or train.keep_best=false"),
+        (["train.steps=99999999999999999999"], "train.steps=99999999999999999999 is too large"),
+        (["store.policies=/proc/forbidden/policies"], "store.policies=/proc/forbidden/policies cannot be created"),
     ],
 )
 def test_bad_input_gets_one_clear_sentence_and_no_traceback(scratch, args, message):
@@ -96,6 +102,50 @@ def test_bad_input_gets_one_clear_sentence_and_no_traceback(scratch, args, messa
     assert message in log_of(done)
     assert "Traceback" not in log_of(done)
     assert not (scratch / "outputs/policies").exists() or not any((scratch / "outputs/policies").glob("*/model.zip"))
+    assert not (scratch / "outputs/runs").exists()  # a refused run leaves no run dir behind
+
+
+def test_float_methods_record_the_width_they_use(scratch, shared_policies):
+    """quant=fp16 quant.bits=4 runs the fp16 cell, says so and records 16 bits; a sweep over the
+    shared setting makes one fp16 cell of it, silently."""
+    single = run_quarl(scratch, *FAST, "quant=fp16", "quant.bits=4", policies=shared_policies)
+    assert "quant=fp16 runs at 16 bits: quant.bits=4 does not apply to it" in log_of(single)
+    sweep = run_quarl(scratch, "-m", *FAST, "quant=fp16,ptq", "quant.bits=4,8", policies=shared_policies)
+    assert "does not apply" not in log_of(sweep)
+    runs = results.load(scratch / "outputs/results.sqlite")
+    assert sorted(zip(runs["quant"], runs["quant.bits"])) == [("fp16", 16), ("fp32", 32), ("ptq", 4), ("ptq", 8)]
+    assert log_of(sweep).count("already in the store") == 2  # fp16 at quant.bits=4 and 8: the cell the run made
+
+
+def test_two_identical_sweeps_started_together_run_each_cell_once(scratch, shared_policies):
+    cmd = [sys.executable, str(ROOT / "run.py"), "-m", *FAST, "quant.bits=3,5", f"store.policies={shared_policies}"]
+    procs = [subprocess.Popen(cmd, cwd=scratch, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
+             for _ in range(2)]
+    logs = [p.communicate(timeout=600)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), logs
+    assert sum(log.count("E = ") for log in logs) == 2, logs  # each quantized cell evaluated once
+    runs = results.load(scratch / "outputs/results.sqlite")
+    assert sorted(runs["quant.bits"]) == [3, 5, 32] and set(runs["status"]) == {"done"}
+
+
+def test_ctrl_c_ends_in_one_line_and_leaves_no_marker(scratch):
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), "train.steps=200000", "train.progress=false"],
+                            cwd=scratch, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
+    store = scratch / "outputs/results.sqlite"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not store.exists() or results.load(store).empty):
+        time.sleep(0.5)  # the cell's `running` marker is written once it starts
+    time.sleep(2)
+    proc.send_signal(signal.SIGINT)
+    out = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130, out
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out
+    assert "Interrupted: ppo/cartpole seed=0 ptq 8-bit affine per_tensor was not recorded" in out
+    assert "Run the same command again to go on" in out
+    assert results.load(store).empty  # no `running` marker left
 
 
 def test_corrupt_cached_policy_is_reported_and_nothing_stored_is_damaged(scratch):
@@ -263,20 +313,23 @@ def test_quarl_export_writes_a_standalone_int8_policy_from_the_store(scratch, sh
 
 def test_invalid_cell_in_a_sweep_leaves_no_record_and_plan_calls_it_invalid(scratch, shared_policies):
     sweep = ["-m", "quant.bits=1,8", *FAST]
-    done = run_quarl(scratch, *sweep, policies=shared_policies)
+    done = run_quarl(scratch, *sweep, policies=shared_policies, check=False)
     runs = results.load(scratch / "outputs/results.sqlite")
-    assert sorted(runs["quant"]) == ["fp32", "ptq"] and set(runs["status"]) == {"done"}
-    assert "is invalid and was not run: quant.bits=1 is out of range" in log_of(done)
+    assert sorted(runs["quant"]) == ["fp32", "ptq"] and set(runs["status"]) == {"done"}  # the valid cell ran
+    assert done.returncode == 1 and "Traceback" not in log_of(done)
+    assert "1 of this sweep's cells are invalid and were not run: quant.bits=1" in log_of(done)
+    assert "quant.bits=1 is out of range" in log_of(done)
     overrides = [a for a in sweep[1:] if not a.startswith("hydra.")]
     plan = subprocess.run([sys.executable, "-m", "quarl.cli", "plan", *overrides], cwd=scratch, capture_output=True,
                           text=True, env=ENV, timeout=300)
     assert "invalid" in plan.stdout and "1 done" in plan.stdout, plan.stdout + plan.stderr
 
 
-def test_negative_seed_gets_one_sentence(scratch):
-    done = run_quarl(scratch, *FAST, "seed=-1", check=False)
-    assert done.returncode == 1 and "seed=-1 must be an integer >= 0" in log_of(done)
-    assert "Traceback" not in log_of(done)
+@pytest.mark.parametrize("seed", ["-1", "4294967296", "99999999999999999999"])
+def test_a_seed_out_of_range_gets_one_sentence_naming_the_bounds(scratch, seed):
+    done = run_quarl(scratch, *FAST, f"seed={seed}", check=False)
+    assert done.returncode == 1 and f"seed={seed} is out of range: use an integer from 0 to 2147483647" in log_of(done)
+    assert "Traceback" not in log_of(done) and not (scratch / "outputs/results.sqlite").exists()
 
 
 def test_a_cached_policy_that_fails_for_another_reason_is_kept(tmp_path, monkeypatch):

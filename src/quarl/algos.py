@@ -111,10 +111,11 @@ def check_action_kind(algo: str, env_id: str, kind: str, method: str | None = No
 
 
 def linear_schedule(initial: float) -> Callable[[float], float]:
-    """rl-zoo3's `lin_X`: X at the start of training, 0 at the end."""
+    """rl-zoo3's `lin_X`: X at the start of training, 0 at the end, and 0 past it (SB3 finishes its
+    last rollout beyond the budget, where progress_remaining goes below 0)."""
 
     def schedule(progress_remaining: float) -> float:
-        return progress_remaining * initial
+        return max(progress_remaining, 0.0) * initial
 
     return schedule
 

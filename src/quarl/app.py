@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import shutil
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from quarl import schema
+from quarl.cells import label
 from quarl.errors import QuarlError
 from quarl.records import Context
 
@@ -52,12 +54,36 @@ def job(cfg: DictConfig) -> None:
     try:
         if not ctx.multirun:
             schema.check(cfg)  # a refused run ends before torch and SB3 are imported
+            schema.check_overrides(cfg, list(hc.overrides.task))
         from quarl.pipeline import run_cell  # torch and SB3: not needed where every cell is skipped
 
         run_cell(ctx)
     except QuarlError as exc:
         log.error("%s", exc)
+        if not ctx.multirun:
+            _drop_empty(ctx.run_dir, ctx.base_dir)
         sys.exit(1)
+    except KeyboardInterrupt:
+        log.error("Interrupted: %s was not recorded. %s", label(cfg), RESUME)
+        sys.exit(130)
+
+
+RESUME = (
+    "Run the same command again to go on: cells in the store are skipped, and a training resumes "
+    "from its last checkpoint."
+)
+
+
+def _drop_empty(run_dir: Path, base_dir: Path) -> None:
+    """Remove the run dir of a refused run when it holds nothing but Hydra's own files, and the
+    folders above it (up to the launch folder) that it leaves empty."""
+    if not run_dir.is_dir() or any(p.name != ".hydra" and p.suffix != ".log" for p in run_dir.iterdir()):
+        return  # Hydra writes .hydra/ and the job's log before the job starts
+    shutil.rmtree(run_dir, ignore_errors=True)
+    for parent in run_dir.parents:
+        if parent == base_dir or base_dir not in parent.parents or any(parent.iterdir()):
+            break
+        parent.rmdir()
 
 
 #: The config groups `python run.py --help` lists, with how each is chosen.
@@ -101,4 +127,8 @@ def main() -> None:
     if not OmegaConf.has_resolver("quarl_groups"):
         OmegaConf.register_new_resolver("quarl_groups", help_groups)
     logging.getLogger("submitit").addFilter(FirstOnly("Bypassing sacct error"))
-    hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(job)()
+    try:
+        hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(job)()
+    except KeyboardInterrupt:  # in a launcher that waits on its jobs (a job reports its own cell)
+        log.error("Interrupted. %s", RESUME)
+        sys.exit(130)

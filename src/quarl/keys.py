@@ -44,7 +44,7 @@ def quant_spec(cfg: Any) -> dict[str, Any]:
     return spec
 
 
-MEASUREMENT_ONLY_ENV_KEYS = ("return_scale",)  # how results are judged, not how the env behaves
+MEASUREMENT_ONLY_ENV_KEYS = ("return_scale", "random_return")  # how results are judged, not how the env behaves
 
 
 def env_spec(cfg: Any) -> dict[str, Any]:

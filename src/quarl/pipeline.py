@@ -12,17 +12,17 @@ from typing import Any
 
 import numpy as np
 import torch
-from filelock import FileLock
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from quarl import calibration, methods, provenance, schema
 from quarl.algos import check_action_kind
 from quarl.cells import finished, label, log_skip, torch_threads
-from quarl.envs import action_kind, make_env
+from quarl.envs import action_kind, fp32_flag, make_env
 from quarl.errors import IncompatibleCell, QuarlError
 from quarl.evaluate import Evaluation, evaluate_cell
 from quarl.fidelity import STATES, Fidelity, executed_fidelity, greedy_actions, policy_fidelity
 from quarl.keys import cell_key
+from quarl.locks import taking_turns
 from quarl.methods import fp32_config
 from quarl.policies import CachedPolicy, obtain
 from quarl.policy_files import MODEL_FILE
@@ -157,7 +157,7 @@ def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) ->
     cfg = fp32_config(ctx.cfg)
     key = cell_key(cfg)
     states_file = _states_file(policy, key)
-    with FileLock(str(ctx.path(ctx.cfg.store.policies) / f"{key}.eval.lock")):
+    with taking_turns(ctx.path(ctx.cfg.store.policies), f"{key}.eval", f"evaluating the fp32 policy of {label(cfg)}"):
         model_bytes = policy_bytes(loaded(policy)[0], cfg.quant)
         reward = store.reward(key)
         if reward is not None and states_file.exists():
@@ -175,13 +175,12 @@ def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) ->
                 evaluation=ev,
                 fp32_reward=ev.mean,
                 rel_error=0.0,
-                train_time_s=policy.meta["train_time_s"],
                 policy_bytes=model_bytes,
                 fp32_bytes=model_bytes,
                 trained=policy.trained,
                 curve=policy.curve,
-                policy_dir=str(policy.folder),
-                **_kept(policy),
+                fp32_note=(fp32_flag(cfg.env, ev.mean) or (None, None))[1],
+                **_trained(policy),
             )
             name = "record.json" if methods.of(ctx.cfg).baseline else "baseline.record.json"
             store_record(store, record, ctx.run_dir / name)
@@ -189,10 +188,17 @@ def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) ->
         return Baseline(ev.mean if reward is None else reward, model_bytes, policy, ev.states)
 
 
-def _kept(policy: CachedPolicy) -> dict[str, Any]:
-    """Which training step's model the policy is and its evaluation reward then, where recorded."""
-    kept = policy.meta.get("kept") or {}
-    return {"kept_step": kept.get("step"), "kept_eval_reward": kept.get("reward")} if kept else {}
+def _trained(policy: CachedPolicy) -> dict[str, Any]:
+    """The record fields of the policy's training: its folder, time, the env steps it really ran,
+    and which step's model it is with its evaluation reward then (train.keep_best), where recorded."""
+    meta = policy.meta
+    kept = meta.get("kept") or {}
+    return {
+        "policy_dir": str(policy.folder),
+        "train_time_s": meta["train_time_s"],
+        **({"trained_steps": meta["timesteps"]} if meta.get("timesteps") is not None else {}),
+        **({"kept_step": kept.get("step"), "kept_eval_reward": kept.get("reward")} if kept else {}),
+    }
 
 
 E_FLOOR = 0.02  # E is n/a when |R_fp32| is below this fraction of the env's return scale
@@ -215,6 +221,7 @@ def run_cell(ctx: Context) -> None:
     cfg = ctx.cfg
     try:  # before anything is written: an invalid cell leaves no record and no marker
         schema.check(cfg)
+        methods.settle(cfg, warn=not ctx.multirun)  # the record stores the settings really used
     except QuarlError as exc:
         if not ctx.multirun:
             raise
@@ -228,20 +235,44 @@ def run_cell(ctx: Context) -> None:
         )
         return
     key = cell_key(cfg)
+    policies = _folder(ctx, "store.policies")
     store = Store(ctx.path(cfg.store.path))
-    status = store.status(key)
-    if finished(cfg, status):
-        log_skip(cfg, status)
-        return
+    # two sweeps started together: the second waits for the first's cell, then finds it done
+    with taking_turns(policies, f"{key}.cell", f"running {label(cfg)}"):
+        status = store.status(key)
+        if finished(cfg, status):
+            log_skip(cfg, status)
+            return
+        _run_marked(ctx, store, key, status)
+
+
+def _folder(ctx: Context, key: str) -> Path:
+    """The folder config `key` names, made if missing; one that cannot be made is the user's to fix."""
+    path = ctx.path(str(OmegaConf.select(ctx.cfg, key)))
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise QuarlError(f"{key}={path} cannot be created ({exc.strerror}): give a folder you can write to.") from None
+    return path
+
+
+def _run_marked(ctx: Context, store: Store, key: str, status: str | None) -> None:
+    """Run the cell behind a `running` marker (for `quarl status`) that its record replaces; an
+    interrupted or failed single run leaves no marker."""
+    cfg = ctx.cfg
     threads = torch_threads(cfg)
     torch.set_num_threads(threads)
     with open_dict(cfg):
         cfg.train.threads = threads  # recorded as run (not part of any key: quarl.cells.torch_threads)
     started = provenance.now()
-    if status is None:  # a marker for `quarl status`, replaced by the final record
+    if status is None:
         store.write(make_record(cfg, "running", started, ctx.run_dir))
     try:
         _run(ctx, store, started)
+    except KeyboardInterrupt:
+        if status is None:
+            store.delete(key)
+        raise
     except Exception as exc:
         if not ctx.multirun:
             if status is None:
@@ -280,8 +311,11 @@ def _run(ctx: Context, store: Store, started: str) -> None:
     policies = ctx.path(cfg.store.policies)
     fp32_policy = obtain(fp32_config(cfg), policies, progress=progress)
     baseline = _baseline(ctx, store, fp32_policy, started)
+    flag, weak = fp32_flag(cfg.env, baseline.reward) or (None, None)
+    if weak:
+        log.warning("%s: %s.", name, weak)
     if method.baseline:
-        log.info("%s: fp32 reward %.2f", name, baseline.reward)
+        log.info("%s: fp32 reward %.2f%s", name, baseline.reward, f" (fp32 policy {flag})" if flag else "")
         return
     policy = obtain(cfg, policies, progress=progress) if method.trains_policy else fp32_policy
     ev, size, model = _evaluate(ctx, cfg, policy, f"{cfg.quant.method} eval")
@@ -297,14 +331,13 @@ def _run(ctx: Context, store: Store, started: str) -> None:
         fp32_reward=baseline.reward,
         rel_error=error,
         rel_error_note=note,
-        train_time_s=policy.meta["train_time_s"],
+        fp32_note=weak,
         policy_bytes=size,
         fp32_bytes=baseline.nbytes,
         trained=policy.trained,
         curve=policy.curve if policy is not fp32_policy else [],
-        policy_dir=str(policy.folder),
         **fidelity.fields(),
-        **_kept(policy),
+        **_trained(policy),
         **executed,
         **calibration.record_fields(model),
     )
@@ -312,14 +345,19 @@ def _run(ctx: Context, store: Store, started: str) -> None:
     shown = "n/a" if error is None else f"{100 * error:.2f}%"
     if note:
         log.warning("%s: %s.", name, note)
+    latency = (
+        f" | latency {executed['latency_ms']:.3g} ms vs fp32 {executed['fp32_latency_ms']:.3g} ms" if executed else ""
+    )
     log.info(
-        "%s: fp32 %.2f | quantized %.2f ± %.2f | E = %s | action agreement %.3f | %d -> %d bytes",
+        "%s: fp32 %.2f | quantized %.2f ± %.2f | E = %s%s | action agreement %.3f | %d -> %d bytes%s",
         name,
         baseline.reward,
         ev.mean,
         ev.std,
         shown,
+        f" (fp32 policy {flag})" if flag else "",
         fidelity.agreement,
         baseline.nbytes,
         size,
+        latency,
     )

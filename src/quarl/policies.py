@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Callable, Optional, cast
 
 import numpy as np
-from filelock import FileLock
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
@@ -30,6 +29,7 @@ from quarl.budget import train_steps
 from quarl.envs import make_env
 from quarl.errors import QuarlError
 from quarl.keys import policy_key, slug
+from quarl.locks import taking_turns
 from quarl.policy_files import CURVE_FILE, META_FILE, MODEL_FILE, NORMALIZE_FILE
 from quarl.tracking import CURVES_DIR
 from quarl.training import train
@@ -38,7 +38,15 @@ log = logging.getLogger(__name__)
 
 # How a damaged file fails to load (a truncated or overwritten zip, pickle or torch file).
 DAMAGED = (zipfile.BadZipFile, EOFError, pickle.UnpicklingError, json.JSONDecodeError, FileNotFoundError)
-DAMAGED_SIGNS = ("PytorchStreamReader", "zip archive", "zip-file", "not a zip file", "invalid load key", "truncated")
+DAMAGED_SIGNS = (
+    "PytorchStreamReader",
+    "zip archive",
+    "zip-file",
+    "not a zip file",
+    "invalid load key",
+    "truncated",
+    "No data found in the saved file",  # SB3's assertion on a zip cut short
+)
 
 
 @dataclass
@@ -144,7 +152,7 @@ def obtain(cfg: Any, root: Path, progress: bool = False) -> CachedPolicy:
     key = policy_key(cfg)
     folder = folder_of(cfg, root)
     root.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(folder) + ".lock"):
+    with taking_turns(root, folder.name, f"training or installing the policy {folder.name}"):
         cached = CachedPolicy(key, folder, cfg, trained=False)
         if (folder / META_FILE).exists():
             log.info("Using cached policy %s", folder.name)

@@ -6,11 +6,14 @@ keys and wrong types at composition time. `check` adds the rules a type cannot e
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 from quarl import methods
 from quarl.errors import QuarlError
@@ -19,6 +22,8 @@ from quarl.methods.base import one_of
 NOISE_TYPES = (None, "normal", "ornstein_uhlenbeck")
 DEVICES = ("cpu", "cuda", "auto")
 POLICY_SOURCES = ("train", "path", "hub")
+MAX_SEED = 2**31 - 1  # numpy, SB3 and Gymnasium all take a 32-bit seed
+MAX_INT = 2**63 - 1  # what the store (SQLite) holds
 
 
 @dataclass
@@ -47,6 +52,9 @@ class EnvConfig:
     # The size of the episode returns that matter here (about solved minus random): E is n/a when
     # |R_fp32| is within 2% of it (null: only when R_fp32 is exactly 0)
     return_scale: Optional[float] = None
+    # A uniformly random policy's mean return, where known: a fp32 policy no better than it did not
+    # learn, and its records are flagged (null: only Gymnasium's reward threshold is used)
+    random_return: Optional[float] = None
     kwargs: dict[str, Any] = field(default_factory=dict)
 
 
@@ -235,11 +243,65 @@ def _check_train(cfg: Any) -> None:
     require(t.tracking)
 
 
+def _unknown_keys(node: Any, schema: Any, prefix: str = "") -> list[tuple[str, list[str]]]:
+    """(key, the keys allowed beside it) for every key of `node` its dataclass `schema` lacks (a
+    key added with `+`); free-form mappings (`algo.hyperparams`, `env.kwargs`) take any key."""
+    hints = typing.get_type_hints(schema)
+    names = [f.name for f in dataclasses.fields(schema)]
+    found = []
+    for key in node.keys():
+        if key not in hints:
+            found.append((f"{prefix}{key}", [f"{prefix}{n}" for n in names]))
+        elif dataclasses.is_dataclass(hints[key]) and isinstance(node[key], DictConfig):
+            found += _unknown_keys(node[key], hints[key], f"{prefix}{key}.")
+    return found
+
+
+def _check_keys(cfg: Any, method: methods.QuantMethod) -> None:
+    """Refuse a key no part of the run reads, in one sentence naming what the place takes."""
+    unknown = [(k, allowed) for k, allowed in _unknown_keys(cfg, RunConfig) if k != "hydra"]
+    unknown += _unknown_keys(cfg.quant, method.config, "quant.")
+    if not unknown:
+        return
+    key, allowed = unknown[0]
+    near = difflib.get_close_matches(key, allowed, n=1)
+    hint = f" (did you mean {near[0]}?)" if near else ""
+    owner = f"quant={method.name}" if key.startswith("quant.") else "quarl"
+    raise QuarlError(f"{key} is not a setting of {owner}{hint}: it takes {', '.join(allowed)}.")
+
+
+def _check_ints(node: Any, prefix: str = "") -> None:
+    """Every integer setting fits the store (a 64-bit integer)."""
+    for key in node.keys():
+        if (not prefix and key == "hydra") or OmegaConf.is_missing(node, key):  # Hydra's own settings
+            continue
+        value = node[key]
+        if isinstance(value, DictConfig):
+            _check_ints(value, f"{prefix}{key}.")
+        elif isinstance(value, int) and abs(value) > MAX_INT:
+            raise QuarlError(f"{prefix}{key}={value} is too large: at most {MAX_INT}.")
+
+
+def check_overrides(cfg: Any, overrides: list[str]) -> None:
+    """Refuse a boolean setting given as anything but true or false (OmegaConf reads 2 as true)."""
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        key = key.lstrip("+~")
+        if sep and not key.startswith("hydra.") and isinstance(OmegaConf.select(cfg, key, default=None), bool):
+            if value.strip().lower() not in ("true", "false"):
+                raise QuarlError(f"{key}={value} is not allowed: use {key}=true or {key}=false.")
+
+
 def check(cfg: Any) -> None:
     """Reject values that are well-typed but meaningless, naming the field and what is allowed."""
-    if cfg.seed < 0:
-        raise QuarlError(f"seed={cfg.seed} must be an integer >= 0 (Gymnasium seeds environments with it).")
+    if not 0 <= cfg.seed <= MAX_SEED:
+        raise QuarlError(
+            f"seed={cfg.seed} is out of range: use an integer from 0 to {MAX_SEED} (numpy, SB3 and Gymnasium "
+            "seed with 32 bits)."
+        )
     method = methods.of(cfg)
+    _check_keys(cfg, method)
+    _check_ints(cfg)
     method.validate(cfg)
     _check_algo(cfg, method)
     _check_policy(cfg, method)

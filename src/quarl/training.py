@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 import numpy as np
 import torch
+from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
@@ -149,6 +150,28 @@ def _keep_best(cfg: Any, hook: Optional[TrainingHook], curves: Curves, progress:
     )
 
 
+def _warn_rounding(model: BaseAlgorithm, steps: int) -> None:
+    """Say when SB3 will train past the budget: an on-policy algorithm collects whole rollouts."""
+    n_steps = getattr(model, "n_steps", None)
+    if not isinstance(n_steps, int) or n_steps <= 0:
+        return
+    rollout = n_steps * model.n_envs
+    trained = -(-steps // rollout) * rollout
+    if trained != steps:  # a warning where it trains a tenth more or beyond, else a note
+        log.log(
+            logging.WARNING if trained > 1.1 * steps else logging.INFO,
+            "The budget of %d env steps is rounded up to %d: %s collects whole rollouts of n_steps=%d x "
+            "n_envs=%d = %d env steps (set train.steps to a multiple of %d to train exactly).",
+            steps,
+            trained,
+            type(model).__name__,
+            n_steps,
+            model.n_envs,
+            rollout,
+            rollout,
+        )
+
+
 def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = None) -> None:
     """Train the policy `cfg` describes (fp32, or its method's own, such as QAT) and save it in `folder`,
     with its training curve in `folder/curves` (CSV, and the trackers train.tracking turns on; quarl.tracking).
@@ -167,6 +190,7 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
         kwargs = as_dict(algo_cfg.normalize_kwargs)
         venv = normalizer = VecNormalize(venv, gamma=algo_cfg.hyperparams.get("gamma", 0.99), **kwargs)
     model = algos.build(algo_cfg, venv, seed=cfg.seed, device=training_device(cfg.train.device), total_steps=steps)
+    _warn_rounding(model, steps)
     method = methods.of(cfg)
     hook = method.training_hook(model, cfg)
     resuming = checkpoints is not None and checkpoint.exists(checkpoints)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,6 +40,7 @@ class QuarlSweeper(Sweeper):
         self.config: DictConfig | None = None
         self.configs: Any = None  # quarl.sweeps.SweepConfigs, made in setup
         self.launcher: Launcher | None = None
+        self.invalid: list[str] = []  # "overrides: why" of every job refused before launch
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         from quarl.app import CONF_DIR
@@ -72,6 +74,24 @@ class QuarlSweeper(Sweeper):
         # JSON is YAML, and writes in a fraction of the time (OmegaConf.load reads it back as it is)
         (folder / "config.yaml").write_text(json.dumps(config, indent=1))
 
+    def _refused(self, batch: Sequence[Sequence[str]], configs: dict[int, DictConfig]) -> set[int]:
+        """The jobs whose cell is invalid (a value out of range, an unknown key): logged and kept in
+        `self.invalid`, never launched. An n/a cell (an algorithm that cannot act in the env) is valid:
+        its job records it as skipped."""
+        from quarl import schema
+        from quarl.errors import QuarlError
+
+        refused = set()
+        for index, cfg in configs.items():
+            try:
+                schema.check(cfg)
+                schema.check_overrides(cfg, list(batch[index]))
+            except QuarlError as exc:
+                refused.add(index)
+                self.invalid.append(f"{' '.join(batch[index])}: {exc}")
+                log.error("Not running %s: %s", " ".join(batch[index]), exc)
+        return refused
+
     def _pending(self, batch: Sequence[Sequence[str]]) -> list[Sequence[str]]:
         from quarl.cells import log_skip
         from quarl.sweeps import finished_jobs
@@ -79,12 +99,14 @@ class QuarlSweeper(Sweeper):
         assert self.config is not None
         tic = time.perf_counter()
         configs = self._compose(batch)
+        refused = self._refused(batch, configs)
+        configs = {index: cfg for index, cfg in configs.items() if index not in refused}
         done = finished_jobs(configs, Path(str(self.config.hydra.runtime.cwd)))
         for index, status in sorted(done.items()):
             log_skip(configs[index], status)
             self._record_skipped(batch[index], configs[index])
         log.debug("Checked %d jobs in %.2f s", len(batch), time.perf_counter() - tic)
-        return [job for index, job in enumerate(batch) if index not in done]
+        return [job for index, job in enumerate(batch) if index not in done and index not in refused]
 
     def _batches(self, arguments: list[str]) -> list[list[list[str]]]:
         """The sweep's jobs (quarl.sweeps.jobs) in batches of `max_batch_size` (null: one batch)."""
@@ -102,6 +124,22 @@ class QuarlSweeper(Sweeper):
         return [every[start:start + size] for start in range(0, len(every), size)]
 
     def sweep(self, arguments: list[str]) -> Any:
+        """Launch the sweep's pending cells; a user mistake (a bad sweep setting, invalid cells once
+        the valid ones ran) ends it with one sentence and exit code 1."""
+        from quarl.errors import QuarlError
+
+        try:
+            returns = self._sweep(arguments)
+            if self.invalid:
+                more = len(self.invalid) - 3
+                shown = "; ".join(self.invalid[:3]) + (f"; and {more} more" if more > 0 else "")
+                raise QuarlError(f"{len(self.invalid)} of this sweep's cells are invalid and were not run: {shown}")
+        except QuarlError as exc:
+            log.error("%s", exc)
+            sys.exit(1)
+        return returns
+
+    def _sweep(self, arguments: list[str]) -> Any:
         assert self.config is not None and self.launcher is not None
         batches = self._batches(arguments)
         sweep_dir = Path(str(self.config.hydra.sweep.dir))

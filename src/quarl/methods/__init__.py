@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import logging
 import pkgutil
 from typing import Any
 
@@ -20,6 +21,8 @@ from quarl.errors import QuarlError
 from quarl.methods.base import QuantConfig, QuantMethod
 
 BASELINE = "fp32"
+
+log = logging.getLogger(__name__)
 
 
 def _discover() -> dict[str, QuantMethod]:
@@ -48,6 +51,34 @@ def get(name: str) -> QuantMethod:
 def of(cfg: Any) -> QuantMethod:
     """The method of a cell's config."""
     return get(cfg.quant.method)
+
+
+INTEGER_QUANTIZER_KEYS = ("scheme", "granularity", "quantize_bias")  # read by integer methods only
+
+
+def settle(cfg: DictConfig, warn: bool) -> None:
+    """Set the shared settings the cell's method overrides to the values it really uses, so that
+    the record stores the truth (quant=fp16 quant.bits=4 runs, and is recorded, at 16 bits). With
+    `warn` (a single run: the user typed the value), say so; a sweep over shared settings
+    (quant=fp16,ptq quant.bits=4,8) makes one such cell of all its values, silently."""
+    method = of(cfg)
+    used = method.used_bits(cfg.quant)
+    if warn and not method.integer:
+        defaults = QuantConfig(method=method.name)
+        unused = [f"quant.{k}={cfg.quant[k]}" for k in INTEGER_QUANTIZER_KEYS if cfg.quant[k] != getattr(defaults, k)]
+        if unused:
+            log.warning("quant=%s has no integer quantizer: %s does not apply to it.", method.name, ", ".join(unused))
+    if used is None or cfg.quant.bits == used:
+        return
+    if warn:
+        log.warning(
+            "quant=%s runs at %d bits: quant.bits=%s does not apply to it, and the record says quant.bits=%d.",
+            method.name,
+            used,
+            cfg.quant.bits,
+            used,
+        )
+    cfg.quant.bits = used
 
 
 def trained_only_by(algo: str) -> tuple[str, ...]:
@@ -94,5 +125,6 @@ __all__ = [
     "policy_config",
     "register_schemas",
     "settings",
+    "settle",
     "trained_only_by",
 ]

@@ -36,6 +36,10 @@ class ActorQ(QuantMethod):
         """The distributed run shapes the policy and its curve: its settings are part of the key."""
         return {**super().spec(cfg), "actorq": OmegaConf.to_container(cfg.actorq, resolve=True)}
 
+    def used_bits(self, quant: DictConfig) -> int:
+        """The actors' width: the learner trains in fp32, the actors act at quant.actor_bits."""
+        return int(quant.actor_bits)
+
     def validate(self, cfg: DictConfig) -> None:
         a = cfg.actorq
         if cfg.algo.name not in ALGOS:

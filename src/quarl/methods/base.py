@@ -1,8 +1,8 @@
 """What every quantization method is: its typed settings, the keys that change its result, how it
 is validated, which policy it acts with and how it quantizes it.
 
-A method is one module in `quarl.methods` with a `QuantMethod` subclass (registered with
-`quarl.methods.register`) and a `conf/quant/<name>.yaml` that selects its settings. Method modules
+A method is one module in `quarl.methods` with a `QuantMethod` subclass (listed in the module's
+`METHODS`, found when the package is imported) and a `conf/quant/<name>.yaml` that selects its settings. Method modules
 stay light at import (no torch): the keys of a sweep's cells are computed without it.
 """
 
@@ -83,6 +83,11 @@ class QuantMethod:
     def describe(self, quant: DictConfig) -> str:
         """How the log names this quantization of a cell."""
         return self.name
+
+    def used_bits(self, quant: DictConfig) -> Optional[int]:
+        """The weight width this method really uses where that is not `quant.bits` (fp16: 16);
+        None where `quant.bits` is its setting."""
+        return None
 
     def prepare(self, cfg: DictConfig) -> None:
         """Resolve derived settings in place before the cell runs (recorded as run)."""

@@ -22,6 +22,9 @@ class FP32(QuantMethod):
     def node(self) -> QuantConfig:
         return QuantConfig(method=self.name, bits=32)
 
+    def used_bits(self, quant: DictConfig) -> int:
+        return 32
+
 
 class HalfPrecision(QuantMethod):
     """Weights and biases of every inference layer cast to a 16-bit float type and back."""
@@ -32,6 +35,9 @@ class HalfPrecision(QuantMethod):
 
     def node(self) -> QuantConfig:
         return QuantConfig(method=self.name, bits=16)
+
+    def used_bits(self, quant: DictConfig) -> int:
+        return 16
 
     def quantize(self, model: BaseAlgorithm, quant: DictConfig, calibrate: Optional[Calibrate] = None) -> None:
         import torch

@@ -111,6 +111,16 @@ class PTQ(IntegerWeights):
                 spec.pop(key, None)
         return spec
 
+    def describe(self, quant: DictConfig) -> str:
+        """'ptq 4-bit affine per_tensor', then what else this cell quantizes: activations, input, layers."""
+        parts = [super().describe(quant)]
+        act_bits, input_bits = activation_bits(quant)
+        parts += [f"activations {act_bits}-bit"] if act_bits != 32 else []
+        parts += [f"input {input_bits}-bit"] if input_bits != 32 else []
+        if quant.get("layer_bits"):
+            parts.append("layers " + ", ".join(f"{name}: {bits}-bit" for name, bits in quant.layer_bits.items()))
+        return ", ".join(parts)
+
     def validate(self, cfg: DictConfig) -> None:
         q = cfg.quant
         if not (2 <= q.bits <= 16 or q.bits == 32):
