@@ -86,9 +86,84 @@ def test_unusable_store_paths_get_a_clear_error(tmp_path):
         Store("/proc/no/such/dir/r.sqlite")
     bad = tmp_path / "not-a-db.sqlite"
     bad.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(QuarlError, match="cannot be opened as a results store"):
+    with pytest.raises(QuarlError, match=r"not-a-db.sqlite is damaged \(file is not a database\).*quarl rebuild"):
         Store(bad)
     assert bad.read_bytes() == b"this is not sqlite" * 100  # left as it was
+    with pytest.raises(QuarlError, match="is a folder"):
+        Store(tmp_path)
+
+
+def _filled_store(path, records=40):
+    """A store of `records` records, closed (its WAL folded into the file), and the file's bytes."""
+    store = Store(path)
+    for i in range(records):
+        store.write(make_record(f"k{i}", bits=2 + i % 7))
+    return path.read_bytes()
+
+
+def _damage(path, how):
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    else:  # every page after the first (the header and the schema) overwritten with garbage
+        path.write_bytes(data[:4096] + bytes(range(256)) * ((len(data) - 4096) // 256))
+
+
+@pytest.mark.parametrize("how", ["truncated", "overwritten"])
+def test_a_damaged_store_is_one_sentence_and_left_as_it_is(tmp_path, monkeypatch, how):
+    path = tmp_path / "r.sqlite"
+    _filled_store(path)
+    _damage(path, how)
+    damaged = path.read_bytes()
+    monkeypatch.setattr(Store, "_ready", set())  # as a new process opens it
+    for use in (lambda s: s.runs(), lambda s: s.status("k1"), lambda s: s.write(make_record("new")),
+                lambda s: s.delete("k1"), lambda s: s.episodes()):
+        with pytest.raises(QuarlError) as err:
+            use(Store(path))
+        message = str(err.value)
+        assert f"The results store {path} is damaged (" in message
+        assert "restore it from a backup" in message and f"quarl rebuild outputs --store {path}" in message
+        assert err.value.__cause__ is None and "\n" not in message
+    assert path.read_bytes() == damaged
+
+
+def read_only(monkeypatch):
+    """Open every store through a read-only SQLite URI: a read-only file, even for root."""
+    def connect(self):
+        con = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=1, isolation_level=None)
+        con.execute("PRAGMA journal_mode = WAL")
+        return con
+
+    monkeypatch.setattr(Store, "_connect", connect)
+    monkeypatch.setattr(Store, "_ready", set())
+
+
+def test_a_read_only_store_reads_and_refuses_writes_in_one_sentence(tmp_path, monkeypatch):
+    path = tmp_path / "r.sqlite"
+    _filled_store(path, records=3)
+    before = Store(path).runs()
+    read_only(monkeypatch)
+    assert Store(path).runs().equals(before)  # reading a store you may not write works
+    for use in (lambda s: s.write(make_record("new")), lambda s: s.delete("k1")):
+        with pytest.raises(QuarlError) as err:
+            use(Store(path))
+        assert str(err.value).startswith(f"The results store {path} cannot be written (attempt to write a readonly")
+        assert "make the file and its folder writable" in str(err.value) and "--store PATH" in str(err.value)
+    monkeypatch.undo()
+    assert Store(path).runs().equals(before)
+
+
+def test_an_uncreatable_store_or_policy_folder_names_its_setting(tmp_path):
+    from quarl.store import make_folder
+
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where a folder should be")
+    with pytest.raises(QuarlError, match=rf"store.path={blocker}/sub/r.sqlite cannot be opened: its folder "):
+        Store(blocker / "sub" / "r.sqlite")
+    with pytest.raises(QuarlError, match=rf"^store.policies={blocker}/policies cannot be created \(Not a directory\)"):
+        make_folder(blocker / "policies", "store.policies")
+    assert make_folder(tmp_path / "a" / "b", "store.policies").is_dir()
+    assert blocker.read_text() == "a file where a folder should be"
 
 
 def test_rebuild_from_json_copies(tmp_path):
@@ -195,7 +270,7 @@ def test_export_names_the_keys_that_tell_matches_apart(tmp_path, caplog):
     message = caplog.records[-1].getMessage()
     assert "4 finished records match algo=ppo" in message
     assert "seed (0, 1)" in message and "train.steps (500, null)" in message
-    assert "add e.g. seed=0 train.steps=500" in message
+    assert "add e.g. seed=1 train.steps=null (the most recent record)" in message  # seed 1 started last
     assert len(results.load(path, {"algo": "ppo", "seed": 0, "train.steps": "null"})) == 1  # null: the default budget
 
 

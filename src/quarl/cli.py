@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 import signal
 import sys
+import textwrap
 from pathlib import Path
 
 import pandas as pd
 
 from quarl.errors import QuarlError
-from quarl.results import DEFAULT_STORE, differing_keys, load, summary, values_text
+from quarl.results import DEFAULT_STORE, load, one_record, summary, value_text, weight_bits
 from quarl.store import Store, rebuild
 
 log = logging.getLogger("quarl")
@@ -83,44 +85,39 @@ def cmd_export(args: argparse.Namespace) -> None:
 
     from quarl.calibration import calibrator
     from quarl.deploy import export
+    from quarl.deploy.export import record_precision
     from quarl.methods import policy_config
     from quarl.policies import cached
     from quarl.quantize import quantize_policy
 
     df = load(args.store, _filters(args.filters))
-    df = df[df["status"] == "done"]
-    if len(df) != 1:
-        raise QuarlError(_not_one(df, args.filters))
-    cfg = OmegaConf.create(json.loads(df.iloc[0]["config"]))
+    record, note = one_record(df[df["status"] == "done"], " ".join(args.filters) or "(no filter)")
+    if note:
+        log.info("%s", note)
+    cfg = OmegaConf.create(json.loads(record["config"]))
+    precision = args.precision
+    if precision is None:
+        precision, why = record_precision(str(cfg.quant.method), weight_bits(cfg.quant))
+        if why:
+            log.warning("%s (--precision chooses another).", why)
     policy = cached(policy_config(cfg), Path(cfg.store.policies))
     model = policy.load()
     quantize_policy(model, cfg.quant, calibrate=calibrator(cfg, policy))  # the record's own calibration
-    print(export(model, args.out, precision=args.precision, obs_transform=policy.obs_transform(), env_id=cfg.env.id))
-
-
-def _not_one(df: pd.DataFrame, filters: list[str]) -> str:
-    """Why an export's filters do not pick one record, naming the keys that tell the matches apart."""
-    typed = " ".join(filters) or "(no filter)"
-    if df.empty:
-        return f"No finished record matches {typed}: `quarl results` lists what is in the store."
-    keys = differing_keys(df, by=())
-    if not keys:
-        return (
-            f"{len(df)} finished records match {typed} and no config key tells them apart: "
-            "`quarl results --all` shows every column."
-        )
-    apart = "; ".join(f"{k} ({values_text(df, k)})" for k in keys)
-    example = " ".join(f"{k}={values_text(df, k, limit=1).split(',')[0]}" for k in keys)
-    return f"{len(df)} finished records match {typed}; they differ in {apart}: add e.g. {example}."
+    print(export(model, args.out, precision=precision, obs_transform=policy.obs_transform(), env_id=cfg.env.id))
 
 
 def cmd_plan(args: argparse.Namespace) -> None:
     from quarl.app import CONF_DIR
     from quarl.sweeps import plan
 
-    cells = plan(CONF_DIR, args.overrides, args.store)
-    with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_colwidth", 80):
-        print(cells.drop(columns=["cell_key", "overrides"]).to_string(index=False))
+    cells = plan(CONF_DIR, args.overrides, args.store).drop(columns=["cell_key", "overrides"])
+    width = terminal_width()
+    table = cells.assign(why="").to_string(index=False)
+    room = max(width - max(map(len, table.splitlines())), MIN_VALUE)  # what is left for each cell's reason
+    print(cells.assign(why=cells["why"].map(lambda why: shorten(why, room))).to_string(index=False))
+    cut = sorted({why for why in cells["why"] if len(why) > room})
+    if cut:  # the reasons cut short above, each once in full
+        print("\n" + "\n".join(pack([why], width, indent="  ") for why in cut))
     counts = ", ".join(f"{n} {state}" for state, n in cells["state"].value_counts().items())
     print(f"{len(cells)} cells: {counts}")
 
@@ -132,11 +129,81 @@ def cmd_status(args: argparse.Namespace) -> None:
     if grid.empty:
         log.warning("No records in %s match %s.", args.store, " ".join(args.filters) or "(no filter)")
         return
-    with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_colwidth", 100):
-        print(grid.to_string())
-        if not failed.empty:
-            print(f"\n{len(failed)} failed (traceback in each run dir's error.txt):")
-            print(failed.to_string(index=False))
+    width = terminal_width()
+    grid.index = grid.index.map(lambda key: tuple(shorten(str(v)) for v in key) if isinstance(key, tuple) else key)
+    table = grid.to_string()
+    print(table if max(map(len, table.splitlines())) <= width else "\n".join(_status_lines(grid, width)))
+    if not failed.empty:
+        print(f"\n{len(failed)} failed (traceback in each run dir's error.txt):")
+        for _, row in failed.iterrows():
+            cell = [f"{k}={shorten(value_text(v))}" for k, v in row.items() if k not in ("message", "run_dir")]
+            print(pack(cell, width, sep=" ", indent="    "))
+            print(pack([str(row.get("message") or "")], width, indent="    ", first="  "))
+            print(pack([f"in {row.get('run_dir')}"], width, indent="    ", first="  "))
+
+
+def _status_lines(grid: pd.DataFrame, width: int) -> list[str]:
+    """A status grid too wide for the terminal, as a block per row: its keys, then each state
+    and the quant settings in it (`done: fp32, ptq 2b, ...`)."""
+    lines = []
+    names = list(grid.index.names)
+    keys = grid.index.to_frame(index=False).astype(str)
+    pair = [n for n in ("algo", "env") if n in names]
+    # a row names the keys that tell it apart from the other rows of its algorithm and env
+    apart = keys.groupby(pair)[[n for n in names if n not in pair]].transform("nunique").gt(1) if pair else None
+    for i, (key, row) in enumerate(grid.iterrows()):
+        values = key if isinstance(key, tuple) else (key,)
+        head = [
+            v if n in pair else f"{n}={v}"
+            for n, v in zip(names, map(str, values))
+            if n in pair or apart is None or apart.at[i, n]
+        ]
+        lines.append(pack(head, width, sep=" ", indent="    "))
+        states: dict[str, list[str]] = {}
+        for setting, state in row.items():
+            if state != "-":
+                states.setdefault(str(state), []).append(str(setting))
+        for state in sorted(states, key=lambda s: (STATE_ORDER.index(s) if s in STATE_ORDER else len(STATE_ORDER), s)):
+            lines.append(pack(states[state], width, indent="      ", first=f"  {state}: "))
+    return lines
+
+
+#: The order `quarl status` lists states in.
+STATE_ORDER = ("done", "running", "failed", "skipped")
+#: The fewest characters a shortened value keeps.
+MIN_VALUE = 24
+
+
+def terminal_width() -> int:
+    """The terminal's width in characters (100 where the output is not a terminal; $COLUMNS wins)."""
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+def shorten(text: str, limit: int = 32) -> str:
+    """`text`, cut to `limit` characters with '...' where longer."""
+    return text if len(text) <= limit else text[: max(limit - 3, 1)] + "..."
+
+
+def pack(items: list[str], width: int, sep: str = ", ", indent: str = "", first: str = "") -> str:
+    """`items` joined by `sep` into lines of at most `width` characters, broken between items (an
+    item longer than a line is broken between words), the first line starting with `first`, the
+    others with `indent`."""
+    lines, line = [], first
+    for i, item in enumerate(items):
+        piece = item + (sep.rstrip() if i < len(items) - 1 else "")
+        gap = "" if line in (first, indent) else " " if sep.endswith(" ") else ""
+        if len(line) + len(gap) + len(piece) <= width or line in (first, indent):
+            if len(line) + len(gap) + len(piece) > width:  # alone on its line and still too long
+                wrapped = textwrap.wrap(piece, width, initial_indent=line, subsequent_indent=indent)
+                lines += wrapped[:-1]
+                line = wrapped[-1] if wrapped else line
+                continue
+            line += gap + piece
+        else:
+            lines.append(line)
+            line = indent + piece
+    lines.append(line)
+    return "\n".join(lines)
 
 
 def cmd_matrix(args: argparse.Namespace) -> None:
@@ -230,10 +297,23 @@ def parser() -> argparse.ArgumentParser:
     co.add_argument("--force", action="store_true", help="draw again even when --out is up to date")
     co.set_defaults(func=cmd_collate)
     ex = sub.add_parser("export", help="write one stored policy as a standalone ONNX file (fp32, int8, int4 or int2)")
-    ex.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="pick one record, e.g. algo=ppo quant.bits=8")
-    ex.add_argument("--out", type=Path, required=True, help="the .onnx file to write (must not exist)")
-    ex.add_argument("--precision", choices=("fp32", "int8", "int4", "int2"), default="int8")
-    ex.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    ex.add_argument(
+        "filters",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="pick one finished record, e.g. algo=ppo quant=ptq quant.bits=8 (records that differ only in "
+        "quant.backend or eval.* hold one policy: the most recent is exported)",
+    )
+    ex.add_argument("--out", type=Path, required=True, help="the .onnx file to write (required; must not exist)")
+    ex.add_argument(
+        "--precision",
+        choices=("fp32", "int8", "int4", "int2"),
+        default=None,
+        help="the file's weights (default: the record's own: fp32 for fp32; int8, int4 or int2 for a policy "
+        "quantized to at most 8, 4 or 2 bits; fp32, which holds them exactly, for fp16, bf16 and 9..16 bits, "
+        "saying so)",
+    )
+    ex.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the results store (default: %(default)s)")
     ex.set_defaults(func=cmd_export)
     pl = sub.add_parser("plan", help="list the cells a run.py sweep would run, and which are done, without running")
     pl.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="run.py overrides, e.g. +sweep=smoke")

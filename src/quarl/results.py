@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import shlex
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -41,6 +42,19 @@ NEUTRAL_PREFIXES = ("store.", "hydra.", "train.tracking.")
 FLOAT_BITS = {"fp32": 32, "fp16": 16, "bf16": 16}
 _NULL = ("null", "none", "nan", "")
 _BOOLS = {"true": 1.0, "false": 0.0}
+
+
+def weight_bits(quant: Mapping[str, Any]) -> int:
+    """The width of a record's policy weights: 32 or 16 for fp32, fp16 and bf16 (whatever quant.bits
+    an older record stores), the actors' quant.actor_bits for ActorQ, else the widest of quant.bits
+    and the quant.layer_bits of single layers."""
+    method = quant.get("method")
+    if method in FLOAT_BITS:
+        return FLOAT_BITS[str(method)]
+    if method == "actorq" and quant.get("actor_bits") is not None:
+        return int(quant["actor_bits"])
+    layers = quant.get("layer_bits") or {}
+    return max([int(quant.get("bits", 32)), *(int(b) for b in layers.values())])
 
 
 def _norm(value: Any) -> Any:
@@ -138,6 +152,23 @@ def config_keys(runs: pd.DataFrame) -> list[str]:
     return [k for k in keys if k in runs.columns and k not in NEUTRAL_KEYS and not k.startswith(NEUTRAL_PREFIXES)]
 
 
+def boolean_keys(runs: pd.DataFrame) -> set[str]:
+    """The config keys whose values are booleans in the stored configs (the store holds them as 1 / 0)."""
+    found: set[str] = set()
+    for text in runs["config"].dropna().unique() if "config" in runs.columns else []:
+        try:
+            found.update(k for k, v in flatten(json.loads(text)).items() if isinstance(v, bool))
+        except (TypeError, ValueError):
+            continue
+    return found
+
+
+def display_text(value: Any, boolean: bool = False) -> str:
+    """A stored value as listings show it: `value_text`, with a boolean key's 1 / 0 as true / false."""
+    text = value_text(value)
+    return {"1": "true", "0": "false"}.get(text, text) if boolean else text
+
+
 def value_text(value: Any) -> str:
     v = _norm(value)
     if v is None:
@@ -188,6 +219,100 @@ def differing_keys(
         if (spread > 1).any():
             out.append(key)
     return out
+
+
+#: Keys set by choosing algo=NAME and env=NAME (env.id, env.return_scale, algo.hyperparams.*): named
+#: to a user only where records of one algorithm and env disagree on them (an override).
+GROUP_PREFIXES = ("algo.", "env.")
+#: Keys that change how a policy is evaluated or executed, never the policy itself.
+EVAL_ONLY_KEYS = frozenset({"quant.backend"})
+EVAL_ONLY_PREFIXES = ("eval.",)
+#: Config keys that repeat a run column (the filter `algo=dqn` is the key algo.name).
+_AS_COLUMN = {"algo.name": "algo", "env.name": "env", "quant.method": "quant"}
+
+
+def eval_only(key: str) -> bool:
+    """Whether `key` only changes how a policy is evaluated or executed (quant.backend, eval.*)."""
+    return key in EVAL_ONLY_KEYS or key.startswith(EVAL_ONLY_PREFIXES)
+
+
+def user_keys(runs: pd.DataFrame) -> list[str]:
+    """The keys a user sets that tell `runs` apart, as a filter names them: algo, env, quant, then
+    config keys (seed, train.steps, quant.bits, ...). A method's own keys (quant.*) count among
+    records of one method, and keys that choosing the algorithm and env sets (env.id,
+    algo.hyperparams.*) among records of one algorithm and env: where they only follow from those
+    choices, they are not named. Keys that never change a result (store.*, ...) are left out."""
+    columns = [c for c in ("algo", "env", "quant") if c in runs.columns and runs[c].map(value_text).nunique() > 1]
+    within_method = set(differing_keys(runs, exclude=_AS_COLUMN, by=("quant",)))
+    within_group = set(differing_keys(runs, exclude=_AS_COLUMN, by=("algo", "env")))
+
+    def named(key: str) -> bool:
+        if key.startswith(GROUP_PREFIXES):
+            return key in within_group
+        return key in within_method if key.startswith("quant.") else True
+
+    return columns + [k for k in differing_keys(runs, exclude=_AS_COLUMN, by=()) if named(k)]
+
+
+def same_policy(runs: pd.DataFrame) -> bool:
+    """Whether `runs` hold one policy: they differ in no config key but evaluation-only ones."""
+    return all(eval_only(k) for k in differing_keys(runs, by=()))
+
+
+def latest(runs: pd.DataFrame) -> pd.Series:
+    """The most recent of `runs` (by start, then end time)."""
+    order = [c for c in ("started_at", "ended_at") if c in runs.columns]
+    return (runs.sort_values(order, kind="stable", na_position="first") if order else runs).iloc[-1]
+
+
+def filter_text(record: pd.Series, key: str) -> str:
+    """`key=value` selecting `record`'s value of `key`, as a user types it (booleans as true/false)."""
+    value = record.get(key)
+    if key in record.index and isinstance(record.get("config"), str):
+        try:
+            value = flatten(json.loads(record["config"])).get(key, value)
+        except (TypeError, ValueError):
+            pass
+    text = str(value).lower() if isinstance(value, bool) else value_text(value)
+    return shlex.quote(f"{key}={text}")
+
+
+def one_record(runs: pd.DataFrame, typed: str, shown: int = 3) -> tuple[pd.Series, str | None]:
+    """The finished record that `typed` (the user's filters) picks among `runs`, and a note where
+    several matched but hold one policy (they differ only in evaluation-only keys: the most recent
+    is taken). Several policies, or none, raise a QuarlError naming up to `shown` keys a user sets
+    that tell them apart, with the most recent record's values of them as the filter to add."""
+    if runs.empty:
+        raise QuarlError(f"No finished record matches {typed}: `quarl results` lists what is in the store.")
+    record = latest(runs)
+    if len(runs) == 1:
+        return record, None
+    if same_policy(runs):
+        differ = differing_keys(runs, by=())
+        how = f"differ only in {', '.join(differ)}, which" if differ else "share every setting, so they"
+        return record, (
+            f"{len(runs)} finished records match {typed}; they {how} do not change the policy: "
+            f"exporting the most recent ({record['cell_key']})."
+        )
+    keys = user_keys(runs)
+    picked, left = [], runs
+    for key in [*keys, "cell_key"]:  # the most recent record's values, only as many as narrow it down
+        if len(left) == 1 or same_policy(left):
+            break
+        narrower = left[left[key].map(value_text) == value_text(record[key])]
+        if len(narrower) < len(left):
+            picked.append(filter_text(record, key))
+            left = narrower
+    named = [k for k in keys if not eval_only(k)][:shown]
+    if not named:
+        apart = "they differ only in keys quarl derives from algo and env"
+    else:
+        more = len([k for k in keys if not eval_only(k)]) - len(named)
+        apart = "they differ in " + "; ".join(f"{k} ({values_text(runs, k, limit=3)})" for k in named)
+        apart += f" and {more} more key{'s' * (more > 1)} (`quarl results {typed}` shows them)" if more else ""
+    raise QuarlError(
+        f"{len(runs)} finished records match {typed}; {apart}: add e.g. {' '.join(picked)} (the most recent record)."
+    )
 
 
 def values_text(runs: pd.DataFrame, key: str, limit: int = 4) -> str:
@@ -241,21 +366,26 @@ def status(store: str | Path, filters: Mapping[str, Any] | None = None) -> tuple
     runs = query(store, filters)
     if runs.empty:
         return pd.DataFrame(), pd.DataFrame()
-    fixed = ["algo", "env", "seed", "quant", "quant.bits"]
+    fixed = ["algo", "env", "seed", "quant", "quant.bits", "quant.actor_bits"]
     differ = differing_keys(runs, exclude=fixed)
     quant_keys = [k for k in differ if k.startswith("quant.")]
     extra = [k for k in differ if k not in quant_keys]
     row_keys = [k for k in ["algo", "env", "seed"] if k in runs.columns] + extra
     bits = runs["quant.bits"] if "quant.bits" in runs.columns else pd.Series(None, index=runs.index)
-    labels = [setting_label(q, b) for q, b in zip(runs["quant"], bits)]
-    for key in quant_keys:
-        labels = [
-            lab
-            if runs.at[i, "quant"] in FLOAT_BITS or _norm(runs.at[i, key]) is None
-            else f"{lab} {key.split('.', 1)[1]}={value_text(runs.at[i, key])}"
-            for i, lab in zip(runs.index, labels)
-        ]
-    shown = runs.assign(setting=labels, **{k: runs[k].map(value_text) for k in extra})  # null: a value
+    if "quant.actor_bits" in runs.columns:  # ActorQ's width is its actors' (older records say quant.bits=8)
+        bits = bits.where((runs["quant"] != "actorq") | runs["quant.actor_bits"].isna(), runs["quant.actor_bits"])
+    labels = {i: setting_label(q, b) for i, q, b in zip(runs.index, runs["quant"], bits)}
+    for method, group in runs.groupby("quant", sort=False):  # a method's options that differ among its records
+        own = [k for k in differing_keys(group, exclude=fixed) if k in quant_keys and method not in FLOAT_BITS]
+        for i in group.index:
+            shown_keys = [k for k in own if _norm(runs.at[i, k]) is not None]
+            labels[i] = " ".join(
+                [labels[i], *(f"{k.split('.', 1)[1]}={value_text(runs.at[i, k])}" for k in shown_keys)]
+            )
+    booleans = boolean_keys(runs)
+    shown = runs.assign(
+        setting=pd.Series(labels), **{k: runs[k].map(lambda v, b=k in booleans: display_text(v, b)) for k in extra}
+    )  # null: a value
     grid = shown.pivot_table(
         index=row_keys, columns="setting", values="status", aggfunc=lambda s: "/".join(sorted(set(s))), dropna=False
     )
@@ -313,11 +443,29 @@ def summary_columns(runs: pd.DataFrame) -> list[str]:
 
 
 def summary(runs: pd.DataFrame) -> pd.DataFrame:
-    """The summary table as printed: `summary_columns`, with E shown as 'n/a' where a finished
-    quantized record has none (its fp32 reward too close to 0 to divide by: see rel_error_note)."""
+    """The summary table as printed, as text (`quarl results --csv` writes the stored values instead):
+    `summary_columns`, E in percent as the run log prints it (``1.23%``; 'n/a' where a finished
+    quantized record has none, its fp32 reward too close to 0 to divide by: see rel_error_note),
+    booleans as true / false, whole numbers as integers, blanks for missing values."""
     table = runs[summary_columns(runs)].copy()
-    if "rel_error" in table.columns:
-        na = table["rel_error"].isna() & (runs.get("status") == "done") & (runs.get("quant") != "fp32")
-        shown = table["rel_error"].map(lambda v: "" if pd.isna(v) else f"{v:.4g}")
-        table["rel_error"] = shown.where(~na, "n/a")
+    booleans = boolean_keys(runs)
+    for column in table.columns:
+        if column in booleans:
+            table[column] = table[column].map(lambda v: "" if _norm(v) is None else display_text(v, boolean=True))
+        elif column == "rel_error":
+            na = table[column].isna() & (runs.get("status") == "done") & (runs.get("quant") != "fp32")
+            table[column] = table[column].map(lambda v: "" if pd.isna(v) else f"{100 * v:.2f}%").where(~na, "n/a")
+        elif pd.api.types.is_numeric_dtype(table[column]) and not pd.api.types.is_bool_dtype(table[column]):
+            table[column] = table[column].map(number_text)
     return table
+
+
+def number_text(value: Any) -> str:
+    """A number as listings show it: whole numbers as integers (20000, not 2e+04), others to 4
+    significant digits without an exponent below 10^4 ... 10^12; blank for a missing value."""
+    if value is None or pd.isna(value):
+        return ""
+    number = float(value)
+    if number.is_integer() and abs(number) < 1e15:
+        return str(int(number))
+    return f"{number:.0f}" if 1e4 <= abs(number) < 1e12 else f"{number:.4g}"

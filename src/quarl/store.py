@@ -4,6 +4,9 @@ Every config key is a column of `runs` (dotted, e.g. ``quant.bits``); columns ap
 do. Each record is written in one transaction (WAL, busy timeout), so parallel jobs lose nothing
 and a killed job leaves no half-written record. A JSON copy of each record lives in its run dir,
 and `rebuild` makes the store again from those copies.
+
+A store that cannot be used (a damaged file, a read-only file or folder, a folder that cannot be
+created) is a `QuarlError` naming the file and what to do, raised before anything is written.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from contextlib import closing
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
@@ -112,13 +115,10 @@ class Store:
         self.path = Path(path)
         if self.path.resolve() in Store._ready and self.path.exists():  # opened before: schema is there
             return
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with closing(self._connect()) as con:
-                con.executescript(SCHEMA)
-                _migrate(con)
-        except (OSError, sqlite3.Error) as exc:
-            raise QuarlError(f"store.path={self.path} cannot be opened as a results store ({exc}).") from None
+        make_folder(self.path.parent, "store.path", file=self.path)
+        with self._open() as con:
+            con.executescript(SCHEMA)
+            _migrate(con)
         Store._ready.add(self.path.resolve())
 
     def _connect(self) -> sqlite3.Connection:
@@ -127,15 +127,29 @@ class Store:
         con.execute("PRAGMA journal_mode = WAL")
         return con
 
+    @contextmanager
+    def _open(self) -> Iterator[sqlite3.Connection]:
+        """A connection, closed after use; SQLite's faults (damaged, read-only, ...) become a QuarlError."""
+        try:
+            con = self._connect()
+        except (sqlite3.Error, OSError) as exc:
+            raise store_fault(self.path, exc) from None
+        try:
+            yield con
+        except sqlite3.Error as exc:
+            raise store_fault(self.path, exc) from None
+        finally:
+            con.close()
+
     def status(self, cell_key: str) -> str | None:
         """'done', 'skipped', ... for a stored cell, None if absent."""
-        with closing(self._connect()) as con:
+        with self._open() as con:
             row = con.execute("SELECT status FROM runs WHERE cell_key = ?", (cell_key,)).fetchone()
         return row[0] if row else None
 
     def reward(self, cell_key: str) -> float | None:
         """Mean reward of a finished cell, None if it is not done."""
-        with closing(self._connect()) as con:
+        with self._open() as con:
             row = con.execute(
                 "SELECT reward_mean FROM runs WHERE cell_key = ? AND status = 'done'", (cell_key,)
             ).fetchone()
@@ -147,7 +161,7 @@ class Store:
         run["config"] = json.dumps(record["config"], sort_keys=True)
         run["versions"] = json.dumps(run.get("versions", {}), sort_keys=True)
         run.update(flatten(record["config"]))
-        with closing(self._connect()) as con:
+        with self._open() as con:
             con.execute("BEGIN IMMEDIATE")
             try:
                 known = {row[1] for row in con.execute("PRAGMA table_info(runs)")}
@@ -177,22 +191,31 @@ class Store:
                 )
                 con.execute("COMMIT")
             except BaseException:
-                con.execute("ROLLBACK")
+                _rollback(con)
                 raise
 
     def delete(self, cell_key: str) -> None:
         """Remove a cell's record (and its episodes and curve)."""
-        with closing(self._connect()) as con:
+        with self._open() as con:
             con.execute("BEGIN IMMEDIATE")
-            for table in ("runs", "episodes", "curves", "actors"):
-                con.execute(f"DELETE FROM {table} WHERE cell_key = ?", (cell_key,))
-            con.execute("COMMIT")
+            try:
+                for table in ("runs", "episodes", "curves", "actors"):
+                    con.execute(f"DELETE FROM {table} WHERE cell_key = ?", (cell_key,))
+                con.execute("COMMIT")
+            except BaseException:
+                _rollback(con)
+                raise
 
     def _frame(self, sql: str) -> pd.DataFrame:
         import pandas as pd  # only where frames are read: a sweep's check of its cells needs none
 
-        with closing(self._connect()) as con:
-            return pd.read_sql_query(sql, con)
+        with self._open() as con:
+            try:
+                return pd.read_sql_query(sql, con)
+            except pd.errors.DatabaseError as exc:  # pandas wraps SQLite's error: let _open tell it
+                if isinstance(exc.__cause__, sqlite3.Error):
+                    raise exc.__cause__ from None
+                raise
 
     def runs(self) -> pd.DataFrame:
         """Every run record, one row each."""
@@ -210,6 +233,74 @@ class Store:
     def actors(self) -> pd.DataFrame:
         """ActorQ's per-actor time breakdown: one row per (cell, actor)."""
         return self._frame("SELECT * FROM actors ORDER BY cell_key, actor")
+
+
+def _rollback(con: sqlite3.Connection) -> None:
+    """Undo an open transaction; a rollback that fails too (a damaged file) leaves the first error to tell."""
+    if con.in_transaction:
+        with suppress(sqlite3.Error):
+            con.execute("ROLLBACK")
+
+
+#: SQLite's result codes (`sqlite_errorname`, Python >= 3.11) by what the user should do, and the
+#: words of its messages for older Pythons.
+_DAMAGED = (("SQLITE_CORRUPT", "SQLITE_NOTADB"), ("malformed", "not a database", "encrypted"))
+_UNWRITABLE = (
+    ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH"),
+    ("readonly", "read-only", "unable to open", "permission"),
+)
+_BUSY = (("SQLITE_BUSY", "SQLITE_LOCKED"), ("locked", "busy"))
+
+
+def _is(exc: BaseException, kind: tuple[tuple[str, ...], tuple[str, ...]]) -> bool:
+    names, words = kind
+    name = str(getattr(exc, "sqlite_errorname", ""))
+    return any(name.startswith(n) for n in names) or (not name and any(w in str(exc).lower() for w in words))
+
+
+def store_fault(path: Path, exc: BaseException) -> QuarlError:
+    """The one sentence for a store SQLite cannot use: what is wrong with `path` and what to do."""
+    why = str(exc) or type(exc).__name__
+    if path.is_dir():
+        return QuarlError(f"The results store {path} is a folder: give its file, e.g. {path / 'results.sqlite'}.")
+    if _is(exc, _DAMAGED):
+        return QuarlError(
+            f"The results store {path} is damaged ({why}) and was left as it is: restore it from a backup, or "
+            f"move it aside and run `quarl rebuild outputs --store {path}` to write it again from the run dirs' "
+            "record.json copies."
+        )
+    if _is(exc, _UNWRITABLE):
+        return QuarlError(
+            f"The results store {path} cannot be written ({why}): make the file and its folder writable "
+            f"(SQLite also writes {path.name}-wal and {path.name}-shm beside it), or use another store "
+            "(store.path=PATH for run.py, --store PATH for quarl)."
+        )
+    if _is(exc, _BUSY):
+        return QuarlError(
+            f"The results store {path} stayed locked by another process ({why}): run again when it has "
+            "finished; on a network file system, where SQLite's locks fail, let the sweep write JSON only "
+            "and `quarl rebuild` the store afterwards."
+        )
+    return QuarlError(f"store.path={path} cannot be opened as a results store ({why}).")
+
+
+def make_folder(folder: Path, key: str, file: Path | None = None) -> Path:
+    """Create `folder` (and its parents) for the setting `key`, or raise a QuarlError naming the
+    setting, its value and the reason: the folder of a store's `file` (store.path) or the folder
+    itself (store.policies). Used wherever a store's folder is created."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if file is None:
+            raise QuarlError(
+                f"{key}={folder} cannot be created ({reason}): set {key} to a folder you can write."
+            ) from None
+        raise QuarlError(
+            f"{key}={file} cannot be opened: its folder {folder} cannot be created ({reason}); "
+            f"set {key} to a path in a folder you can write."
+        ) from None
+    return folder
 
 
 def _migrate(con: sqlite3.Connection) -> None:

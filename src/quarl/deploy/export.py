@@ -39,6 +39,21 @@ PRECISIONS = {
 }  # -> backend that builds the file
 
 
+def record_precision(method: str, bits: int) -> tuple[str, Optional[str]]:
+    """The precision that exports a policy quantized by `method` to `bits`-bit weights as it is, and
+    a note where the file cannot hold that width itself: at most 2 bits -> int2, at most 4 -> int4,
+    at most 8 -> int8, 32 -> fp32; 9..16 bits (fp16, bf16 too) -> fp32, which holds them exactly."""
+    for precision, most in (("int2", 2), ("int4", 4), ("int8", 8)):
+        if bits <= most:
+            return precision, None
+    if bits >= 32:
+        return "fp32", None
+    return "fp32", (
+        f"quant={method} ({bits}-bit weights) is exported as fp32, which holds its weights exactly: "
+        f"quarl exports no {bits}-bit ONNX file"
+    )
+
+
 def _env_id(model: BaseAlgorithm) -> Optional[str]:
     env = model.get_env()
     if env is None:
