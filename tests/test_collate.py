@@ -477,17 +477,19 @@ def test_every_table_and_plot_names_its_quantizer_and_table_names_stay_stable(tm
 
 
 def test_error_table_mean_row_averages_e_only_and_the_settings_note_names_config_keys(tmp_path: Path):
+    """Records of one training that differ in an evaluation setting are averaged, and a note names
+    the key (a different training is never averaged: see the trainings tests)."""
     records = [record("ppo", "cartpole", "fp32", seed=0, reward=186.0, fp32=186.0),
                record("ppo", "cartpole", "ptq", 8, 0, reward=180.0, fp32=186.0),
                record("ppo", "acrobot", "fp32", seed=0, reward=-500.0, fp32=-500.0),
                record("ppo", "acrobot", "ptq", 8, 0, reward=-510.0, fp32=-500.0),
-               record("ppo", "acrobot", "ptq", 8, 0, reward=-520.0, fp32=-500.0, steps=2000)]
+               record("ppo", "acrobot", "ptq", 8, 0, reward=-520.0, fp32=-500.0, episodes=20)]
     study = load(_store(tmp_path, records))
     table = tables.error_table(study, "ppo", "ptq").set_index("env")
     assert pd.isna(table.loc["mean", "fp32"]) and pd.isna(table.loc["mean", "int8"])  # not (186 - 500) / 2
     assert table.loc["mean", "E_int8 (%)"] == pytest.approx(table.loc[["acrobot", "cartpole"], "E_int8 (%)"].mean())
     note = next(n for n in study.notes if "differ in" in n and "cells have several records" in n)
-    assert "train.steps" in note and " e," not in note and not note.split("differ in ")[1].startswith("e")
+    assert "differ in eval.episodes;" in note  # a config key, not a column collation adds (such as e)
 
 
 def test_agreement_table_and_plot(tmp_path: Path):
@@ -684,3 +686,132 @@ def test_training_curves_are_plotted_per_algo_and_env_with_one_line_per_seed(tmp
     assert set(points["label"]) == {"fp32", "QAT 4-bit"}
     assert points.groupby(["label", "seed"]).size().to_dict() == {("QAT 4-bit", 0): 10, ("QAT 4-bit", 1): 10,
                                                                   ("fp32", 0): 29, ("fp32", 1): 29}
+
+
+# ---------------------------------------------------------------- trainings: never averaged together
+
+def _two_trainings() -> list[dict]:
+    """PPO on CartPole trained twice per seed, as `python run.py` then the README's activation sweep
+    leave it: 100k steps (the algorithm's default budget, train.steps null) and train.steps=8192;
+    PPO on Acrobot trained once. Each number is known, so any pooling shows."""
+    default = {"algo.n_timesteps": 100_000}
+    records = []
+    for seed in (0, 1):
+        records += [
+            record("ppo", "cartpole", "fp32", seed=seed, reward=500.0, fp32=500.0, steps=None, config=default),
+            record("ppo", "cartpole", "ptq", 8, seed, reward=490.0 + seed, fp32=500.0, steps=None, config=default),
+            record("ppo", "cartpole", "fp32", seed=seed, reward=300.0, fp32=300.0, steps=8192, config=default),
+            record("ppo", "acrobot", "fp32", seed=seed, reward=-100.0, fp32=-100.0),
+            record("ppo", "acrobot", "ptq", 8, seed, reward=-110.0, fp32=-100.0),
+        ]
+        for act in (4, 32):
+            records.append(record("ppo", "cartpole", "ptq", 8, seed, reward=240.0 + act, fp32=300.0, steps=8192,
+                                  config={**default, "quant.act_bits": act, "quant.input_bits": 32}))
+    return records
+
+
+def test_two_trainings_of_one_algo_and_env_are_separate_series_named_by_what_differs(tmp_path: Path):
+    path = _store(tmp_path, _two_trainings())
+    study = load(path)
+    long, short = "ppo (train.steps=100000)", "ppo (train.steps=8192)"
+    assert set(study.done.loc[study.done["env"] == "cartpole", "algo"]) == {long, short}
+    assert set(study.done.loc[study.done["env"] == "acrobot", "algo"]) == {"ppo"}  # one training: the plain name
+    assert set(study.done["base_algo"]) == {"ppo"}
+    base = study.baselines.set_index(["algo", "env", "seed"])["fp32"]
+    assert base[(long, "cartpole", 0)] == 500.0 and base[(short, "cartpole", 0)] == 300.0  # each its own fp32
+    ptq8 = study.seeds[(study.seeds["method"] != "fp32") & (study.seeds["env"] == "cartpole")]
+    assert set(ptq8.loc[ptq8["algo"] == long, "reward"]) == {490.0, 491.0}
+    assert ((ptq8["algo"] == short) == ptq8["reward"].isin([244.0, 272.0])).all()
+    note = next(n for n in study.notes if "2 trainings" in n)
+    assert "differ in train.steps" in note
+    for label, steps, records in ((long, "100000", 4), (short, "8192", 6)):
+        typed = f"algo=ppo env=cartpole train.steps={steps}"
+        assert f"'{label}' ({records} records: `quarl collate {typed}`)" in note
+        picked = load(path, dict(kv.split("=") for kv in typed.split()))  # the label is the filter a user types
+        assert set(picked.done["algo"]) == {"ppo"} and len(picked.done) == records
+    assert len(load(path, {"train.steps": "null"}).done) == 4  # the stored null still selects the default budget
+
+    out = tmp_path / "out"
+    collate(path, out)
+    errors = {s: pd.read_csv(out / f"tables/errors_ppo-train-steps-{s}.csv").set_index("env").loc[["cartpole"]]
+              for s in ("100000", "8192")}  # ptq at 8 bits with fp32 activations (act_bits=32) in both
+    errors = {s: rows[rows["quantizer"].str.startswith("ptq (act_bits=32)")].iloc[0] for s, rows in errors.items()}
+    assert errors["100000"]["fp32"] == 500.0 and errors["100000"]["int8"] == pytest.approx(490.5)
+    assert errors["100000"]["E_int8 (%)"] == pytest.approx(100 * (500 - 490.5) / 500)
+    assert errors["8192"]["fp32"] == 300.0 and errors["8192"]["int8"] == pytest.approx(272.0)
+    assert errors["8192"]["E_int8 (%)"] == pytest.approx(100 * (300 - 272) / 300)
+    assert errors["8192"]["fp32 (paper)"] == 500  # the paper's row is found by the plain algo name
+    assert list(pd.read_csv(out / "tables/errors_ppo.csv")["env"]) == ["acrobot", "mean"]
+    md = (out / "tables/errors_ppo-train-steps-8192.md").read_text()
+    assert md.startswith("## PPO (train.steps=8192): fp32, fp16 and int8")
+    grid = (out / "precision/ppo-train-steps-8192_cartpole.md").read_text()  # the activation grid of 8192 only
+    assert "244.0" in grid and "272.0" in grid and "490" not in grid
+    assert "490.5" in (out / "precision/ppo-train-steps-100000_cartpole.md").read_text()
+    points = pd.read_csv(out / "sweet_spot/points.csv")
+    assert set(points["algo"]) == {"ppo", long, short} and (points["n"] == 2).all()
+    assert {f"sweet_spot/ppo-train-steps-{s}_cartpole.png" for s in ("100000", "8192")} <= {
+        p.relative_to(out).as_posix() for p in out.rglob("*.png")}
+    readme = (out / "README.md").read_text()
+    assert f"| {short} | cartpole |" in readme and "`quarl collate algo=ppo env=cartpole train.steps=8192`" in readme
+
+
+def test_what_counts_as_another_training(tmp_path: Path):
+    """Keys of the training (hyperparameters, keep-best, its effective interval, a pretrained
+    source) split series; the seed, the quantizer and a key an older record lacks do not."""
+    from quarl.collate import trainings
+
+    def labels(*configs: dict) -> list[str]:
+        records = [record("dqn", "cartpole", "fp32", seed=i % 2, steps=10_000, config=c)
+                   for i, c in enumerate(configs)]
+        runs = Store(_store(tmp_path, records, f"t{len(list(tmp_path.iterdir()))}.sqlite")).runs()
+        return list(trainings.trainings(runs.sort_values("started_at"))[0])
+
+    assert labels({}, {}) == ["dqn", "dqn"]  # two seeds of one training
+    lr = "algo.hyperparams.learning_rate"
+    assert labels({}, {lr: 0.001}) == [f"dqn ({lr}=null)", f"dqn ({lr}=0.001)"]  # unset: the algorithm's default
+    keep = {"train.keep_best": True, "train.eval_episodes": 5}
+    assert labels({**keep, "train.eval_every": None}, {**keep, "train.eval_every": 500}) == ["dqn", "dqn"]  # 10000//20
+    assert labels({**keep, "train.eval_every": 500}, {**keep, "train.eval_every": 1000}) == [
+        "dqn (train.eval_every=500)", "dqn (train.eval_every=1000)"]
+    assert labels({}, {"train.keep_best": True}) == ["dqn (train.keep_best=false)", "dqn (train.keep_best=true)"]
+    assert labels({"env.return_scale": 500}, {"env.return_scale": 200}) == ["dqn", "dqn"]  # measurement only
+    assert labels({"env.frame_stack": 1}, {"env.frame_stack": 4}) == [
+        "dqn (env.frame_stack=1)", "dqn (env.frame_stack=4)"]
+    zoo = {"policy.source": "path", "policy.path": "logs/dqn/CartPole-v1_1"}
+    assert labels({"policy.source": "train"}, zoo) == [
+        "dqn (policy.source=train)", "dqn (policy.source=path, policy.path=logs/dqn/CartPole-v1_1)"]
+    old = record("dqn", "cartpole", "fp32", seed=0, steps=10_000)  # written before train.keep_best existed
+    new = record("dqn", "cartpole", "fp32", seed=1, steps=10_000, config={"train.keep_best": False,
+                                                                         "algo.normalize": False})
+    runs = Store(_store(tmp_path, [old, new], "old.sqlite")).runs()
+    assert set(trainings.trainings(runs)[0]) == {"dqn"}
+
+
+def test_the_campaign_records_hold_one_training_per_algo_and_env():
+    """The committed records collate as before: no (algo, env) of theirs but ActorQ's holds two trainings."""
+    from quarl.collate import trainings
+    from quarl.store import rebuild
+
+    with __import__("tempfile").TemporaryDirectory() as tmp:
+        store = Store(Path(tmp) / "r.sqlite")
+        rebuild(ROOT / "docs/reproduction/records", store)
+        runs = store.runs()
+    runs = runs[(runs["status"] == "done") & (runs["quant"] != "actorq")]
+    labels, found = trainings.trainings(runs)
+    assert found == [] and (labels == runs["algo"]).all()
+
+
+def test_notebook_keeps_trainings_apart(tmp_path: Path, monkeypatch):
+    """The notebook (prepare(select(...))) on a store of two trainings: separate series and the note."""
+    path = _store(tmp_path, _two_trainings())
+    nb = nbformat.read(ROOT / "notebooks/results.ipynb", as_version=4)
+    monkeypatch.setenv("QUARL_STORE", str(path))
+    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                                     resources={"metadata": {"path": str(ROOT / "notebooks")}})
+    client.execute()
+    outputs = [o for cell in nb.cells for o in cell.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = "".join(o.get("text", "") for o in outputs)
+    shown = "".join(str(o.get("data", {}).get("text/markdown", "")) for o in outputs)
+    assert "ppo/cartpole holds 2 trainings that differ in train.steps" in text
+    assert "### PPO (train.steps=8192)" in shown and "### PPO (train.steps=100000)" in shown

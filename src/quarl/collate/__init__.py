@@ -18,6 +18,11 @@ scheme, granularity and bias setting go into each table's header and each plot's
 - ``README.md``: what was selected, how many runs, every note (missing baselines, single seeds,
   E n/a), and ``.quarl-collate.json``, the list of files the next collation there replaces.
 
+A mean over seeds pools only records of one training (`quarl.collate.trainings`): where an (algo, env)
+holds several (another budget, hyperparameters, env settings, keep-best, pretrained source), each is
+its own series, its algo labelled by what differs ('ppo (train.steps=8192)', the filter that selects
+it; file names follow: ``errors_ppo-train-steps-8192``), with its own fp32 baseline and a note.
+
 An E that is n/a (rel_error NULL: fp32 reward too close to 0) is shown as n/a with its note and
 enters no mean, aggregate or plot. Bad input (an empty store, filters that match nothing, one
 seed, a missing baseline) gives notes and whatever outputs can still be made, never a traceback.

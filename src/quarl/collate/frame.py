@@ -10,13 +10,17 @@ from typing import Sequence
 
 import pandas as pd
 
+from quarl.collate import trainings
 from quarl.collate.ptq_keys import effective_quant_columns
+from quarl.collate.trainings import select
 from quarl.keys import result_keys
-from quarl.results import FIDELITY_COLUMNS, FLOAT_BITS, config_keys, select, value_text
+from quarl.results import FIDELITY_COLUMNS, FLOAT_BITS, config_keys, value_text
 
 log = logging.getLogger(__name__)
 
-#: One value per seed of every (algo, env, method, bits): the unit collation averages over.
+#: One value per seed of every (algo, env, method, bits): the unit collation averages over. `algo` is
+#: the series label: the algo name, or where an (algo, env) holds several trainings the training's
+#: label ('ppo (train.steps=8192)', `quarl.collate.trainings`), so different trainings never pool.
 CELL = ["algo", "env", "method", "bits"]
 #: Action fidelity of a quantized record against its fp32 policy.
 FIDELITY = FIDELITY_COLUMNS
@@ -71,11 +75,13 @@ def _bits(done: pd.DataFrame) -> pd.Series:
 class Study:
     """What collation reads: the selected records and their reduction to one value per seed.
 
-    `runs`: every selected record (done and skipped); `done`: finished records with `method`,
-    `bits`, `e` (the relative error E as a fraction, NaN where it is n/a) and `e_note` (why);
-    `seeds`: one row per (algo, env, method, bits, seed) with `reward`, `e` (over the records that
-    have one) and the action-fidelity columns averaged over any records that share them;
-    `baselines`: the fp32 reward per (algo, env, seed).
+    `runs`: every selected record (done and skipped); `done`: finished records with `algo` (the
+    series label: the algo name, or 'ppo (train.steps=8192)' where an (algo, env) holds several
+    trainings; `base_algo` keeps the plain name), `method`, `bits`, `e` (the relative error E as a
+    fraction, NaN where it is n/a) and `e_note` (why); `seeds`: one row per (algo, env, method, bits,
+    seed) with `reward`, `e` (over the records that have one) and the action-fidelity columns
+    averaged over any records that share them; `baselines`: the fp32 reward per (algo, env, seed),
+    each series' own fp32 records.
     """
 
     runs: pd.DataFrame
@@ -134,6 +140,8 @@ class Study:
 
 
 def _mixed_settings(done: pd.DataFrame, notes: Notes) -> None:
+    """A note where records of one (series, env, method, bits, seed) still differ (in evaluation
+    settings, say: trainings are already apart): they are averaged, and the note names the keys."""
     keys = CELL + ["seed"]
     counts = done.groupby(keys, dropna=False).size()
     dupes = counts[counts > 1]
@@ -146,9 +154,21 @@ def _mixed_settings(done: pd.DataFrame, notes: Notes) -> None:
         differing.update(c for c in columns if c in rows.columns and rows[c].map(_text).nunique() > 1)
     shown = ", ".join(sorted(differing)) or "settings outside the config"
     notes.add(
-        f"{len(dupes)} (algo, env, method, bits, seed) cells have several records that differ in {shown}; "
-        "they are averaged together: filter by those keys (e.g. quarl collate KEY=VALUE) to separate them."
+        f"{len(dupes)} (algo, env, method, bits, seed) cells have several records of one training that differ in "
+        f"{shown}; they are averaged together: filter by those keys (e.g. quarl collate KEY=VALUE) to separate them."
     )
+
+
+def _series(done: pd.DataFrame, notes: Notes) -> pd.DataFrame:
+    """`done` with `algo` the series label of each record's training and `base_algo` the algo name;
+    ActorQ records (which train their own policies, collated apart) keep their algo name."""
+    done = done.assign(base_algo=done["algo"])
+    policies = done["quant"] != "actorq"
+    labels, found = trainings.trainings(done[policies])
+    done.loc[policies, "algo"] = labels
+    for note in trainings.notes(found):
+        notes.add(note)
+    return done
 
 
 def _seed_list(keys: list[tuple]) -> str:
@@ -191,6 +211,7 @@ def prepare(runs: pd.DataFrame, store: str | Path | None = None) -> Study:
     if "seed" not in done.columns:
         done["seed"] = 0
     if not done.empty:
+        done = _series(done, notes)
         done["method"] = _variant_labels(done, notes)
         done["bits"] = _bits(done)
         no_bits = done["bits"].isna()
@@ -219,7 +240,12 @@ def prepare(runs: pd.DataFrame, store: str | Path | None = None) -> Study:
         )
         seeds["bits"] = seeds["bits"].astype(int)
     else:
-        done = done.assign(method=pd.Series(dtype=str), bits=pd.Series(dtype="Int64"), e=pd.Series(dtype=float))
+        done = done.assign(
+            base_algo=done["algo"] if "algo" in done.columns else pd.Series(dtype=str),
+            method=pd.Series(dtype=str),
+            bits=pd.Series(dtype="Int64"),
+            e=pd.Series(dtype=float),
+        )
         baselines = pd.DataFrame(columns=["algo", "env", "seed", "fp32"])
         seeds = pd.DataFrame(columns=CELL + ["seed", "reward", "e", "records", "e_note", *FIDELITY])
     _one_seed(seeds, notes)

@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 
 from quarl.collate import actorq, plots, precision, stats, tables, training, weights
 from quarl.collate.frame import FLOAT_BITS, Study
+from quarl.collate.trainings import stem, title
 from quarl.errors import QuarlError
 from quarl.keys import slug
 
@@ -54,7 +55,7 @@ def write_sweet_spots(study: Study, out: Path) -> list[Path]:
     for env in sorted(study.seeds["env"].unique()):
         algos = sorted(study.seeds.loc[study.seeds["env"] == env, "algo"].unique())
         for algo in algos:
-            written += _figure(plots.sweet_spot(study, env, [algo]), folder / slug(f"{algo}_{env}"))
+            written += _figure(plots.sweet_spot(study, env, [algo]), folder / stem(algo, env))
         if len(algos) > 1:
             written += _figure(plots.sweet_spot(study, env, algos), folder / slug(f"{env}_all-algos"))
     cell = ["algo", "env", "method", "bits"]
@@ -89,16 +90,16 @@ def write_tables(study: Study, out: Path) -> list[Path]:
         errors = [(_heading(study, m, algo), tables.error_table(study, algo, m)) for m in methods]
         written += tables.write_sections(
             errors,
-            folder / f"errors_{slug(algo)}",
-            f"{algo.upper()}: fp32, fp16 and int8 rewards and errors ({study.quantizers(methods, [algo])})",
+            folder / stem("errors", algo),
+            f"{title(algo)}: fp32, fp16 and int8 rewards and errors ({study.quantizers(methods, [algo])})",
             ERRORS_CAPTION,
         )
         bits = [(_heading(study, m, algo), tables.bits_table(study, algo, m)) for m in methods if m is not None]
         if bits:
             written += tables.write_sections(
                 bits,
-                folder / f"e_by_bits_{slug(algo)}",
-                f"{algo.upper()}: E (%) per bit width and environment ({study.quantizers(methods, [algo])})",
+                folder / stem("e_by_bits", algo),
+                f"{title(algo)}: E (%) per bit width and environment ({study.quantizers(methods, [algo])})",
                 "E = (R_fp32 - R_q) / |R_fp32| in %, mean over the seeds that have one; rows: weight bits of the "
                 "quantizer, then fp16/bf16; n/a: E undefined (fp32 reward too close to 0); mean: over environments, "
                 "n/a environments left out, blank where one has no value.",
@@ -134,8 +135,8 @@ def _agreement_table(study: Study, algo: str, folder: Path) -> list[Path]:
     methods = [m for m in _table_methods(study, algo) if m is not None]
     return tables.write(
         table,
-        folder / f"agreement_{slug(algo)}",
-        f"{algo.upper()}: action fidelity against the fp32 policy ({study.quantizers(methods, [algo])})",
+        folder / stem("agreement", algo),
+        f"{title(algo)}: action fidelity against the fp32 policy ({study.quantizers(methods, [algo])})",
         tables.AGREEMENT_CAPTION,
         floatfmt=".3g",
     )
@@ -163,7 +164,7 @@ def write_agreement(study: Study, out: Path) -> list[Path]:
     pairs = q[q["action_agreement"].notna()][["algo", "env"]].drop_duplicates().sort_values(["algo", "env"])
     written: list[Path] = []
     for algo, env in pairs.itertuples(index=False):
-        written += _figure(plots.agreement(study, env, algo), out / "agreement" / slug(f"{algo}_{env}"))
+        written += _figure(plots.agreement(study, env, algo), out / "agreement" / stem(algo, env))
     return written
 
 
@@ -177,7 +178,7 @@ def write_weights(study: Study, out: Path, bits: int, log_y: bool = False) -> li
     for pw in rep.weights:
         written += _figure(
             weights.histogram_figure(pw, rep, log_y=log_y),
-            folder / slug(f"{pw.algo}_{pw.env}_seed{pw.seed}_{pw.policy_key[:8]}"),
+            folder / stem(pw.algo, pw.env, f"seed{pw.seed}", pw.policy_key[:8]),
         )
     written += tables.write(
         rep.layers,

@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 
 from quarl.collate import stats
 from quarl.collate.frame import FLOAT_BITS, Study, bit_label
+from quarl.collate.trainings import title
 
 FLOAT_MARKERS = {"fp16": "D", "bf16": "s"}
 LINESTYLES = ["-", ":", "-.", (0, (5, 1, 1, 1, 1, 1))]  # "--" is kept for fp32
@@ -135,7 +136,7 @@ def _series(
             color = palette[i] if several else palette[j]
             style = LINESTYLES[j % len(LINESTYLES)] if several else "-"
             x = _x(scale, s["bits"])
-            label = (f"{algo.upper()} {method}" if len(methods) > 1 else algo.upper()) if several else method
+            label = (f"{title(algo)} {method}" if len(methods) > 1 else title(algo)) if several else method
             if several:
                 x = x + nudge(i * len(methods) + j)
                 ax.errorbar(
@@ -167,7 +168,7 @@ def _series(
                 color=algo_color,
                 linestyle="none",
                 capsize=4,
-                label=f"{algo.upper()} {method}" if several else method,
+                label=f"{title(algo)} {method}" if several else method,
             )
             floats[16] = method
         f = base[base["algo"] == algo]
@@ -178,7 +179,7 @@ def _series(
                 color=algo_color,
                 linestyle="--",
                 linewidth=1.0,
-                label=f"{algo.upper()} fp32" if several else "fp32 (baseline)",
+                label=f"{title(algo)} fp32" if several else "fp32 (baseline)",
             )
             ax.errorbar(
                 [scale[32] + offset],
@@ -240,9 +241,9 @@ def sweet_spot(study: Study, env: str, algos: list[str] | None = None) -> Figure
         ax = axes[0, 0]
         scale = bit_scale([*cells["bits"], *([32] if len(fp32) else [])] or [32])
         _series(ax, cells, fp32, algos, methods, scale, "mean episode reward (over seeds)", several)
-        who = " vs ".join(a.upper() for a in algos) if several else algos[0].upper() if algos else ""
+        who = " vs ".join(title(a) for a in algos) if several else title(algos[0]) if algos else ""
         counts = pd.concat([cells["n"], fp32["n"]])
-        lacking = [a.upper() for a in algos if a not in set(fp32["algo"])]
+        lacking = [title(a) for a in algos if a not in set(fp32["algo"])]
         missing = f"\nno fp32 baseline in the selection for {', '.join(lacking)}" if lacking else ""
         ax.set_title(
             f"{who} on {env_id}: reward vs weight bit width\n{study.quantizers(methods, algos)}\n"
@@ -270,7 +271,7 @@ def agreement(study: Study, env: str, algo: str) -> Figure:
         axes[0, 1].set_title("actions: same as fp32 on the states fp32 visits", fontsize=10)
         axes[0, 1].set_ylim(top=1.02)
         fig.suptitle(
-            f"{algo.upper()} on {env_id}: reward and action agreement vs weight bit width\n"
+            f"{title(algo)} on {env_id}: reward and action agreement vs weight bit width\n"
             f"{study.quantizers(methods, [algo])}; {n_text(pd.concat([rewards['n'], agree['n']]))}",
             fontsize=10,
         )
@@ -379,7 +380,7 @@ def heatmap(study: Study) -> Figure:
     annotated; cells whose records have no E (n/a) say so, cells never run are grey."""
     q = study.quantized()
     q = q.assign(
-        task=q["algo"].str.upper() + " / " + q["env"],
+        task=q["algo"].map(title) + " / " + q["env"],
         column=[bit_label(m, b) for m, b in zip(q["method"], q["bits"])],
         float_last=q["method"].isin(list(FLOAT_BITS)).astype(int),
     )

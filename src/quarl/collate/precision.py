@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from quarl.collate import plots, stats, tables
 from quarl.collate.frame import Study
 from quarl.collate.ptq_keys import effective_quant_columns
-from quarl.keys import slug
+from quarl.collate.trainings import stem, title
 
 CAPTION = (
     "PTQ with static activation and input ranges (quarl.calibration). Each cell: mean over seeds of the reward "
@@ -63,7 +63,9 @@ def _cell(reward: float, agreement: float) -> str:
 
 def _grid(per: pd.DataFrame, rows: str, columns: str) -> pd.DataFrame:
     """`rows` x `columns` table of 'reward (agreement)' cells."""
-    table = per.pivot_table(index=rows, columns=columns, values=["reward", "agreement"], aggfunc="mean")
+    table = per.pivot_table(  # dropna=False: records without action agreement still give their rewards
+        index=rows, columns=columns, values=["reward", "agreement"], aggfunc="mean", dropna=False
+    )
     out = pd.DataFrame(
         {
             f"{columns}={c}": [_cell(table["reward"].loc[r, c], table["agreement"].loc[r, c]) for r in table.index]
@@ -135,12 +137,12 @@ def write_precision(study: Study, out: Path) -> list[Path]:
                 sections.append(
                     (f"input bits x activation bits (weights {bits} bits)", _grid(part, "input_bits", "act_bits"))
                 )
-        stem = folder / slug(f"{algo}_{env}")
-        title = f"{algo.upper()} on {env}: which precision matters (reward (action agreement))"
-        written += tables.write_sections(sections, stem, title, CAPTION, column="grid")
+        path = folder / stem(algo, env)
+        heading = f"{title(algo)} on {env}: which precision matters (reward (action agreement))"
+        written += tables.write_sections(sections, path, heading, CAPTION, column="grid")
         fig = _figure(per, f"{algo} on {env}: action agreement with the fp32 policy")
         try:
-            written += plots.save(fig, stem)
+            written += plots.save(fig, path)
         finally:
             fig.clear()
     return written

@@ -19,6 +19,7 @@ import pandas as pd
 
 from quarl.collate import published, stats
 from quarl.collate.frame import FLOAT_BITS, Study
+from quarl.collate.trainings import base_algo
 from quarl.keys import slug
 
 INT_BITS = 8  # the paper's "int8": quant=ptq at 8 bits (any scheme)
@@ -95,7 +96,7 @@ def error_table(study: Study, algo: str, method: str | None, bits: int = INT_BIT
             "seeds": _seeds_text({"fp32": len(b), "fp16": len(half), "int8": len(quant)}),
         }
         if method is None or method.split(" ")[0] == "ptq":
-            paper = published.lookup(algo, env, env_ids.get(env))
+            paper = published.lookup(base_algo(algo), env, env_ids.get(env))
             if paper:
                 for col, ours in published.COLUMNS.items():
                     row[paper_column(ours)] = paper[col]

@@ -17,7 +17,7 @@ import seaborn as sns
 
 from quarl.collate import plots
 from quarl.collate.frame import Study
-from quarl.keys import slug
+from quarl.collate.trainings import stem
 from quarl.store import Store
 
 SMOOTH = 20  # episodes in the moving average drawn over each curve
@@ -73,7 +73,7 @@ def write_training_curves(study: Study, out: Path) -> list[Path]:
     for (algo, env), group in points.groupby(["algo", "env"], sort=True):
         fig = curves_figure(group, str(algo), str(env))
         try:
-            written += plots.save(fig, out / "curves" / slug(f"{algo}_{env}"))
+            written += plots.save(fig, out / "curves" / stem(str(algo), str(env)))
         finally:
             fig.clear()
     return written

@@ -31,6 +31,7 @@ from scipy import stats as sps
 
 from quarl.collate.frame import Notes, Study
 from quarl.collate.plots import new_figure, styled
+from quarl.collate.trainings import title
 from quarl.errors import QuarlError
 from quarl.policy_files import META_FILE
 
@@ -366,7 +367,7 @@ def histogram_figure(pw: PolicyWeights, rep: WeightReport, log_y: bool = False) 
         ]
         fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
         fig.suptitle(
-            f"{pw.algo.upper()} on {pw.env_id}, seed {pw.seed}: weights of the layers it acts with", fontsize=10
+            f"{title(pw.algo)} on {pw.env_id}, seed {pw.seed}: weights of the layers it acts with", fontsize=10
         )
     return fig
 
@@ -382,7 +383,7 @@ def spread_figure(per_policy: pd.DataFrame, bits: int) -> Figure:
         shown = d.dropna(subset=["E (%)"])
         if not shown.empty:
             sns.scatterplot(
-                data=shown.assign(algo=shown["algo"].str.upper()),
+                data=shown.assign(algo=shown["algo"].map(title)),
                 x="widest_range",
                 y="E (%)",
                 hue="algo",
