@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from quarl.errors import QuarlError
-from quarl.results import DEFAULT_STORE, load, one_record, summary, value_text, weight_bits
+from quarl.results import DEFAULT_STORE, load, one_record, summary, weight_bits
 from quarl.store import Store, rebuild
 
 log = logging.getLogger("quarl")
@@ -136,7 +136,11 @@ def cmd_status(args: argparse.Namespace) -> None:
     if not failed.empty:
         print(f"\n{len(failed)} failed (traceback in each run dir's error.txt):")
         for _, row in failed.iterrows():
-            cell = [f"{k}={shorten(value_text(v))}" for k, v in row.items() if k not in ("message", "run_dir")]
+            cell = [
+                shorten(str(v)) if k in ("algo", "env", "setting") else f"{k}={shorten(str(v))}"
+                for k, v in row.items()
+                if k not in ("message", "run_dir")
+            ]
             print(pack(cell, width, sep=" ", indent="    "))
             print(pack([str(row.get("message") or "")], width, indent="    ", first="  "))
             print(pack([f"in {row.get('run_dir')}"], width, indent="    ", first="  "))

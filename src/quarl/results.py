@@ -360,8 +360,9 @@ def status(store: str | Path, filters: Mapping[str, Any] | None = None) -> tuple
 
     Rows: (algo, env, seed) and every other config key that differs among the selected records
     (``train.steps``, ``eval.episodes``, ...); columns: the quant settings (``fp32``, ``ptq 2b``,
-    ``ptq 4b``, ... sorted by bit width as numbers), with quant options that differ (``scheme``)
-    added to the column name.
+    ``ptq 4b``, ... sorted by bit width as numbers), with the options that differ among a method's
+    records (``scheme``) added to the column name. Failed cells: their row keys, their column
+    (``setting``), message and run dir.
     """
     runs = query(store, filters)
     if runs.empty:
@@ -392,9 +393,9 @@ def status(store: str | Path, filters: Mapping[str, Any] | None = None) -> tuple
     grid = grid.dropna(how="all").reindex(columns=sorted(grid.columns, key=setting_order))
     grid = grid.sort_index(key=_natural)
     grid.columns.name = None
-    failed = runs[runs["status"] == "failed"]
-    failed = failed[[c for c in [*fixed, *differ, "message", "run_dir"] if c in failed.columns]]
-    return grid.fillna("-"), failed
+    failed = shown[shown["status"] == "failed"]
+    failed = failed[[c for c in [*row_keys, "setting", "message", "run_dir"] if c in failed.columns]]
+    return grid.fillna("-"), failed.reset_index(drop=True)
 
 
 # ---------------------------------------------------------------- the summary `quarl results` prints
