@@ -60,7 +60,7 @@ def test_status_fits_the_terminal_and_lists_only_what_tells_cells_apart(tmp_path
     monkeypatch.setenv("COLUMNS", "1000")  # a terminal wide enough for the grid: the grid
     assert cli.main(["status", "--store", str(path)]) == 0
     header = capsys.readouterr().out.splitlines()[0]
-    assert header.split()[:3] == ["fp32", "ptq", "2b"]
+    assert header.split()[:5] == ["fp32", "actorq", "8b", "actorq", "32b"]
 
 
 def test_results_shows_true_false_integers_and_e_in_percent_and_csv_keeps_raw_values(tmp_path, capsys):
