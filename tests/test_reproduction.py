@@ -188,3 +188,35 @@ def test_extension_pairs_left_to_run_are_those_that_apply_with_seeds_missing():
     assert "| dqn | acrobot |" not in left
     assert "| dqn | pendulum |" not in left and "| sac | acrobot |" not in left
     assert "| dqn | acrobot | 2 of 3 |" in reproduction.extensions_left(SWEEPS, runs[runs["seed"] < 2])
+
+
+def test_no_table_of_the_report_pools_two_trainings(tmp_path: Path):
+    """Two trainings of DQN on CartPole (50k and 8192 steps, three seeds each): the PTQ table, the
+    sweet spots and the seed-noise table give each its own rows, labelled by the budget."""
+    from quarl.store import Store
+    from tests.records import record, write
+
+    records = []
+    for seed in (0, 1, 2):
+        for steps, fp32 in ((50_000, 500.0), (8192, 200.0)):
+            cfg = {"train.keep_best": True, "train.eval_episodes": 5, "algo.n_timesteps": 50_000}
+            kw = {"seed": seed, "fp32": fp32, "steps": steps, "config": cfg, "action_agreement": 0.9}
+            records += [
+                record("dqn", "cartpole", "fp32", reward=fp32, **kw),
+                record("dqn", "cartpole", "ptq", 8, reward=fp32 - seed, scheme="symmetric", **kw),
+                record("dqn", "cartpole", "ptq", 4, reward=fp32 - 10 * seed, scheme="quarl_code", **kw),
+            ]
+    store = Store(tmp_path / "r.sqlite")
+    write(store, records)
+    runs = reproduction.with_series(store.runs())
+    long, short = "dqn (train.steps=50000)", "dqn (train.steps=8192)"
+    assert reproduction.series_of(runs, "dqn", "cartpole") == [long, short]
+    table = {(r.algo, r.quantity): r.ours for r in reproduction.ptq_table(runs, {}) if r.env == "cartpole"}
+    assert table[(long, "fp32")].estimate == 500.0 and table[(long, "fp32")].n_runs == 3
+    assert table[(short, "fp32")].estimate == 200.0 and table[(short, "int8")].estimate == pytest.approx(199.0)
+    assert table[(short, "E_int8 (%)")].estimate == pytest.approx(100 * 1 / 200)
+    assert ("dqn", "fp32") not in table
+    sweet = reproduction.sweet_spot(runs, short).set_index("bits")
+    assert sweet.loc["4", "reward"].estimate == pytest.approx(190.0) and sweet.loc["4", "n"] == 3
+    spread = reproduction.noise(runs)
+    assert set(spread["algo"]) == {long, short} and (spread["n"] == 3).all()

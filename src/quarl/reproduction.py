@@ -28,7 +28,7 @@ import pandas as pd
 import yaml
 
 from quarl import collate, compat
-from quarl.collate import actorq, published
+from quarl.collate import actorq, published, trainings
 from quarl.collate.frame import Study
 from quarl.collate.stats import Interval, seed_interval
 from quarl.errors import QuarlError
@@ -63,13 +63,39 @@ def load_campaign(records: Path) -> Campaign:
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "report.sqlite")
         rebuild(records, store)
-        runs = store.runs()
+        runs = with_series(store.runs())
         study = collate.load(store.path, {"quant": "actorq"})
         curves = store.curves()
         if study.empty:
-            return Campaign(runs[runs["status"] == "done"].reset_index(drop=True), pd.DataFrame(), pd.DataFrame())
+            return Campaign(runs, pd.DataFrame(), pd.DataFrame())
         ttr, parts = actorq.time_to_reward(study, curves), actorq.breakdown(study, store.actors())
-    return Campaign(runs[runs["status"] == "done"].reset_index(drop=True), ttr, parts, study, curves)
+    return Campaign(runs, ttr, parts, study, curves)
+
+
+def with_series(runs: pd.DataFrame) -> pd.DataFrame:
+    """The done records, each with `series`: its algo, or where an (algo, env) holds several trainings
+    the label of its training (`quarl.collate.trainings`, 'ppo (train.steps=8192)'), so that no table
+    of the report pools two trainings as seeds. ActorQ records keep their algo (their own settings)."""
+    done = runs[runs["status"] == "done"].reset_index(drop=True)
+    done["series"] = done["algo"]
+    policies = done["quant"] != "actorq"
+    labels, _ = trainings.trainings(done[policies])
+    done.loc[policies, "series"] = labels
+    return done
+
+
+def series_of(runs: pd.DataFrame, algo: str, env: str) -> list[str]:
+    """The series of `algo` on `env` in `runs` (one per training; just `algo` where there is one or none)."""
+    if "series" not in runs.columns:
+        return [algo]
+    found = sorted(set(runs.loc[(runs["algo"] == algo) & (runs["env"] == env), "series"]))
+    return found or [algo]
+
+
+def _of(runs: pd.DataFrame, series: str, env: str, **where: Any) -> pd.DataFrame:
+    """The records of one series (a training's label, or the algo where `runs` has no `series`) on `env`."""
+    column = "series" if "series" in runs.columns else "algo"
+    return select(runs[runs[column].astype(str) == series], env=env, **where)
 
 
 def actorq_figures(campaign: Campaign, folder: Path, draw: bool) -> list[str]:
@@ -184,39 +210,39 @@ def ptq_table(runs: pd.DataFrame, reasons: dict[str, str]) -> list[Row]:
         if env is None:
             continue
         algo = str(pub["algo"])
-        cells = select(base, algo=algo, env=env)
-        fp32 = select(cells, quant="fp32")
-        fp16 = select(cells, quant="fp16")
-        int8 = select(
-            cells,
-            quant="ptq",
-            quant__bits=8,
-            quant__scheme="symmetric",
-            quant__granularity="per_tensor",
-            quant__quantize_bias=False,
-        )
-        measured = {
-            "fp32": (fp32, "reward_mean", 1.0, None),
-            "fp16": (fp16, "reward_mean", 1.0, fp16),
-            "E_fp16 (%)": (fp16, "rel_error", 100.0, None),
-            "int8": (int8, "reward_mean", 1.0, int8),
-            "E_int8 (%)": (int8, "rel_error", 100.0, None),
-        }
-        for quantity, (frame, column, scale, agreeing) in measured.items():
-            value = float(pub[PUBLISHED_COLUMN[quantity]])
-            ours = seed_interval(_values(frame, column, scale)) if not frame.empty else seed_interval([])
-            agreement = seed_interval(_values(agreeing, "action_agreement")) if agreeing is not None else None
-            rows.append(
-                Row(
-                    algo,
-                    env,
-                    quantity,
-                    value,
-                    ours,
-                    agreement,
-                    _verdict(algo, env, quantity, value, ours, fp32, frame, reasons),
-                )
-            )
+        for series in series_of(base, algo, env):
+            rows += _ptq_rows(_of(base, series, env), series, env, pub, reasons)
+    return rows
+
+
+def _ptq_rows(cells: pd.DataFrame, series: str, env: str, pub: pd.Series, reasons: dict[str, str]) -> list[Row]:
+    """The published quantities of one series (a training of an algo; its label in the table's algo
+    column) on `env` against its records; `reasons` are looked up by the plain algo name."""
+    algo = trainings.base_algo(series)
+    fp32 = select(cells, quant="fp32")
+    fp16 = select(cells, quant="fp16")
+    int8 = select(
+        cells,
+        quant="ptq",
+        quant__bits=8,
+        quant__scheme="symmetric",
+        quant__granularity="per_tensor",
+        quant__quantize_bias=False,
+    )
+    measured = {
+        "fp32": (fp32, "reward_mean", 1.0, None),
+        "fp16": (fp16, "reward_mean", 1.0, fp16),
+        "E_fp16 (%)": (fp16, "rel_error", 100.0, None),
+        "int8": (int8, "reward_mean", 1.0, int8),
+        "E_int8 (%)": (int8, "rel_error", 100.0, None),
+    }
+    rows = []
+    for quantity, (frame, column, scale, agreeing) in measured.items():
+        value = float(pub[PUBLISHED_COLUMN[quantity]])
+        ours = seed_interval(_values(frame, column, scale)) if not frame.empty else seed_interval([])
+        agreement = seed_interval(_values(agreeing, "action_agreement")) if agreeing is not None else None
+        verdict = _verdict(algo, env, quantity, value, ours, fp32, frame, reasons)
+        rows.append(Row(series, env, quantity, value, ours, agreement, verdict))
     return rows
 
 
@@ -261,8 +287,9 @@ def _resolution(quantity: str, frame: pd.DataFrame, published_value: float) -> f
 
 
 def sweet_spot(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataFrame:
-    """Reward and action agreement per bit width (the released code's formula) and fp16, across seeds."""
-    base = select(runs, algo=algo, env=env, train__keep_best=True)
+    """Reward and action agreement per bit width (the released code's formula) and fp16, across the
+    seeds of one series (`algo`: the algo, or a training's label where `runs` has several)."""
+    base = _of(runs, algo, env, train__keep_best=True)
     out = []
     for bits in SWEET_BITS:
         cells = select(base, quant="ptq", quant__bits=bits, quant__scheme="quarl_code")
@@ -306,9 +333,7 @@ def qat_vs_ptq(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataF
     pairing removes the seed's luck) with its interval and the seeds where QAT was ahead. The verdict
     reads "nothing for QAT to recover" where PTQ already keeps the fp32 reward (within the resolution
     of the report's verdicts, 5% of the env's reward threshold)."""
-    base = select(
-        runs, algo=algo, env=env, train__keep_best=True, quant__scheme="affine", quant__granularity="per_tensor"
-    )
+    base = _of(runs, algo, env, train__keep_best=True, quant__scheme="affine", quant__granularity="per_tensor")
     rows = []
     for bits in range(2, 9):
         qat = select(base, quant="qat", quant__bits=bits)
@@ -406,27 +431,35 @@ def sweet_table(table: pd.DataFrame) -> str:
 def extensions_section(runs: pd.DataFrame) -> str:
     """Per pair run from the extensions sweep: the sweet-spot table, whether the fp32 policies
     learned their task, and the sweet spot."""
-    blocks = []
-    for algo, env in extension_pairs(runs):
-        table = sweet_spot(runs, algo, env)
-        table = table[table["bits"] != "fp16"]  # the extensions sweep has no fp16 cells
-        pair = select(runs, algo=algo, env=env)
-        env_id = str(pair["env.id"].iloc[0]) if "env.id" in pair.columns else env
-        fp32 = select(pair, quant="ptq", quant__bits=32)
-        failed = _not_learned(fp32, env)
-        learned = failed or "every fp32 policy at or above the env's reward threshold"
-        if threshold(env, env_id) is None:
-            per_seed = ", ".join(fmt(r, 1) for r in _by_seed(fp32, "reward_mean"))
-            learned = f"{env_id} has no reward threshold; fp32 reward per seed: {per_seed}"
-        scales = _values(pair, "env.return_scale") if "env.return_scale" in pair.columns else np.empty(0)
-        blocks.append(
-            f"**{algo}** on {env_id}, {len(fp32)} seed{'' if len(fp32) == 1 else 's'} ({learned}):\n\n"
-            + sweet_table(table)
-            + "\n\n"
-            + (extension_finding(table, float(scales[0])) if scales.size else "Sweet spot: n/a (no return scale).")
-            + (" Read with care: it is measured on policies that did not all learn the task." if failed else "")
-        )
+    blocks = [
+        _extension_block(runs, series, env)
+        for algo, env in extension_pairs(runs)
+        for series in series_of(runs, algo, env)
+    ]
     return "\n\n".join(blocks) if blocks else "Not run yet."
+
+
+def _extension_block(runs: pd.DataFrame, series: str, env: str) -> str:
+    """One series' (a training of an algo) sweet-spot table on `env`, whether its fp32 policies
+    learned the task, and its sweet spot."""
+    table = sweet_spot(runs, series, env)
+    table = table[table["bits"] != "fp16"]  # the extensions sweep has no fp16 cells
+    pair = _of(runs, series, env)
+    env_id = str(pair["env.id"].iloc[0]) if "env.id" in pair.columns else env
+    fp32 = select(pair, quant="ptq", quant__bits=32)
+    failed = _not_learned(fp32, env)
+    learned = failed or "every fp32 policy at or above the env's reward threshold"
+    if threshold(env, env_id) is None:
+        per_seed = ", ".join(fmt(r, 1) for r in _by_seed(fp32, "reward_mean"))
+        learned = f"{env_id} has no reward threshold; fp32 reward per seed: {per_seed}"
+    scales = _values(pair, "env.return_scale") if "env.return_scale" in pair.columns else np.empty(0)
+    return (
+        f"**{series}** on {env_id}, {len(fp32)} seed{'' if len(fp32) == 1 else 's'} ({learned}):\n\n"
+        + sweet_table(table)
+        + "\n\n"
+        + (extension_finding(table, float(scales[0])) if scales.size else "Sweet spot: n/a (no return scale).")
+        + (" Read with care: it is measured on policies that did not all learn the task." if failed else "")
+    )
 
 
 def extensions_left(sweeps: Path, runs: pd.DataFrame) -> str:
@@ -459,6 +492,8 @@ def noise(runs: pd.DataFrame) -> pd.DataFrame:
     quantized = runs[runs["quant"].isin(["ptq", "fp16", "bf16", "qat"])]
     if quantized.empty or "action_agreement" not in quantized.columns:
         return pd.DataFrame()
+    if "series" in quantized.columns:  # one training's seeds per row: its label stands as the algo
+        quantized = quantized.assign(algo=quantized["series"])
     cell = [c for c in ("algo", "env", "quant", "quant.bits", "quant.scheme") if c in quantized.columns]
     rows = []
     for key, group in quantized.groupby(cell, sort=True, dropna=False):
@@ -685,7 +720,7 @@ def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> st
     kept = _kept(runs)
     if kept:
         parts.append("### The fp32 policies\n\n" + KEPT_NOTE + "\n\n" + kept)
-    algos = ["dqn", "a2c", "ppo"]
+    algos = [series for algo in ("dqn", "a2c", "ppo") for series in series_of(runs, algo, "cartpole")]
     sweet = []
     for algo in algos:
         t = sweet_spot(runs, algo)
@@ -773,7 +808,7 @@ def _kept(runs: pd.DataFrame) -> str:
     if fp32.empty or "kept_step" not in fp32.columns:
         return ""
     rows = []
-    for (algo, env), group in fp32.groupby(["algo", "env"], sort=True):
+    for (algo, env), group in fp32.groupby(["series" if "series" in fp32.columns else "algo", "env"], sort=True):
         group = group.sort_values("seed")
         steps = ", ".join(f"{int(s)}" if not pd.isna(s) else "?" for s in group["kept_step"])
         rewards = ", ".join(fmt(r, 1) for r in group["reward_mean"])

@@ -209,12 +209,22 @@ def trainings(records: pd.DataFrame) -> tuple[pd.Series, list[Training]]:
         spec = _fill_absent(_identities(group))
         if spec.empty or len(spec.drop_duplicates()) < 2:
             continue
-        differing = [k for k in spec.columns if spec.loc[spec[k] != NOT_APPLICABLE, k].nunique() > 1]
+        differing = _implied_out(
+            [k for k in spec.columns if spec.loc[spec[k] != NOT_APPLICABLE, k].nunique() > 1], spec
+        )
         for values, rows in spec.groupby(differing, sort=True):
             keys = _label_keys(dict(zip(differing, map(str, values if isinstance(values, tuple) else (values,)))))
             labels.loc[rows.index] = label(str(algo), keys)
             found.append(Training(str(algo), str(env), label(str(algo), keys), keys, len(rows)))
     return labels, found
+
+
+def _implied_out(differing: list[str], spec: pd.DataFrame) -> list[str]:
+    """`differing` less the keep-best interval where it only follows the budget (a twentieth of it)."""
+    rest = [k for k in differing if k != EVAL_EVERY]
+    if rest != differing and rest and len(spec[rest].drop_duplicates()) == len(spec[differing].drop_duplicates()):
+        return rest
+    return differing
 
 
 def _label_keys(values: dict[str, str]) -> dict[str, str]:
