@@ -1,0 +1,111 @@
+"""`quarl export` after a day of normal use: it picks the one policy the filters mean, at the
+record's own precision, and asks in one short sentence only when the filters mean several."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from quarl import cli, results
+from quarl.deploy.export import record_precision
+from quarl.errors import QuarlError
+from quarl.store import Store
+from tests.conftest import FAST, run_quarl
+from tests.records import record, write
+
+PONG = {"env.id": "PongNoFrameskip-v4", "env.return_scale": 21.0, "algo.hyperparams.n_steps": 128}
+CARTPOLE = {"env.return_scale": 500.0, "algo.hyperparams.n_steps": 32}
+
+
+def error_of(caplog: pytest.LogCaptureFixture) -> str:
+    (error,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    return error
+
+
+def test_several_matches_name_a_few_keys_a_user_sets_and_the_newest_records_filter(tmp_path, caplog):
+    path = tmp_path / "r.sqlite"
+    recs = [record("ppo", env, "ptq", 8, seed, config=cfg) for seed in (0, 1, 2)
+            for env, cfg in (("cartpole", CARTPOLE), ("atari/pong", PONG))]
+    recs += [record("ppo", "cartpole", "ptq", 8, 3, steps=None, config=CARTPOLE),  # the most recent
+             record("ppo", "cartpole", "ptq", 4, 4, config=CARTPOLE)]
+    write(Store(path), recs)
+    typed = ["algo=ppo", "quant=ptq", "quant.bits=8"]
+    with caplog.at_level("INFO"):
+        assert cli.main(["export", "--store", str(path), "--out", str(tmp_path / "x.onnx"), *typed]) == 1
+    message = error_of(caplog)
+    assert message.startswith("quarl: 7 finished records match algo=ppo quant=ptq quant.bits=8; they differ in ")
+    assert "env (atari/pong, cartpole); seed (0, 1, 2, ... (4 values)); train.steps (1000, null)" in message
+    for derived in ("env.id", "env.name", "env.return_scale", "algo.hyperparams", "cell_key", "started_at"):
+        assert derived not in message
+    assert len(message) < 300 and not (tmp_path / "x.onnx").exists()
+    suggested = message.split("add e.g. ")[1].removesuffix(" (the most recent record).")
+    assert suggested == "env=cartpole seed=3"
+    picked = results.load(path, dict(f.split("=", 1) for f in [*typed, *suggested.split()]))
+    assert list(picked["seed"]) == [3]  # the suggestion picks the most recent record, and only it
+
+
+def test_records_that_differ_only_in_how_they_were_evaluated_hold_one_policy(tmp_path):
+    path = tmp_path / "r.sqlite"
+    write(Store(path), [
+        record("ppo", "cartpole", "ptq", 8, 0),
+        record("ppo", "cartpole", "ptq", 8, 0, config={"quant.backend": "onnx_int8"},
+               run={"started_at": "2026-01-01T00:00:09"}),
+        record("ppo", "cartpole", "ptq", 8, 0, episodes=20),
+    ])
+    df = results.load(path)
+    chosen, note = results.one_record(df, "algo=ppo")
+    assert chosen["quant.backend"] == "onnx_int8"  # the most recent
+    assert note == (f"3 finished records match algo=ppo; they differ only in eval.episodes, quant.backend, which "
+                    f"do not change the policy: exporting the most recent ({chosen['cell_key']}).")
+    write(Store(path), [record("ppo", "cartpole", "ptq", 8, 1)])
+    with pytest.raises(QuarlError, match=r"4 finished records match algo=ppo; they differ in seed \(0, 1\): add e.g. "):
+        results.one_record(results.load(path), "algo=ppo")
+
+
+@pytest.mark.parametrize("quant, bits, expected", [
+    ({"method": "fp32", "bits": 32}, 32, ("fp32", None)),
+    ({"method": "ptq", "bits": 8}, 8, ("int8", None)),
+    ({"method": "qat", "bits": 6}, 6, ("int8", None)),
+    ({"method": "ptq", "bits": 4}, 4, ("int4", None)),
+    ({"method": "ptq", "bits": 3}, 3, ("int4", None)),
+    ({"method": "ptq", "bits": 2}, 2, ("int2", None)),
+    ({"method": "ptq", "bits": 4, "layer_bits": {"q_net.0": 8}}, 8, ("int8", None)),
+    ({"method": "fp16", "bits": 8}, 16, ("fp32", "quant=fp16 (16-bit weights) is exported as fp32")),  # an old record
+    ({"method": "bf16", "bits": 16}, 16, ("fp32", "quant=bf16 (16-bit weights) is exported as fp32")),
+    ({"method": "ptq", "bits": 12}, 12, ("fp32", "quant=ptq (12-bit weights) is exported as fp32")),
+    ({"method": "actorq", "bits": 8, "actor_bits": 32}, 32, ("fp32", None)),
+])
+def test_the_default_precision_is_the_records_own(quant, bits, expected):
+    assert results.weight_bits(quant) == bits
+    precision, note = record_precision(quant["method"], bits)
+    assert precision == expected[0]
+    assert (note is None) if expected[1] is None else note.startswith(expected[1])
+
+
+def test_export_writes_each_record_at_its_own_precision(scratch, shared_policies, caplog):
+    import onnx
+
+    run_quarl(scratch, *FAST, policies=shared_policies)  # fp32 baseline and PTQ 8-bit
+    run_quarl(scratch, *FAST, "quant=fp16", policies=shared_policies)
+    store = scratch / "outputs/results.sqlite"
+    # the 8-bit cell again, executed on ONNX Runtime and with more episodes: the same policy
+    (ptq,) = [r for r in map(json.loads, (p.read_text() for p in scratch.rglob("record.json")))
+              if r["run"]["quant"] == "ptq"]
+    ptq["config"]["quant"]["backend"], ptq["config"]["eval"]["episodes"] = "onnx_int8", 5
+    ptq["run"].update(cell_key="0" * 16, started_at="2999-01-01T00:00:00")
+    Store(store).write(ptq)
+
+    def export(*args: str) -> dict[str, str]:
+        out = scratch / f"policy{len(list(scratch.glob('*.onnx')))}.onnx"
+        with caplog.at_level("INFO"):
+            assert cli.main(["export", "--store", str(store), "--out", str(out), "algo=ppo", *args]) == 0, caplog.text
+        return {p.key: p.value for p in onnx.load(str(out)).metadata_props}
+
+    assert export("quant=fp32")["quarl.precision"] == "fp32"
+    assert "Exported ppo policy (fp32, " in caplog.text
+    assert export("quant=ptq")["quarl.precision"] == "int8"  # two records, one policy: no question asked
+    assert "differ only in eval.episodes, quant.backend, which do not change the policy" in caplog.text
+    assert export("quant=fp16")["quarl.precision"] == "fp32"
+    assert "quant=fp16 (16-bit weights) is exported as fp32, which holds its weights exactly" in caplog.text
+    assert export("quant=fp32", "--precision", "int8")["quarl.precision"] == "int8"  # asked for: done
