@@ -47,3 +47,25 @@ def test_na_message_suggests_only_what_runs_with_the_method(method, suggested, a
     if absent:
         assert absent not in str(err.value).split("n/a:")[1]
     assert runnable("discrete", "actorq") == ["dqn"] and "d4pg" not in runnable("continuous", "ptq")
+
+
+def test_every_quarl_option_says_what_it_does_and_its_default():
+    """`quarl COMMAND --help` describes each option, and the default of each that has one."""
+    import argparse
+
+    from quarl import cli
+
+    (commands,) = [a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, command in commands.choices.items():
+        if name == "run":  # its --help is run.py's
+            continue
+        for option in command._actions:
+            if isinstance(option, argparse._HelpAction):
+                continue
+            assert option.help, f"quarl {name} {option.dest} has no help"
+            if option.default not in (None, False, []):
+                assert "default" in option.help, f"quarl {name} {option.dest}: its help does not give its default"
+    export = " ".join(commands.choices["export"].format_help().split())
+    assert "default: the record's own" in export and "default: outputs/results.sqlite" in export
+    results = commands.choices["results"].format_help()
+    assert "E (rel_error) as a fraction" in " ".join(results.split())

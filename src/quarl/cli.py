@@ -257,6 +257,12 @@ def cmd_run(args: argparse.Namespace) -> None:
     run_app()
 
 
+def _store_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--store", type=Path, default=DEFAULT_STORE, help="the results store, an SQLite file (default: %(default)s)"
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="quarl", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -271,22 +277,33 @@ def parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
     results = sub.add_parser("results", help="print the run records, filtered by config keys")
     results.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="e.g. algo=dqn quant.bits=4")
-    results.add_argument("--store", type=Path, default=DEFAULT_STORE)
-    results.add_argument("--all", action="store_true", help="every column, not a summary")
-    results.add_argument("--csv", action="store_true", help="CSV instead of a table")
+    _store_option(results)
+    results.add_argument("--all", action="store_true", help="every column, not the summary's")
+    results.add_argument(
+        "--csv",
+        action="store_true",
+        help="CSV of the stored values instead of a table, for scripts: E (rel_error) as a fraction, not in "
+        "percent; booleans as 1 / 0",
+    )
     results.set_defaults(func=cmd_results)
     rb = sub.add_parser("rebuild", help="write the records kept as JSON in run dirs into the store")
-    rb.add_argument("root", type=Path, nargs="?", default=Path("outputs"))
-    rb.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    rb.add_argument(
+        "root",
+        type=Path,
+        nargs="?",
+        default=Path("outputs"),
+        help="folder searched for the run dirs' *record.json copies (default: %(default)s)",
+    )
+    _store_option(rb)
     rb.set_defaults(func=cmd_rebuild)
     co = sub.add_parser("collate", help="write the study's plots and tables (sweet spots, error tables, ...)")
     co.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="e.g. algo=dqn,ppo env=cartpole quant.method=ptq")
-    co.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    _store_option(co)
     co.add_argument(
         "--out",
         type=Path,
         default=Path("outputs/collate"),
-        help="folder to write into (an earlier collation there is replaced)",
+        help="folder to write into; an earlier collation there is replaced (default: %(default)s)",
     )
     co.add_argument("--overwrite", action="store_true", help="empty a non-empty --out that no collation wrote")
     co.add_argument(
@@ -296,7 +313,9 @@ def parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="only the cells of the sweep run in DIR (outputs/multirun/DATE/TIME) and their fp32 baselines",
     )
-    co.add_argument("--bits", type=int, default=8, help="bit width of the grid in the weight report (2..16)")
+    co.add_argument(
+        "--bits", type=int, default=8, help="bit width of the grid in the weight report, 2..16 (default: %(default)s)"
+    )
     co.add_argument("--log-y", action="store_true", help="weight histograms on a log count axis")
     co.add_argument("--force", action="store_true", help="draw again even when --out is up to date")
     co.set_defaults(func=cmd_collate)
@@ -317,7 +336,7 @@ def parser() -> argparse.ArgumentParser:
         "quantized to at most 8, 4 or 2 bits; fp32, which holds them exactly, for fp16, bf16 and 9..16 bits, "
         "saying so)",
     )
-    ex.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the results store (default: %(default)s)")
+    _store_option(ex)
     ex.set_defaults(func=cmd_export)
     pl = sub.add_parser("plan", help="list the cells a run.py sweep would run, and which are done, without running")
     pl.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="run.py overrides, e.g. +sweep=smoke")
@@ -325,7 +344,7 @@ def parser() -> argparse.ArgumentParser:
     pl.set_defaults(func=cmd_plan)
     st = sub.add_parser("status", help="done / failed / running / skipped per cell, read from the store")
     st.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="e.g. algo=dqn")
-    st.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    _store_option(st)
     st.set_defaults(func=cmd_status)
     rp = sub.add_parser("report", help="write the reproduction report (published vs quarl) from archived records")
     rp.add_argument(
@@ -333,13 +352,13 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         nargs="?",
         default=Path("docs/reproduction/records"),
-        help="folder of record JSON files; the report is written beside it",
+        help="folder of record JSON files; the report is written beside it (default: %(default)s)",
     )
     rp.add_argument(
         "--sweeps",
         type=Path,
         default=Path(__file__).parent / "conf" / "sweep",
-        help="the named sweeps (for the not-run table)",
+        help="the named sweeps, for the not-run table (default: quarl's conf/sweep)",
     )
     rp.add_argument("--check", action="store_true", help="only check that the committed report matches the records")
     rp.add_argument(
@@ -358,8 +377,17 @@ def parser() -> argparse.ArgumentParser:
     se.add_argument(
         "overrides", nargs="*", metavar="OVERRIDE", help="run.py overrides of the cell, e.g. algo=dqn env=cartpole"
     )
-    se.add_argument("--bits", default="2,3,4,6,8", help="bit widths to study and search (comma-separated, 2..16)")
-    se.add_argument("--min-agreement", type=float, default=0.99, help="bound: action agreement with fp32 at least this")
+    se.add_argument(
+        "--bits",
+        default="2,3,4,6,8",
+        help="bit widths to study and search, comma-separated, 2..16 (default: %(default)s)",
+    )
+    se.add_argument(
+        "--min-agreement",
+        type=float,
+        default=0.99,
+        help="bound: action agreement with fp32 at least this (default: %(default)s)",
+    )
     se.add_argument(
         "--max-error", type=float, default=None, help="bound: also E at most this fraction (0.01: E <= 1%%)"
     )
