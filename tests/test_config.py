@@ -1,19 +1,24 @@
 """Every config composes; typos, wrong types and meaningless values are rejected with the field named."""
 
 import itertools
+import json
 import re
+from pathlib import Path
 
 import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf import open_dict
 from omegaconf.errors import ValidationError
 
-from quarl.algos import ALGOS, hyperparams
+from quarl import methods
+from quarl.algos import ALGOS, hyperparams, linear_schedule
 from quarl.app import CONF_DIR
 from quarl.compat import env_choices
+from quarl.envs import fp32_flag
 from quarl.errors import QuarlError
-from quarl.schema import check
-from tests.conftest import compose_cfg
+from quarl.keys import cell_key
+from quarl.schema import check, check_overrides
+from tests.conftest import ROOT, compose_cfg
 
 ALGO_NAMES = sorted(p.stem for p in (CONF_DIR / "algo").glob("*.yaml"))
 ENV_NAMES = env_choices(CONF_DIR)
@@ -137,3 +142,91 @@ def test_every_compatible_pair_builds_its_sb3_model(algo, env):
             cfg.algo.hyperparams.buffer_size = 1000
     model = build(cfg.algo, venv, seed=0, device="cpu", total_steps=1000)
     assert type(model).__name__.lower() == algo
+
+
+def test_a_key_no_part_of_the_run_reads_is_refused_naming_what_is_taken():
+    with pytest.raises(QuarlError, match=r"quant\.bitz is not a setting of quant=ptq \(did you mean quant\.bits\?\)"):
+        check(compose_cfg("+quant.bitz=4"))
+    with pytest.raises(QuarlError, match=r"quant\.act_bits is not a setting of quant=fp16: it takes quant\.method"):
+        check(compose_cfg("quant=fp16", "+quant.act_bits=8"))
+    with pytest.raises(QuarlError, match=r"evall is not a setting of quarl \(did you mean eval\?\): it takes algo"):
+        check(compose_cfg("+evall=1"))
+    check(compose_cfg("+algo.hyperparams.vf_coef=0.4", "+env.kwargs.max_episode_steps=100"))  # free-form mappings
+
+
+@pytest.mark.parametrize("value", ["2", "yes", "1", "on"])  # OmegaConf takes each as a boolean
+def test_a_boolean_is_true_or_false(value):
+    with pytest.raises(QuarlError, match=f"train.keep_best={value} is not allowed: use train.keep_best=true"):
+        check_overrides(compose_cfg(f"train.keep_best={value}"), [f"train.keep_best={value}"])
+
+
+def test_true_and_false_are_booleans():
+    check_overrides(compose_cfg("train.keep_best=true"), ["train.keep_best=true", "train.progress=False", "seed=3"])
+
+
+@pytest.mark.parametrize("seed", [-1, 2**31, 4294967296])
+def test_a_seed_must_fit_32_bits(seed):
+    with pytest.raises(QuarlError, match=f"seed={seed} is out of range: use an integer from 0 to 2147483647"):
+        check(compose_cfg(f"seed={seed}"))
+
+
+@pytest.mark.parametrize("method, bits", [("fp16", 16), ("bf16", 16), ("fp32", 32)])
+def test_a_float_method_records_the_width_it_uses(method, bits, caplog):
+    cfg = compose_cfg(f"quant={method}", "quant.bits=4")
+    key = cell_key(cfg)
+    methods.settle(cfg, warn=True)
+    assert cfg.quant.bits == bits and cell_key(cfg) == key  # the cell is the one it always was
+    assert f"quant={method} runs at {bits} bits: quant.bits=4 does not apply to it" in caplog.text
+    caplog.clear()
+    methods.settle(compose_cfg(f"quant={method}", "quant.bits=8"), warn=False)  # a sweep over shared settings
+    assert "does not apply" not in caplog.text
+
+
+def test_actorq_records_its_actors_width():
+    cfg = compose_cfg("algo=dqn", "quant=actorq", "quant.actor_bits=16")
+    methods.settle(cfg, warn=False)
+    assert cfg.quant.bits == 16
+
+
+def test_lin_schedules_stop_at_zero_past_the_budget():
+    schedule = linear_schedule(1e-3)
+    assert schedule(1.0) == 1e-3 and schedule(0.5) == pytest.approx(5e-4)
+    assert schedule(-0.02) == 0.0  # SB3's last rollout past the budget: never a negative learning rate
+
+
+@pytest.mark.parametrize(
+    "env, reward, flag",
+    [
+        ("acrobot", -500.0, "not learned"),
+        ("cartpole", 14.5, "not learned"),
+        ("cartpole", 300.0, "not solved"),  # below CartPole-v1's reward threshold 475
+        ("cartpole", 500.0, None),
+        ("pendulum", -150.0, None),  # no reward threshold; far better than random (-1208)
+        ("atari/pong", -21.0, "not learned"),
+    ],
+)
+def test_an_unlearned_fp32_policy_is_flagged(env, reward, flag):
+    found = fp32_flag(compose_cfg(f"env={env}").env, reward)
+    assert (found[0] if found else None) == flag
+
+
+def test_old_records_keep_their_cell_keys():
+    """Records written before the width fix (an fp16 record of a named sweep says quant.bits=8) and
+    before env.random_return: today's composition of the same command gives the same cell key, so
+    an old store's done cells are still skipped."""
+    records = sorted((ROOT / "docs/reproduction/records").glob("*.record.json"))
+    checked = {"fp16": 0, "ptq": 0, "actorq": 0}
+    for path in records:
+        record = json.loads(path.read_text())
+        run = record["run"]
+        if run["status"] != "done" or checked.get(run["quant"], 15) >= 15:
+            continue
+        overrides = Path(run["run_dir"]).name.split(",")
+        chosen = dict(o.split("=", 1) for o in overrides if "=" in o).get("quant", "ptq")
+        if not all("=" in o for o in overrides) or "+sweep" not in run["run_dir"] or chosen != run["quant"]:
+            continue  # not a named sweep's cell, or the fp32 baseline a quantized cell recorded
+        cfg = compose_cfg(*overrides)
+        methods.settle(cfg, warn=False)
+        assert cell_key(cfg) == run["cell_key"], (path.name, overrides)
+        checked[run["quant"]] += 1
+    assert min(checked.values()) >= 5, checked

@@ -76,7 +76,8 @@ def test_bad_pretrained_models_get_one_clear_line(zoo_logs: Path, tmp_path: Path
         "holds a PPO model, not A2C: run it with algo=ppo": ["policy.source=path", f"policy.path={folder}", "algo=a2c"],
         "was trained with normalize=True": ["policy.source=path", f"policy.path={bare / 'CartPole-v1.zip'}"],
         "cannot be loaded as an SB3 PPO model": ["policy.source=path", f"policy.path={tmp_path / 'junk.zip'}"],
-        "was trained on another environment": ["policy.source=path", f"policy.path={folder}", "env=acrobot"],
+        # the folder the user gave is named, with the zip found in it
+        "zip in it) was trained on another environment": ["policy.source=path", f"policy.path={folder}", "env=acrobot"],
         "does not exist": ["policy.source=path", f"policy.path={tmp_path / 'nowhere'}"],
         "needs policy.path": ["policy.source=path"],
         "could not be fetched from the model hub": ["policy.source=hub", "policy.repo=sb3/ppo-CartPole-v1"],

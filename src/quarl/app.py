@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import logging
 import shutil
@@ -102,8 +103,7 @@ def help_groups() -> str:
     once: Hydra resolves it for every job it composes)."""
     lines = []
     for group, how in HELP_GROUPS:
-        folder = CONF_DIR / group
-        names = sorted(p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.yaml"))
+        names = options(group)
         top = [n for n in names if "/" not in n]
         nested = [n for n in names if "/" in n]
         lines.append(f"{how}\n    {', '.join(top)}")
@@ -116,6 +116,34 @@ def help_groups() -> str:
     return "\n".join(lines)
 
 
+CHOSEN_GROUPS = ("algo", "env", "quant")  # the groups whose options a typo most often misses
+
+
+def options(group: str) -> list[str]:
+    """The options of a config group, suite folders included ('cartpole', 'atari/pong')."""
+    folder = CONF_DIR / group
+    return sorted(p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.yaml"))
+
+
+def unknown_option(arg: str) -> str | None:
+    """One sentence for a command-line choice (`env=pongg`, `-m env=pong,acrobot`) that names no
+    option of its group, with the nearest options (`env=pong` -> atari/pong), else None."""
+    key, sep, value = arg.partition("=")
+    if not sep or key not in CHOSEN_GROUPS or any(c in value for c in "()[]{}*$"):
+        return None  # not a plain choice: Hydra's own grammar and errors apply
+    known = options(key)
+    for name in (v.strip() for v in value.split(",")):
+        if name in known:
+            continue
+        base = name.rsplit("/", 1)[-1]
+        score = {o: difflib.SequenceMatcher(None, name, o).ratio() for o in known}
+        alike = [o for o in known if difflib.SequenceMatcher(None, base, o.rsplit("/", 1)[-1]).ratio() >= 0.75]
+        near = sorted(alike, key=lambda o: -score[o])[:3]
+        hint = f"did you mean {' or '.join(f'{key}={n}' for n in near)}? " if near else ""
+        return f"{key}={name} is not an option: {hint}python run.py --help lists every {key}."
+    return None
+
+
 def main() -> None:
     """Entry point of `python run.py [overrides]` and `quarl run [overrides]`."""
     if not (CONF_DIR / "config.yaml").exists():
@@ -123,6 +151,10 @@ def main() -> None:
             f"quarl: no configs at {CONF_DIR}: the installed package lacks its conf folder; "
             "reinstall it (pip install . or pip install -e . in quarl's source tree)."
         )
+    for arg in sys.argv[1:]:
+        problem = unknown_option(arg)
+        if problem:
+            sys.exit(f"quarl: {problem}")
     schema.register()
     if not OmegaConf.has_resolver("quarl_groups"):
         OmegaConf.register_new_resolver("quarl_groups", help_groups)

@@ -136,19 +136,21 @@ def hyperparams(config: Optional[Path]) -> dict[str, Any]:
     return {str(k): str(v) for k, v in dict(data or {}).items()}
 
 
-def load_checked(model_zip: Path, cfg: Any) -> BaseAlgorithm:
-    """Load `model_zip` as `cfg.algo` and check it acts in `cfg.env`'s spaces."""
+def load_checked(model_zip: Path, cfg: Any, shown: Optional[str] = None) -> BaseAlgorithm:
+    """Load `model_zip` as `cfg.algo` and check it acts in `cfg.env`'s spaces; errors name the
+    model as `shown` (what the user gave: a folder and the zip found in it), else its path."""
     cls = algos.sb3_class(cfg.algo.name)
     saved = saved_algorithm(model_zip)
+    name = shown or str(model_zip)
     if saved is not None and saved != cfg.algo.name:
         raise QuarlError(
-            f"{model_zip} holds a {saved.upper()} model, not {cfg.algo.name.upper()}: run it with algo={saved}."
+            f"{name} holds a {saved.upper()} model, not {cfg.algo.name.upper()}: run it with algo={saved}."
         )
     try:
         model = cls.load(model_zip, device="cpu")
     except Exception as exc:  # not a zip, not SB3's format, another algorithm: all fail in SB3's loader
         raise QuarlError(
-            f"{model_zip} cannot be loaded as an SB3 {cls.__name__} model ({type(exc).__name__}: {exc}); "
+            f"{name} cannot be loaded as an SB3 {cls.__name__} model ({type(exc).__name__}: {exc}); "
             f"give a model zip saved by SB3 or rl-zoo3 for algo={cfg.algo.name}."
         ) from None
     env = make_env(cfg.env)
@@ -162,7 +164,7 @@ def load_checked(model_zip: Path, cfg: Any) -> BaseAlgorithm:
     for what, expected, got in spaces:
         if expected.shape != got.shape or type(expected) is not type(got):
             raise QuarlError(
-                f"{model_zip} was trained on another environment: its {what}s are {type(got).__name__}"
+                f"{name} was trained on another environment: its {what}s are {type(got).__name__}"
                 f"{tuple(got.shape or ())}, but env={cfg.env.name} ({cfg.env.id}) has {type(expected).__name__}"
                 f"{tuple(expected.shape or ())}. Pick the env the model was trained on."
             )
@@ -177,7 +179,9 @@ def install(cfg: Any, folder: Path, tmp: Path, downloads: Path) -> None:
     found = locate(source, cfg.env.id)
     saved_hyperparams = hyperparams(found.config)
     check_normalisation(found, saved_hyperparams)
-    model = load_checked(found.model, cfg)
+    given = Path(str(source)).expanduser()
+    shown = f"policy.path={source} (the {found.model.name} in it)" if given.is_dir() else None
+    model = load_checked(found.model, cfg, shown)
     shutil.copyfile(found.model, tmp / MODEL_FILE)
     if found.normalize is not None:
         shutil.copyfile(found.normalize, tmp / NORMALIZE_FILE)

@@ -264,8 +264,9 @@ def _check_keys(cfg: Any, method: methods.QuantMethod) -> None:
     if not unknown:
         return
     key, allowed = unknown[0]
-    near = difflib.get_close_matches(key, allowed, n=1)
-    hint = f" (did you mean {near[0]}?)" if near else ""
+    leaf = key.rsplit(".", 1)[-1]
+    near = difflib.get_close_matches(leaf, [a.rsplit(".", 1)[-1] for a in allowed], n=1, cutoff=0.7)
+    hint = f" (did you mean {key[: -len(leaf)]}{near[0]}?)" if near else ""
     owner = f"quant={method.name}" if key.startswith("quant.") else "quarl"
     raise QuarlError(f"{key} is not a setting of {owner}{hint}: it takes {', '.join(allowed)}.")
 
