@@ -77,6 +77,9 @@ def test_results_shows_true_false_integers_and_e_in_percent_and_csv_keeps_raw_va
     assert list(table["quant.quantize_bias"]) == ["true", "false"]
     assert list(table["train.steps"]) == ["20000", "50000"]
     assert list(table["rel_error"]) == ["1.23%", "-3.00%"]  # as the run log prints E
+    assert cli.main(["results", "--store", str(path), "--all"]) == 0  # every column, shown the same way
+    everything = capsys.readouterr().out
+    assert "1.23%" in everything and "0.0123" not in everything and "2e+04" not in everything
     assert cli.main(["results", "--store", str(path), "--csv"]) == 0
     raw = pd.read_csv(io.StringIO(capsys.readouterr().out))
     assert list(raw["rel_error"].round(4)) == [0.0123, -0.03] and list(raw["quant.quantize_bias"]) == [1, 0]

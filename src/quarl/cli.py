@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from quarl.errors import QuarlError
-from quarl.results import DEFAULT_STORE, load, one_record, summary, weight_bits
+from quarl.results import DEFAULT_STORE, load, one_record, shown, summary_columns, weight_bits
 from quarl.store import Store, rebuild
 
 log = logging.getLogger("quarl")
@@ -35,12 +35,12 @@ def cmd_results(args: argparse.Namespace) -> None:
     if df.empty:
         log.warning("No records in %s match %s.", args.store, " ".join(args.filters) or "(no filter)")
         return
+    columns = list(df.columns) if args.all else summary_columns(df)
     if args.csv:
-        (df if args.all else df[summary(df).columns]).to_csv(sys.stdout, index=False)
+        df[columns].to_csv(sys.stdout, index=False)
         return
-    table = df if args.all else summary(df)
     with pd.option_context("display.max_rows", None, "display.width", 250, "display.max_columns", None):
-        print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep=""))
+        print(shown(df, columns).to_string(index=False, na_rep=""))
 
 
 def cmd_rebuild(args: argparse.Namespace) -> None:

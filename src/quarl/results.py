@@ -444,11 +444,16 @@ def summary_columns(runs: pd.DataFrame) -> list[str]:
 
 
 def summary(runs: pd.DataFrame) -> pd.DataFrame:
-    """The summary table as printed, as text (`quarl results --csv` writes the stored values instead):
-    `summary_columns`, E in percent as the run log prints it (``1.23%``; 'n/a' where a finished
+    """The summary table as printed: `summary_columns`, as `shown`."""
+    return shown(runs, summary_columns(runs))
+
+
+def shown(runs: pd.DataFrame, columns: Iterable[str] | None = None) -> pd.DataFrame:
+    """`columns` of `runs` (default all) as text, as `quarl results` prints them (`--csv` writes the
+    stored values instead): E in percent as the run log prints it (``1.23%``; 'n/a' where a finished
     quantized record has none, its fp32 reward too close to 0 to divide by: see rel_error_note),
     booleans as true / false, whole numbers as integers, blanks for missing values."""
-    table = runs[summary_columns(runs)].copy()
+    table = runs[list(runs.columns if columns is None else columns)].copy()
     booleans = boolean_keys(runs)
     for column in table.columns:
         if column in booleans:
@@ -458,6 +463,8 @@ def summary(runs: pd.DataFrame) -> pd.DataFrame:
             table[column] = table[column].map(lambda v: "" if pd.isna(v) else f"{100 * v:.2f}%").where(~na, "n/a")
         elif pd.api.types.is_numeric_dtype(table[column]) and not pd.api.types.is_bool_dtype(table[column]):
             table[column] = table[column].map(number_text)
+        else:
+            table[column] = table[column].astype(object).where(table[column].notna(), "")
     return table
 
 
