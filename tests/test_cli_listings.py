@@ -83,3 +83,13 @@ def test_results_shows_true_false_integers_and_e_in_percent_and_csv_keeps_raw_va
     assert cli.main(["results", "--store", str(path), "--csv"]) == 0
     raw = pd.read_csv(io.StringIO(capsys.readouterr().out))
     assert list(raw["rel_error"].round(4)) == [0.0123, -0.03] and list(raw["quant.quantize_bias"]) == [1, 0]
+
+
+def test_plan_fits_the_terminal_and_gives_each_cut_reason_once_in_full(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    args = ["plan", "algo=dqn,ddpg", "env=cartpole", "quant.bits=1,4", "--store", str(tmp_path / "r.sqlite")]
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert max(map(len, out.splitlines())) <= 80, out
+    reason = "quant.bits=1 is out of range: use 2..16, or 32 for unchanged weights"
+    assert " ".join(out.split()).count(reason) == 1 and out.splitlines()[-1].startswith("4 cells: ")
