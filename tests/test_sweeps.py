@@ -1,5 +1,6 @@
 """Sweeps at scale: named sweeps, the submitit launcher, plan and status."""
 
+import re
 import subprocess
 import sys
 
@@ -8,7 +9,7 @@ import pytest
 from quarl import results
 from quarl.app import CONF_DIR
 from quarl.sweeps import expand, plan, status
-from tests.conftest import ENV, FAST, run_quarl
+from tests.conftest import ENV, FAST, ROOT, run_quarl
 
 
 def quarl_cli(cwd, *args: str) -> subprocess.CompletedProcess:
@@ -16,17 +17,34 @@ def quarl_cli(cwd, *args: str) -> subprocess.CompletedProcess:
                           env=ENV, timeout=300)
 
 
-@pytest.mark.parametrize(
-    "sweep, cells, not_applicable",
-    [("smoke", 24, 6), ("ptq_classic", 120, 0), ("ptq_table_classic", 80, 20), ("qat_classic", 126, 0),
-     ("ptq_table_atari", 126, 0), ("ptq_table_ddpg", 24, 0), ("ptq_atari", 504, 0), ("ptq_continuous", 72, 0),
-     ("actorq_time_to_reward", 132, 66)],
-)
+PLANNED = [("smoke", 24, 6), ("ptq_classic", 120, 0), ("ptq_table_classic", 80, 20), ("qat_classic", 126, 0),
+           ("ptq_table_atari", 126, 0), ("ptq_table_ddpg", 24, 0), ("ptq_atari", 504, 0), ("ptq_continuous", 72, 0),
+           ("actorq_time_to_reward", 132, 66)]
+
+
+def readme_sweep_counts() -> dict[str, str]:
+    """The README's table of named sweeps: sweep -> its cells as written ('80 (20 n/a)')."""
+    rows = re.findall(r"^\| ((?:`\w+`(?:, )?)+) \| ([^|]+) \|", (ROOT / "README.md").read_text(), re.M)
+    counts = {}
+    for names, cells in rows:
+        found = re.findall(r"`(\w+)`", names)
+        if all((CONF_DIR / "sweep" / f"{n}.yaml").exists() for n in found):
+            counts.update(zip(found, (c.strip() for c in cells.split(", "))))
+    return counts
+
+
+@pytest.mark.parametrize("sweep, cells, not_applicable", PLANNED)
 def test_plan_counts_the_cells_of_each_named_sweep(tmp_path, sweep, cells, not_applicable):
     planned = plan(CONF_DIR, [f"+sweep={sweep}"], tmp_path / "empty.sqlite")
     assert len(planned) == cells and planned["cell_key"].is_unique
     assert (planned["state"] == "n/a").sum() == not_applicable
     assert set(planned["state"]) <= {"to run", "n/a"}
+    written = readme_sweep_counts().get(sweep)  # the README's table says what plan counts
+    assert written in (None, f"{cells} ({not_applicable} n/a)" if not_applicable else str(cells))
+
+
+def test_every_sweep_in_the_readme_table_is_counted_by_plan():
+    assert set(readme_sweep_counts()) <= {name for name, _, _ in PLANNED}
 
 
 def test_every_named_sweep_has_a_plan_and_a_cost_comment():
