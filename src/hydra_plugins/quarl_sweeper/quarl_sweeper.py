@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,6 +42,7 @@ class QuarlSweeper(Sweeper):
         self.configs: Any = None  # quarl.sweeps.SweepConfigs, made in setup
         self.launcher: Launcher | None = None
         self.invalid: list[str] = []  # "overrides: why" of every job refused before launch
+        self.launched: list[tuple[Path, str]] = []  # (store, cell key) of the batch being launched
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         from quarl.app import CONF_DIR
@@ -94,6 +96,7 @@ class QuarlSweeper(Sweeper):
 
     def _pending(self, batch: Sequence[Sequence[str]]) -> list[Sequence[str]]:
         from quarl.cells import log_skip
+        from quarl.keys import cell_key
         from quarl.sweeps import finished_jobs
 
         assert self.config is not None
@@ -106,7 +109,31 @@ class QuarlSweeper(Sweeper):
             log_skip(configs[index], status)
             self._record_skipped(batch[index], configs[index])
         log.debug("Checked %d jobs in %.2f s", len(batch), time.perf_counter() - tic)
-        return [job for index, job in enumerate(batch) if index not in done and index not in refused]
+        pending = [index for index in range(len(batch)) if index not in done and index not in refused]
+        self.launched = [(self._store_of(configs[index]), cell_key(configs[index])) for index in pending]
+        return [batch[index] for index in pending]
+
+    def _store_of(self, cfg: DictConfig) -> Path:
+        assert self.config is not None
+        path = Path(str(cfg.store.path)).expanduser()
+        return path if path.is_absolute() else Path(str(self.config.hydra.runtime.cwd)) / path
+
+    def _launch(self, pending: list[Sequence[str]], initial_job_idx: int) -> Any:
+        """Launch a batch. A launcher that runs the cells elsewhere (submitit, SLURM) is silent until
+        all end: a bar on a terminal (a log line off one) counts the cells the store has recorded."""
+        from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+
+        assert self.launcher is not None
+        if isinstance(self.launcher, BasicLauncher):  # in this process: each cell logs its own progress
+            return self.launcher.launch(pending, initial_job_idx=initial_job_idx)
+        stop = threading.Event()
+        counter = threading.Thread(target=_count_recorded, args=(list(self.launched), stop), daemon=True)
+        counter.start()
+        try:
+            return self.launcher.launch(pending, initial_job_idx=initial_job_idx)
+        finally:
+            stop.set()
+            counter.join()
 
     def _batches(self, arguments: list[str]) -> list[list[list[str]]]:
         """The sweep's jobs (quarl.sweeps.jobs) in batches of `max_batch_size` (null: one batch)."""
@@ -150,9 +177,31 @@ class QuarlSweeper(Sweeper):
             pending = self._pending(batch)
             if not pending:
                 continue
-            results = self.launcher.launch(pending, initial_job_idx=initial_job_idx)
+            results = self._launch(pending, initial_job_idx)
             for result in results:
                 _ = result.return_value  # raises if the job failed, as Hydra's basic sweeper does
             initial_job_idx += len(pending)
             returns.append(results)
         return returns
+
+
+POLL_S = 2.0  # seconds between looks at the store while a launcher runs the cells
+
+
+def _count_recorded(cells: list[tuple[Path, str]], stop: threading.Event) -> None:
+    """Until `stop`, count the `cells` (store, key) the store holds as done, skipped or failed."""
+    from quarl.progress import Progress
+    from quarl.store import Store
+
+    counted = 0
+    with Progress(len(cells), "Cells of this sweep recorded", unit="cell", logger=log) as progress:
+        while not stop.wait(POLL_S):
+            try:
+                stores = {path: Store(path) for path in {path for path, _ in cells} if path.exists()}
+                recorded = sum(1 for path, key in cells if path in stores and stores[path].status(key) not in
+                               (None, "running"))
+            except Exception as exc:  # noqa: BLE001 - a count for the eye: the cells report their own errors
+                log.debug("Could not count recorded cells: %s", exc)
+                continue
+            progress.update(recorded - counted)
+            counted = recorded
