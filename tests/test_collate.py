@@ -815,3 +815,83 @@ def test_notebook_keeps_trainings_apart(tmp_path: Path, monkeypatch):
     shown = "".join(str(o.get("data", {}).get("text/markdown", "")) for o in outputs)
     assert "ppo/cartpole holds 2 trainings that differ in train.steps" in text
     assert "### PPO (train.steps=8192)" in shown and "### PPO (train.steps=100000)" in shown
+
+
+# ---------------------------------------------------------------- plots: legends, labels, interval bounds
+
+def _activation_sweep() -> list[dict]:
+    """The README's activation sweep shape (weights 4, 8 x activations 4, 8, 32 x inputs 4, 8, 32: 18
+    PTQ cells) for PPO on CartPole, three seeds far apart (500, 480, 420): t-intervals run past 500,
+    and DQN on Acrobot at 2..8 bits."""
+    records = []
+    for seed, reward in ((0, 500.0), (1, 480.0), (2, 420.0)):
+        records.append(record("ppo", "cartpole", "fp32", seed=seed, reward=reward, fp32=reward))
+        records.append(record("dqn", "acrobot", "fp32", seed=seed, reward=-90.0 - seed, fp32=-90.0 - seed))
+        for bits in (2, 4, 6, 8):
+            records.append(record("dqn", "acrobot", "ptq", bits, seed, reward=-95.0 - seed, fp32=-90.0 - seed,
+                                  action_agreement=0.9))
+        for bits in (4, 8):
+            for act in (4, 8, 32):
+                for inp in (4, 8, 32):
+                    records.append(record("ppo", "cartpole", "ptq", bits, seed, reward=reward, fp32=reward,
+                                          config={"quant.act_bits": act, "quant.input_bits": inp},
+                                          action_agreement=1.0 - 0.2 * seed))
+    return records
+
+
+def _inside(fig, artist) -> bool:
+    box, width, height = artist.get_window_extent(), fig.bbox.width, fig.bbox.height
+    return box.x0 >= -1 and box.x1 <= width + 1 and box.y0 >= -1 and box.y1 <= height + 1
+
+
+def test_legends_titles_and_heat_map_labels_are_never_cut_off_or_overlapping(tmp_path: Path):
+    study = load(_store(tmp_path, _activation_sweep()))
+    assert len(study.integer_methods()) == 9
+    figures = {"sweet_spot": plots.sweet_spot(study, "cartpole", ["ppo"]),
+               "agreement": plots.agreement(study, "cartpole", "ppo"),
+               "aggregate": plots.aggregate(plots.aggregate_table(study, n_resamples=200), study.quantizers())}
+    for name, fig in figures.items():
+        fig.canvas.draw()
+        assert fig.legends and all(_inside(fig, legend) for legend in fig.legends), name
+        texts = [fig._suptitle] if fig._suptitle is not None else [fig.axes[0].title]
+        assert all(_inside(fig, t) for t in texts), name
+        labels = [t.get_text() for t in fig.legends[0].get_texts()]
+        assert any(label.startswith("ptq (act_bits=32, input_bits=4)") for label in labels), name
+    heat = plots.heatmap(study)
+    heat.canvas.draw()
+    ticks = [t for t in heat.axes[0].get_xticklabels() if t.get_text()]
+    boxes = [t.get_window_extent() for t in ticks]
+    assert len(boxes) == 9 * 2 + 2 and all(_inside(heat, t) for t in ticks)  # + DQN's 2 and 6 bits
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_reward_intervals_are_clipped_to_the_env_return_range_and_say_so(tmp_path: Path):
+    from quarl.collate import bounds
+
+    assert bounds.return_range("CartPole-v1") == (0.0, 500.0)
+    assert bounds.return_range("Acrobot-v1") == (-500.0, 0.0)
+    assert bounds.return_range("MountainCarContinuous-v0") == pytest.approx((-99.9, 100.0))
+    assert bounds.return_range("Pendulum-v1").low == pytest.approx(-200 * (np.pi**2 + 6.4 + 0.004))
+    assert bounds.return_range("dm_control/cartpole-balance-v0") == (0.0, 1000.0)
+    assert bounds.return_range("LunarLander-v3") is None and bounds.return_range("CartPole-v1", 200).high == 200
+    path = _store(tmp_path, _activation_sweep())
+    out = tmp_path / "out"
+    collate(path, out)
+    points = pd.read_csv(out / "sweet_spot/points.csv")
+    cartpole = points[points["env"] == "cartpole"]
+    raw = stats.seed_interval([500.0, 480.0, 420.0])
+    assert raw.high > 500 and raw.low > 0  # unclipped, the interval runs past CartPole's 500
+    assert (cartpole["reward_high"] == 500.0).all() and np.allclose(cartpole["reward_low"], raw.low)
+    assert np.allclose(cartpole["reward_mean"], 1400 / 3)  # means are never clipped
+    assert (points["agreement_low"].dropna() >= 0).all() and (points["agreement_high"].dropna() <= 1).all()
+    acrobot = points[points["env"] == "acrobot"]
+    assert (acrobot["reward_high"] <= 0).all()
+    study = load(path)
+    fig = plots.sweet_spot(study, "cartpole", ["ppo"])
+    assert "\nreward intervals clipped to the env's return range [0, 500]" in fig.axes[0].get_title()
+    bands = [c for c in fig.axes[0].collections if isinstance(c, PolyCollection)]
+    assert bands and max(p.vertices[:, 1].max() for c in bands for p in c.get_paths()) <= 500.0
+    readme = (out / "README.md").read_text()
+    assert "clipped to the env's return range (Acrobot-v1 [-500, 0], CartPole-v1 [0, 500];" in readme
+    agreement = tables.agreement_table(study, "ppo")
+    assert (agreement["low"] >= 0).all() and (agreement["high"] <= 1).all()

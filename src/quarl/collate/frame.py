@@ -11,6 +11,7 @@ from typing import Sequence
 import pandas as pd
 
 from quarl.collate import trainings
+from quarl.collate.bounds import ReturnRange, return_range
 from quarl.collate.ptq_keys import effective_quant_columns
 from quarl.collate.trainings import select
 from quarl.keys import result_keys
@@ -101,6 +102,19 @@ class Study:
         if "env.id" not in self.done.columns:
             return {}
         return dict(self.done.dropna(subset=["env.id"]).groupby("env")["env.id"].first())
+
+    def return_ranges(self) -> dict[str, ReturnRange]:
+        """env -> the range its episode returns can take (`quarl.collate.bounds`), for the envs whose
+        definition bounds it: reward intervals are clipped to it."""
+        ranges = {}
+        for env, env_id in self.env_ids().items():
+            column = "env.kwargs.max_episode_steps"
+            rows = self.done[self.done["env"] == env]
+            limits = pd.to_numeric(rows[column], errors="coerce").dropna() if column in rows else pd.Series()
+            found = return_range(env_id, int(limits.iloc[0]) if len(limits) else None)
+            if found is not None:
+                ranges[env] = found
+        return ranges
 
     def quantized(self) -> pd.DataFrame:
         """Per-seed values of every method but fp32."""

@@ -59,11 +59,11 @@ def write_sweet_spots(study: Study, out: Path) -> list[Path]:
         if len(algos) > 1:
             written += _figure(plots.sweet_spot(study, env, algos), folder / slug(f"{env}_all-algos"))
     cell = ["algo", "env", "method", "bits"]
-    points = stats.summarise(study.seeds, cell, "reward").rename(
+    points = plots.clip_by_env(stats.summarise(study.seeds, cell, "reward"), study, "reward").rename(
         columns={"mean": "reward_mean", "low": "reward_low", "high": "reward_high"}
     )
     for value, name in (("e", "e"), ("action_agreement", "agreement")):
-        part = stats.summarise(study.seeds, cell, value)
+        part = plots.clip_by_env(stats.summarise(study.seeds, cell, value), study, value)
         points = points.merge(part.rename(columns={c: f"{name}_{c}" for c in ("mean", "low", "high", "n")}), on=cell)
     folder.mkdir(parents=True, exist_ok=True)
     points.to_csv(folder / "points.csv", index=False)
@@ -225,6 +225,7 @@ def write_readme(
             f"- quantizers: {study.quantizers()}",
             "- intervals: one cell across its seeds, Student-t 95% interval of the mean; across tasks "
             "(aggregate), rliable's stratified bootstrap (10,000 resamples, percentile)",
+            f"- interval bounds: {_clipping(study)}",
         ]
     if not study.seeds.empty:
         per = study.seeds.groupby(["algo", "env"]).agg(
@@ -239,6 +240,19 @@ def write_readme(
     readme = out / "README.md"
     readme.write_text("\n".join(lines) + "\n")
     return [*written, readme]
+
+
+def _clipping(study: Study) -> str:
+    """How intervals are clipped to what a quantity can be, naming each env's return range."""
+    ranges = study.return_ranges()
+    named = ", ".join(f"{study.env_ids().get(env, env)} {r.text()}" for env, r in sorted(ranges.items()))
+    reward = (
+        f"reward intervals are clipped to the env's return range ({named}; per-step reward bounds x the "
+        "episode's step limit, `quarl.collate.bounds`)"
+        if ranges
+        else "no selected env has a known return range, so reward intervals are not clipped"
+    )
+    return f"{reward}; action-agreement intervals to [0, 1]; means are never clipped."
 
 
 def _previous(out: Path) -> list[Path] | None:

@@ -56,7 +56,7 @@ def save(fig: Figure, stem: Path) -> list[Path]:
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = [stem.with_suffix(".png"), stem.with_suffix(".pdf")]
     for path in paths:
-        fig.savefig(path)
+        fig.savefig(path, bbox_inches="tight", pad_inches=0.1)  # nothing drawn past the edges is cut off
         fig.set_layout_engine("none")  # keeps the positions constrained layout just computed
     return paths
 
@@ -205,26 +205,82 @@ def _yerrs(s: pd.DataFrame) -> np.ndarray | None:
     return np.vstack([low, high])
 
 
+MAX_WIDTH_IN = 14.0  # a figure grows up to this width for its legend, then the legend takes more rows
+
+
 def _legend_below(fig: Figure, ax: Axes, title: str) -> None:
-    """The legend in columns under the plot (never beside it, where it took 40% of the width)."""
+    """The legend in columns under the plot (never beside it, where it took 40% of the width), as
+    wide as the figure allows: up to three columns, fewer where long labels would not fit; the
+    figure widens (up to MAX_WIDTH_IN) or grows taller so that no label is cut off."""
     handles, labels = ax.get_legend_handles_labels()
-    if handles:
-        fig.legend(
-            handles,
-            labels,
-            loc="outside lower center",
-            ncols=min(3, max(1, -(-len(labels) // 3))),
-            frameon=False,
-            title=title,
-        )
+    if not handles:
+        return
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    for ncols in range(min(3, max(1, -(-len(labels) // 3))), 0, -1):
+        legend = fig.legend(handles, labels, loc="outside lower center", ncols=ncols, frameon=False, title=title)
+        box = legend.get_window_extent(renderer)
+        needed = box.width / fig.dpi + 0.3
+        if needed <= max(fig.get_figwidth(), MAX_WIDTH_IN) or ncols == 1:
+            break
+        legend.remove()
+    fig.set_figwidth(max(fig.get_figwidth(), needed))
+    tall = box.height / fig.dpi
+    fig.set_figheight(fig.get_figheight() + max(0.0, tall - 0.6))  # the plot keeps its height above a long legend
+
+
+def wrapped(text: str, fig: Figure, fontsize: float) -> str:
+    """`text` with each line wrapped to the figure's width (a title must not run past its edges)."""
+    import textwrap
+
+    chars = max(30, int(fig.get_figwidth() * 72 / (0.55 * fontsize)))
+    return "\n".join(w for line in text.split("\n") for w in (textwrap.wrap(line, chars) or [""]))
+
+
+AGREEMENT_RANGE = (0.0, 1.0)  # action agreement is a fraction: its intervals are clipped to it
 
 
 def _sweet_spot_data(study: Study, env: str, algos: list[str], value: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Mean, interval and n of `value` per (algo, method, bits) on `env`, and of the fp32 reward per
+    algo; intervals clipped to what the value can be (`value_range`)."""
     seeds = study.seeds[(study.seeds["env"] == env) & study.seeds["algo"].isin(algos)]
     base = study.baselines[(study.baselines["env"] == env) & study.baselines["algo"].isin(algos)]
     cells = stats.summarise(seeds[seeds["method"] != "fp32"], ["algo", "method", "bits"], value)
-    cells = cells[cells["n"] > 0]
-    return cells, stats.summarise(base, ["algo"], "fp32")
+    cells, fp32 = cells[cells["n"] > 0], stats.summarise(base, ["algo"], "fp32")
+    bounds = value_range(study, env, value)
+    if bounds is not None:
+        cells = stats.clip(cells, *bounds)
+    reward = value_range(study, env, "reward")
+    return cells, stats.clip(fp32, *reward) if reward is not None else fp32
+
+
+def value_range(study: Study, env: str, value: str) -> tuple[float, float] | None:
+    """What `value` can be on `env`: the env's return range for a reward (where its definition
+    bounds it, `quarl.collate.bounds`), [0, 1] for action agreement, else None."""
+    if value in ("reward", "fp32"):
+        found = study.return_ranges().get(env)
+        return (found.low, found.high) if found is not None else None
+    return AGREEMENT_RANGE if value == "action_agreement" else None
+
+
+def clip_by_env(
+    summary: pd.DataFrame, study: Study, value: str, columns: tuple[str, str] = ("low", "high")
+) -> pd.DataFrame:
+    """`summary`'s interval `columns` (one row per env and more) clipped to what `value` can be on each
+    row's env (`value_range`)."""
+    out = summary.copy()
+    for env in out["env"].unique():
+        bounds = value_range(study, env, value)
+        if bounds is not None:
+            rows = out["env"] == env
+            out.loc[rows, list(columns)] = out.loc[rows, list(columns)].astype(float).clip(*bounds)
+    return out
+
+
+def clip_text(study: Study, env: str) -> str:
+    """A title's line 'reward intervals clipped to the env's return range [0, 500]' (with its line break)
+    where the env has one, else ''."""
+    found = study.return_ranges().get(env)
+    return f"\nreward intervals clipped to the env's return range {found.text()}" if found is not None else ""
 
 
 def sweet_spot(study: Study, env: str, algos: list[str] | None = None) -> Figure:
@@ -245,12 +301,16 @@ def sweet_spot(study: Study, env: str, algos: list[str] | None = None) -> Figure
         counts = pd.concat([cells["n"], fp32["n"]])
         lacking = [title(a) for a in algos if a not in set(fp32["algo"])]
         missing = f"\nno fp32 baseline in the selection for {', '.join(lacking)}" if lacking else ""
+        _legend_below(fig, ax, "algorithm, method" if several else "method")
         ax.set_title(
-            f"{who} on {env_id}: reward vs weight bit width\n{study.quantizers(methods, algos)}\n"
-            f"{n_text(counts, 'bars' if several else 'shaded')}{missing}",
+            wrapped(
+                f"{who} on {env_id}: reward vs weight bit width\n{study.quantizers(methods, algos)}\n"
+                f"{n_text(counts, 'bars' if several else 'shaded')}{clip_text(study, env)}{missing}",
+                fig,
+                9.5,
+            ),
             fontsize=9.5,
         )
-        _legend_below(fig, ax, "algorithm, method" if several else "method")
     return fig
 
 
@@ -266,16 +326,21 @@ def agreement(study: Study, env: str, algo: str) -> Figure:
         scale = bit_scale([*rewards["bits"], *agree["bits"], 32])
         _series(axes[0, 0], rewards, fp32, [algo], methods, scale, "mean episode reward (over seeds)", False)
         ones = pd.DataFrame({"algo": [algo], "mean": [1.0], "low": [np.nan], "high": [np.nan], "n": [0]})
-        _series(axes[0, 1], agree, ones, [algo], methods, scale, "agreement with fp32 (fraction of states)", False)
+        _series(axes[0, 1], agree, ones, [algo], methods, scale, "agreement with fp32\n(fraction of states)", False)
         axes[0, 0].set_title("reward", fontsize=10)
         axes[0, 1].set_title("actions: same as fp32 on the states fp32 visits", fontsize=10)
         axes[0, 1].set_ylim(top=1.02)
+        _legend_below(fig, axes[0, 0], "method")
         fig.suptitle(
-            f"{title(algo)} on {env_id}: reward and action agreement vs weight bit width\n"
-            f"{study.quantizers(methods, [algo])}; {n_text(pd.concat([rewards['n'], agree['n']]))}",
+            wrapped(
+                f"{title(algo)} on {env_id}: reward and action agreement vs weight bit width\n"
+                f"{study.quantizers(methods, [algo])}; {n_text(pd.concat([rewards['n'], agree['n']]))}"
+                f"{clip_text(study, env)}",
+                fig,
+                10,
+            ),
             fontsize=10,
         )
-        _legend_below(fig, axes[0, 0], "method")
     return fig
 
 
@@ -353,11 +418,16 @@ def aggregate(table: pd.DataFrame, quantizer: str = "") -> Figure:
         axes[0, 0].set_ylabel("normalised score 1 − E (fp32 = 1)")
         has_ci = table["low"].notna().any()
         ci = "shaded: 95% stratified-bootstrap CI over seeds" if has_ci else "no confidence interval: one seed per task"
+        _legend_below(fig, axes[0, 1], "method (tasks, runs per point); E n/a left out")
         fig.suptitle(
-            f"Normalised score across tasks (algo × env) per bit width; {ci}" + (f"\n{quantizer}" if quantizer else ""),
+            wrapped(
+                f"Normalised score across tasks (algo × env) per bit width; {ci}"
+                + (f"\n{quantizer}" if quantizer else ""),
+                fig,
+                10,
+            ),
             fontsize=10,
         )
-        _legend_below(fig, axes[0, 1], "method (tasks, runs per point); E n/a left out")
     return fig
 
 
@@ -373,6 +443,24 @@ def _wrap(label: str, width: int = 12) -> str:
     return "\n".join(
         [*(w for line in lines for w in textwrap.wrap(line, width, break_long_words=False) or [line]), f"{bits} bits"]
     )
+
+
+HEAT_LABEL_PT = 8  # font size of the heat map's column labels
+CHAR_IN = 0.6 * HEAT_LABEL_PT / 72  # width of one character of those labels, in inches
+LINE_IN = 1.25 * HEAT_LABEL_PT / 72  # height of one line of them
+
+
+def _column_labels(order: list[str]) -> tuple[list[str], int, float, float]:
+    """Heat-map column labels that never overlap: wrapped on short lines and level, each column as
+    wide as its longest line, while the figure stays within MAX_WIDTH_IN; else one line each, turned
+    upright, in narrow columns. Returns the labels, their rotation, a column's width and the labels'
+    height (inches)."""
+    lines = [_wrap(c) for c in order]
+    longest = max((len(part) for label in lines for part in label.split("\n")), default=1)
+    column = max(0.8, CHAR_IN * longest + 0.15)
+    if column * len(order) + 3.4 <= MAX_WIDTH_IN:
+        return lines, 0, column, LINE_IN * max((label.count("\n") + 1 for label in lines), default=1)
+    return list(order), 90, max(0.42, LINE_IN + 0.15), CHAR_IN * max((len(c) for c in order), default=1)
 
 
 def heatmap(study: Study) -> Figure:
@@ -391,10 +479,10 @@ def heatmap(study: Study) -> Figure:
     )
     undefined = ran.notna() & grid.isna()
     counts = q.dropna(subset=["e"]).groupby("column")["seed"].nunique()
-    labels = [_wrap(c) for c in order]
+    labels, rotation, column_in, label_in = _column_labels(order)
     with styled("white"):
-        width = 2.8 + 0.8 * max(len(order), 1)
-        height = 2.4 + 0.42 * max(len(grid), 1) + 0.12 * max(label.count("\n") for label in labels or [""])
+        width = 3.4 + column_in * max(len(order), 1)
+        height = 2.4 + 0.42 * max(len(grid), 1) + label_in
         fig, axes = new_figure(max(width, 6.0), max(height, 3.0))
         ax = axes[0, 0]
         if grid.isna().all().all():
@@ -426,11 +514,7 @@ def heatmap(study: Study) -> Figure:
         ax.set_facecolor("0.9")  # cells that were not run, or whose E is n/a
         ax.set_xlabel("method and weight bits")
         ax.set_ylabel("algorithm / environment")
-        rotate = len(order) > 10
-        ax.tick_params(axis="x", rotation=45 if rotate else 0, labelsize=8)
-        if rotate:
-            for tick in ax.get_xticklabels():
-                tick.set_horizontalalignment("right")
+        ax.tick_params(axis="x", rotation=rotation, labelsize=HEAT_LABEL_PT)
         ax.tick_params(axis="y", rotation=0)
         seeds = (
             "0"

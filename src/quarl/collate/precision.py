@@ -76,10 +76,12 @@ def _grid(per: pd.DataFrame, rows: str, columns: str) -> pd.DataFrame:
     return out
 
 
-def summary(rows: pd.DataFrame) -> pd.DataFrame:
-    """Mean, Student-t interval and n over seeds of reward, agreement and E per (algo, env, bits...)."""
+def summary(rows: pd.DataFrame, study: Study | None = None) -> pd.DataFrame:
+    """Mean, Student-t interval and n over seeds of reward, agreement and E per (algo, env, bits...);
+    with `study`, reward intervals clipped to each env's return range (`plots.value_range`)."""
     by = [k for k in KEYS if k != "seed"]
-    out = stats.summarise(rows, by, "reward").rename(
+    reward = stats.summarise(rows, by, "reward")
+    out = (plots.clip_by_env(reward, study, "reward") if study is not None else reward).rename(
         columns={"mean": "reward", "low": "reward_low", "high": "reward_high", "n": "seeds"}
     )
     for value in ("agreement", "e"):
@@ -120,7 +122,7 @@ def write_precision(study: Study, out: Path) -> list[Path]:
         return []
     folder = out / "precision"
     folder.mkdir(parents=True, exist_ok=True)
-    table = summary(rows)
+    table = summary(rows, study)
     table.to_csv(folder / "summary.csv", index=False)
     written = [folder / "summary.csv"]
     for (algo, env), per in rows.groupby(["algo", "env"]):

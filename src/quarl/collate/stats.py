@@ -129,6 +129,15 @@ def seed_interval(values: Sequence[float] | np.ndarray, confidence: float = CONF
     return Interval(estimate, estimate - half, estimate + half, int(x.size), 1)
 
 
+def clip(summary: pd.DataFrame, low: float, high: float) -> pd.DataFrame:
+    """`summarise`'s intervals (`low`, `high`) clipped to what the quantity can be, [low, high]: a
+    Student-t interval over a few seeds can run past it (the means are left as they are)."""
+    out = summary.copy()
+    for column in ("low", "high"):
+        out[column] = pd.to_numeric(out[column], errors="coerce").clip(lower=low, upper=high)
+    return out
+
+
 def summarise(df: pd.DataFrame, by: list[str], value: str, **kw: Any) -> pd.DataFrame:
     """Per group of `by`: mean of `value` over its rows (seeds), its Student-t 95% interval and n
     (the rows with a value: an E that is n/a is not counted).

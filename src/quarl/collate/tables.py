@@ -148,9 +148,9 @@ AGREEMENT_CAPTION = (
     "Measured on the states the fp32 policy visits in its own evaluation episodes. agreement: fraction of those "
     "states where the quantized policy acts as fp32 does (discrete: the same greedy action; continuous: every "
     "action dimension within eval.action_tolerance of the action range), mean over seeds with its Student-t 95% "
-    "interval (low, high; none for one seed); KL: mean KL(fp32 || quantized) of the action distributions "
-    "(stochastic policies); MAD: mean |a_q - a_fp32| / (high - low) (continuous actions); backend: the same for the "
-    "executed backend; states: states compared per seed; seeds: seeds with a value."
+    "interval (low, high, clipped to [0, 1]; none for one seed); KL: mean KL(fp32 || quantized) of the action "
+    "distributions (stochastic policies); MAD: mean |a_q - a_fp32| / (high - low) (continuous actions); backend: "
+    "the same for the executed backend; states: states compared per seed; seeds: seeds with a value."
 )
 #: Action-fidelity columns of the agreement table: store column -> table column.
 AGREEMENT_COLUMNS = {
@@ -179,8 +179,8 @@ def agreement_table(study: Study, algo: str) -> pd.DataFrame:
             "method": method,
             "bits": int(bits),
             "agreement": ci.estimate,
-            "low": ci.low,
-            "high": ci.high,
+            "low": float(np.clip(ci.low, 0.0, 1.0)),  # a fraction: its interval is clipped to [0, 1]
+            "high": float(np.clip(ci.high, 0.0, 1.0)),
         }
         row.update({name: g[col].mean() for col, name in AGREEMENT_COLUMNS.items()})
         row["seeds"] = ci.n_runs
