@@ -187,3 +187,21 @@ def test_cnn_policy_ptq_per_channel_quantizes_every_conv_layer_by_output_channel
             expected = (torch.clamp(torch.round(w0[c] / scale) + zero_point, 0, 15) - zero_point) * scale
             assert len(torch.unique(w[c])) <= 16
             assert torch.allclose(w[c], expected, atol=1e-6)
+
+
+def test_tflite_rule_leaves_weights_under_min_elements_in_float(models):
+    """quant.min_elements=1024, TFLite's rule: CartPole DQN's first (4x64) and output (64x2) layers
+    stay fp32, the 64x64 hidden layer is quantized; the bytes count them so."""
+    import copy
+
+    model = copy.deepcopy(models["dqn"])
+    before = {name: layer.weight.clone() for name, layer in inference_layers(model).items()}
+    quant = _quant(bits=2, scheme="symmetric", min_elements=1024)
+    quantize_policy(model, quant)
+    after = inference_layers(model)
+    assert torch.equal(after["q_net.q_net.0"].weight, before["q_net.q_net.0"])  # 256 elements
+    assert torch.equal(after["q_net.q_net.4"].weight, before["q_net.q_net.4"])  # 128 elements
+    assert len(torch.unique(after["q_net.q_net.2"].weight)) <= 3  # 4096 elements: 2-bit
+    n_bias = sum(layer.bias.numel() for layer in after.values())
+    expected = 4 * (256 + 128) + (4096 * 2 // 8 + 4) + 4 * n_bias
+    assert policy_bytes(models["dqn"], quant) == expected

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, open_dict
 
 from quarl import calibration, methods, provenance, schema
 from quarl.algos import check_action_kind
@@ -29,7 +29,7 @@ from quarl.policy_files import MODEL_FILE
 from quarl.progress import activity
 from quarl.quantize import policy_bytes, quantize_policy
 from quarl.records import Context, make_record, store_record
-from quarl.store import Store
+from quarl.store import Store, make_folder
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +235,7 @@ def run_cell(ctx: Context) -> None:
         )
         return
     key = cell_key(cfg)
-    policies = _folder(ctx, "store.policies")
+    policies = make_folder(ctx.path(cfg.store.policies), "store.policies")
     store = Store(ctx.path(cfg.store.path))
     # two sweeps started together: the second waits for the first's cell, then finds it done
     with taking_turns(policies, f"{key}.cell", f"running {label(cfg)}"):
@@ -244,16 +244,6 @@ def run_cell(ctx: Context) -> None:
             log_skip(cfg, status)
             return
         _run_marked(ctx, store, key, status)
-
-
-def _folder(ctx: Context, key: str) -> Path:
-    """The folder config `key` names, made if missing; one that cannot be made is the user's to fix."""
-    path = ctx.path(str(OmegaConf.select(ctx.cfg, key)))
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise QuarlError(f"{key}={path} cannot be created ({exc.strerror}): give a folder you can write to.") from None
-    return path
 
 
 def _run_marked(ctx: Context, store: Store, key: str, status: str | None) -> None:

@@ -31,6 +31,7 @@ from quarl.errors import QuarlError
 from quarl.keys import policy_key, slug
 from quarl.locks import taking_turns
 from quarl.policy_files import CURVE_FILE, META_FILE, MODEL_FILE, NORMALIZE_FILE
+from quarl.store import make_folder
 from quarl.tracking import CURVES_DIR
 from quarl.training import train
 
@@ -151,7 +152,7 @@ def obtain(cfg: Any, root: Path, progress: bool = False) -> CachedPolicy:
     against the env and copied into the cache (no training)."""
     key = policy_key(cfg)
     folder = folder_of(cfg, root)
-    root.mkdir(parents=True, exist_ok=True)
+    make_folder(root, "store.policies")
     with taking_turns(root, folder.name, f"training or installing the policy {folder.name}"):
         cached = CachedPolicy(key, folder, cfg, trained=False)
         if (folder / META_FILE).exists():

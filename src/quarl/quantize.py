@@ -139,8 +139,12 @@ def check_layers(names: Iterable[str], quant: Any) -> None:
             )
 
 
-def bits_of(name: str, quant: Any) -> int:
-    """The weight bits of inference layer `name`: `quant.layer_bits` where named, else `quant.bits`."""
+def bits_of(name: str, quant: Any, numel: int) -> int:
+    """The weight bits of inference layer `name`, whose weight has `numel` elements: 32 (left in
+    float) under `quant.min_elements` (TFLite's rule: 1024), else `quant.layer_bits` where named,
+    else `quant.bits`."""
+    if numel < int(quant.get("min_elements") or 0):
+        return 32
     return layer_bits(quant).get(name, quant.bits)
 
 
@@ -159,7 +163,7 @@ def quantize_weights(model: BaseAlgorithm, quant: Any, tensor: TensorQuantizer, 
     layers = inference_layers(model)
     check_layers(layers, quant)
     for name, layer in layers.items():
-        bits = bits_of(name, quant)
+        bits = bits_of(name, quant, layer.weight.numel())
         layer.weight.copy_(tensor(layer.weight, quant.granularity, bits))
         if layer.bias is not None and with_bias:
             layer.bias.copy_(tensor(layer.bias, "per_tensor", bits))
@@ -185,7 +189,7 @@ def quantize_policy(model: BaseAlgorithm, quant: Any, calibrate: Optional[Calibr
 
 def layer_bytes(name: str, layer: Any, quant: Any) -> int:
     """Bytes of one inference layer's parameters when stored as `quant` describes (fp32 weights)."""
-    method, bits = methods.get(quant.method), bits_of(name, quant)
+    method, bits = methods.get(quant.method), bits_of(name, quant, layer.weight.numel())
     total = method.tensor_bytes(layer.weight, quant, quant.granularity, bits)
     if layer.bias is not None:
         quantized = method.quantizes_bias(quant)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
+from omegaconf import OmegaConf
 
 from quarl.errors import QuarlError
 from quarl.store import RUN_COLUMNS, Store, flatten
@@ -44,15 +45,17 @@ _NULL = ("null", "none", "nan", "")
 _BOOLS = {"true": 1.0, "false": 0.0}
 
 
-def weight_bits(quant: Mapping[str, Any]) -> int:
-    """The width of a record's policy weights: 32 or 16 for fp32, fp16 and bf16 (whatever quant.bits
-    an older record stores), the actors' quant.actor_bits for ActorQ, else the widest of quant.bits
-    and the quant.layer_bits of single layers."""
-    method = quant.get("method")
-    if method in FLOAT_BITS:
-        return FLOAT_BITS[str(method)]
-    if method == "actorq" and quant.get("actor_bits") is not None:
-        return int(quant["actor_bits"])
+def weight_bits(quant: Any) -> int:
+    """The width of a record's policy weights (its `quant` config): the width its method uses where
+    that is not quant.bits (fp16: 16, whatever an older record stores; ActorQ: its actors'), else the
+    widest of quant.bits and the quant.layer_bits of single layers."""
+    from quarl import methods  # light: the method modules import no torch
+
+    known = methods.REGISTRY.get(str(quant.get("method")))
+    node = quant if OmegaConf.is_config(quant) else OmegaConf.create(dict(quant))
+    used = known.used_bits(node) if known is not None else None
+    if used is not None:
+        return used
     layers = quant.get("layer_bits") or {}
     return max([int(quant.get("bits", 32)), *(int(b) for b in layers.values())])
 

@@ -36,11 +36,14 @@ class PTQConfig(QuantConfig):
     calibration: str = "minmax"
     calibration_episodes: int = 5  # fp32 episodes (seeds disjoint from the evaluation's) the ranges come from
     layer_bits: Any = None  # weight bits of named inference layers, e.g. {q_net.q_net.0: 4} (null: every layer at bits)
+    # weights with fewer elements stay in float: 1024 is TFLite's rule for post-training weight
+    # quantization, which made QuaRL's published int8 column (0: every weight is quantized)
+    min_elements: int = 0
 
 
 #: keys added after PTQ records existed: part of a cell key only away from these values, so every
 #: earlier PTQ cell keeps its key (activations and inputs unquantized, no per-layer weight bits).
-OPTIONAL: dict[str, Any] = {"act_bits": 32, "input_bits": 32, "layer_bits": None}
+OPTIONAL: dict[str, Any] = {"act_bits": 32, "input_bits": 32, "layer_bits": None, "min_elements": 0}
 #: part of a cell key only where activations or inputs are quantized (they set those ranges)
 CALIBRATION_KEYS = ("calibration", "calibration_episodes")
 
@@ -119,6 +122,8 @@ class PTQ(IntegerWeights):
         parts += [f"input {input_bits}-bit"] if input_bits != 32 else []
         if quant.get("layer_bits"):
             parts.append("layers " + ", ".join(f"{name}: {bits}-bit" for name, bits in quant.layer_bits.items()))
+        if quant.get("min_elements"):
+            parts.append(f"weights under {quant.min_elements} elements in float")
         return ", ".join(parts)
 
     def validate(self, cfg: DictConfig) -> None:
@@ -135,6 +140,15 @@ class PTQ(IntegerWeights):
                     f"quant.{name}={q[name]} is out of range: use 2..16, or 32 for unquantized "
                     f"{'activations' if name == 'act_bits' else 'inputs'}."
                 )
+        if q.min_elements < 0:
+            raise QuarlError(
+                f"quant.min_elements={q.min_elements} must be >= 0 (0: every weight quantized; 1024: TFLite's rule)."
+            )
+        if q.min_elements and q.backend != "fake":
+            raise QuarlError(
+                f"quant.min_elements={q.min_elements} leaves small weights in float for fake quantization only: "
+                "use quant.backend=fake with it (the execution backends quantize every layer they run)."
+            )
         one_of("quant.calibration", q.calibration, CALIBRATIONS)
         if q.calibration_episodes < 1:
             raise QuarlError(
