@@ -1,0 +1,398 @@
+"""The integer policy as self-contained C99: `policy.h` and `policy.c`, for microcontrollers.
+
+The source computes exactly `IntegerPolicy.act` (quarl.deploy.edge.integer): int8 (or packed 4-/2-bit)
+weights in `const` arrays (flash), int32 biases, TFLite's fixed-point requantization, Tanh as a
+256-entry table, activations in two static int8 buffers; no dynamic allocation and no libm. Floats
+appear only where the observation enters (VecNormalize and the per-feature grid: subtract, divide,
+compare, truncate; every constant printed as an exact hexadecimal float) and, for continuous actions,
+as a table of the action value of each output code. It compiles warning-free with
+`-std=c99 -Wall -Wextra -Werror` for the host and for `arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb`.
+
+    #include "policy.h"
+    float obs[POLICY_OBS_DIM];  POLICY_ACTION_T action[POLICY_ACTION_DIM];
+    policy_act(obs, action);   /* discrete: action[0] is the index; continuous: the action values */
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+import numpy as np
+
+from quarl.deploy.edge.integer import Dense, IntegerPolicy
+from quarl.errors import QuarlError
+
+PER_LINE = 24  # array values per source line
+
+
+def _ident(name: str) -> str:
+    ident = re.sub(r"[^0-9A-Za-z_]", "_", name).strip("_") or "policy"
+    return ident if not ident[0].isdigit() else f"p_{ident}"
+
+
+def _hex_float(x: float) -> str:
+    """An exact C float literal of a float32 value."""
+    value = float(np.float32(x))
+    if value == 0.0:
+        return "-0.0f" if np.signbit(np.float32(x)) else "0.0f"
+    return f"{value.hex()}f"
+
+
+def _values(values: Iterable[str], indent: str = "    ") -> str:
+    items = list(values)
+    lines = [", ".join(items[i : i + PER_LINE]) for i in range(0, len(items), PER_LINE)]
+    return indent + f",\n{indent}".join(lines)
+
+
+def _array(ctype: str, name: str, values: Iterable[str], dims: str) -> str:
+    return f"static const {ctype} {name}{dims} = {{\n{_values(values)}\n}};\n"
+
+
+def _ints(a: np.ndarray) -> list[str]:
+    return [str(int(v)) for v in np.asarray(a).reshape(-1)]
+
+
+def _int32s(a: np.ndarray) -> list[str]:
+    # INT32_MIN has no decimal literal of type int32_t
+    return [str(int(v)) if int(v) != -(2**31) else "(-2147483647 - 1)" for v in np.asarray(a).reshape(-1)]
+
+
+def pack_weights(codes: np.ndarray, bits: int) -> np.ndarray:
+    """Rows of `bits`-bit two's-complement codes packed into bytes, lowest bits first; each row padded
+    to whole bytes (8 bits: the codes as uint8)."""
+    codes = np.asarray(codes, dtype=np.int64)
+    if bits == 8:
+        return (codes & 0xFF).astype(np.uint8)
+    per = 8 // bits
+    rows, cols = codes.shape
+    padded = np.zeros((rows, -(-cols // per) * per), dtype=np.int64)
+    padded[:, :cols] = codes & ((1 << bits) - 1)
+    groups = padded.reshape(rows, -1, per)
+    packed = np.zeros(groups.shape[:2], dtype=np.int64)
+    for k in range(per):
+        packed |= groups[:, :, k] << (bits * k)
+    return packed.astype(np.uint8)
+
+
+def folded_bias(layer: Dense) -> np.ndarray:
+    """The bias with the input zero point folded in: sum((q - zp) w) + b = sum(q w) + (b - zp sum(w)).
+    The same integers, as long as the accumulator stays in int32 (checked)."""
+    codes = layer.weight.astype(np.int64)
+    bias = layer.bias.astype(np.int64) - layer.input.zero_point * codes.sum(axis=1)
+    worst = np.abs(bias) + 128 * np.abs(codes).sum(axis=1)
+    if np.any(worst >= 2**31):
+        raise QuarlError(
+            f"{layer.name}'s int32 accumulator could overflow: its bias or weights are too large for int8."
+        )
+    return bias
+
+
+def _uniform(a: np.ndarray) -> bool:
+    return bool(np.all(np.asarray(a) == np.asarray(a).reshape(-1)[0]))
+
+
+def _fits_int16(a: np.ndarray) -> bool:
+    return bool(np.all(np.abs(np.asarray(a, dtype=np.int64)) <= 32767))
+
+
+def is_odd(table: np.ndarray) -> bool:
+    """Whether an int8 table indexed by code + 128 is odd (t[-q] = -t[q] for q in 1..127, t[0] = 0)."""
+    full = np.asarray(table, dtype=np.int64)
+    q = np.arange(1, 128)
+    return bool(full[128] == 0 and np.array_equal(full[128 - q], -full[128 + q]))
+
+
+def half_table(table: np.ndarray) -> np.ndarray:
+    """An odd int8 table (the Tanh of a zero-point-0 input) as its codes 0..127 and, last, its code
+    -128: 129 bytes instead of 256."""
+    if not is_odd(table):
+        raise ValueError("the table is not odd")
+    full = np.asarray(table, dtype=np.int64)
+    return np.concatenate([full[128:], full[:1]]).astype(np.int8)
+
+
+def header(policy: IntegerPolicy, name: str = "policy") -> str:
+    """The header: sizes, the action type and `policy_act`'s prototype."""
+    guard = f"QUARL_{_ident(name).upper()}_H"
+    discrete = policy.action_kind == "discrete"
+    action_dim = 1 if discrete else int(np.prod(policy.action_shape))
+    action_t = "int32_t" if discrete else "float"
+    return f"""/* quarl full-integer {policy.algo.upper() or "SB3"} policy: generated by quarl.deploy.edge.cgen. */
+#ifndef {guard}
+#define {guard}
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {{
+#endif
+
+#define POLICY_OBS_DIM {policy.obs_dim}       /* float values of one raw observation */
+#define POLICY_ACTION_DIM {action_dim}    /* values policy_act writes */
+#define POLICY_DISCRETE {1 if discrete else 0}     /* 1: action[0] is an action index; 0: action values */
+#define POLICY_N_OUTPUTS {policy.n_outputs}    /* {"actions" if discrete else "action values"} */
+#define POLICY_WEIGHT_BITS {policy.weight_bits}
+typedef {action_t} POLICY_ACTION_T;
+
+/* The greedy action for one raw observation (as SB3's predict(obs, deterministic=True), in TFLite's
+   int8 arithmetic): obs holds POLICY_OBS_DIM floats, action receives POLICY_ACTION_DIM values. */
+void policy_act(const float *obs, POLICY_ACTION_T *action);
+
+#ifdef __cplusplus
+}}
+#endif
+
+#endif /* {guard} */
+"""
+
+
+def source(policy: IntegerPolicy, name: str = "policy") -> str:
+    """The C99 source computing `policy.act` bit for bit."""
+    bits = policy.weight_bits
+    discrete = policy.action_kind == "discrete"
+    layers = policy.layers
+    width = max(max(layer.weight.shape[0] for layer in layers), 1)
+    parts: list[str] = [
+        f"/* quarl full-integer policy ({policy.algo or 'SB3'}, {len(layers)} layers, {bits}-bit weights):\n"
+        " * generated by"
+        " quarl.deploy.edge.cgen from the integer reference quarl.deploy.edge.integer, do not edit.\n"
+        " * Arithmetic: TFLite's int8 scheme (per-channel symmetric weights, int32 biases, requantization by a\n"
+        " * fixed-point multiplier and shift with gemmlowp's rounding). No heap, no libm. */\n",
+        f'#include "{name}.h"\n\n',
+        "#define I32_MIN (-2147483647 - 1)\n#define I32_MAX 2147483647\n\n",
+    ]
+    n = policy.obs_dim
+    if policy.mean is not None and policy.std is not None and policy.clip is not None:
+        parts.append(_array("float", "OBS_MEAN", map(_hex_float, policy.mean), f"[{n}]"))
+        parts.append(_array("float", "OBS_STD", map(_hex_float, policy.std), f"[{n}]"))
+        parts.append(f"static const float OBS_CLIP = {_hex_float(policy.clip)};\n")
+    parts.append(_array("float", "IN_CENTER", map(_hex_float, policy.center), f"[{n}]"))
+    parts.append(_array("float", "IN_STEP", map(_hex_float, policy.step), f"[{n}]"))
+    for i, layer in enumerate(layers):
+        rows, cols = layer.weight.shape
+        packed = pack_weights(layer.weight, bits)
+        wtype = "int8_t" if bits == 8 else "uint8_t"
+        wvals = _ints(layer.weight) if bits == 8 else _ints(packed)
+        parts.append(f"\n/* {layer.name}: {cols} -> {rows}, {layer.activation} */\n")
+        parts.append(_array(wtype, f"L{i}_W", wvals, f"[{packed.size}]"))
+        bias = folded_bias(layer)
+        btype = "int16_t" if _fits_int16(bias) else "int32_t"
+        parts.append(_array(btype, f"L{i}_B", _int32s(bias), f"[{rows}]"))
+        if not _uniform(layer.multiplier):
+            parts.append(_array("int32_t", f"L{i}_M", _int32s(layer.multiplier), f"[{rows}]"))
+        if not _uniform(layer.shift):
+            parts.append(_array("int8_t", f"L{i}_S", _ints(layer.shift), f"[{rows}]"))
+        if layer.tanh_table is not None:
+            table = half_table(layer.tanh_table) if is_odd(layer.tanh_table) else layer.tanh_table
+            parts.append(_array("int8_t", f"L{i}_TANH", _ints(table), f"[{len(table)}]"))
+    if not discrete:
+        assert policy.action_table is not None
+        table = policy.action_table
+        parts.append(
+            f"\n/* each output code's action value (at code + 128), SB3's {'squash' if policy.squash else 'clip'} */\n"
+        )
+        parts.append(_array("float", "ACTION_TABLE", map(_hex_float, table.reshape(-1)), f"[{table.shape[0] * 256}]"))
+    parts.append(f"\nstatic int8_t buf_a[{width}];\nstatic int8_t buf_b[{width}];\n")
+    parts.append(_RUNTIME)
+    parts.append(_weight_reader(bits))
+    parts.append(_LAYER_T)
+    parts.append(_layers(policy))
+    parts.append(_FC)
+    parts.append(_act(policy))
+    return "".join(parts)
+
+
+_RUNTIME = r"""
+/* gemmlowp's SaturatingRoundingDoublingHighMul */
+static int32_t srdhm(int32_t a, int32_t b) {
+    int64_t ab;
+    int32_t nudge;
+    if (a == b && a == I32_MIN) {
+        return I32_MAX;
+    }
+    ab = (int64_t)a * (int64_t)b;
+    nudge = ab >= 0 ? (1 << 30) : (1 - (1 << 30));
+    return (int32_t)((ab + nudge) / ((int64_t)1 << 31));
+}
+
+/* gemmlowp's RoundingDivideByPOT: x / 2^e rounded to nearest, ties away from zero */
+static int32_t rdbpot(int32_t x, int e) {
+    const int32_t mask = (int32_t)(((int64_t)1 << e) - 1);
+    const int32_t remainder = x & mask;
+    const int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+    return (x >> e) + (remainder > threshold ? 1 : 0);
+}
+
+/* TFLite's MultiplyByQuantizedMultiplier */
+static int32_t requantize(int32_t acc, int32_t multiplier, int shift) {
+    const int left = shift > 0 ? shift : 0;
+    const int right = shift > 0 ? 0 : -shift;
+    return rdbpot(srdhm((int32_t)((uint32_t)acc << left), multiplier), right);
+}
+
+/* clamp(round half away from zero (v)) to int8, without libm: 2v is exact and truncates to 2n or
+   2n + 1 (n = trunc(v)), so (t + sign(t)) / 2 rounds half away; NaN enters as -128 */
+static int8_t quantize(float v) {
+    int32_t t;
+    if (!(v > -128.5f)) {
+        return (int8_t)-128;
+    }
+    if (v >= 127.5f) {
+        return (int8_t)127;
+    }
+    t = (int32_t)(v + v);
+    return (int8_t)((t + (t > 0) - (t < 0)) / 2);
+}
+"""
+
+
+def _weight_reader(bits: int) -> str:
+    if bits == 8:
+        return """
+typedef int8_t weight_t;
+#define WEIGHT(row, i) ((int32_t)(row)[i])
+#define ROW_BYTES(n) (n)
+"""
+    per, mask, sign = 8 // bits, (1 << bits) - 1, 1 << (bits - 1)
+    return f"""
+typedef uint8_t weight_t;
+/* {bits}-bit two's-complement codes, {per} to a byte, lowest bits first */
+#define WEIGHT(row, i) ((int32_t)((((row)[(i) / {per}] >> ({bits} * ((i) % {per}))) & {mask}) ^ {sign}) - {sign})
+#define ROW_BYTES(n) (((n) + {per - 1}) / {per})
+"""
+
+
+_LAYER_T = r"""
+/* a layer: its weights, bias (the input zero point folded in; int16 or int32: the other pointer
+   null), requantization (per channel, or one value for every channel: the pointer null) and Tanh
+   table (null: none) */
+typedef struct {
+    const weight_t *w;
+    const int16_t *bias16;
+    const int32_t *bias32;
+    const int32_t *mult;
+    const int8_t *shift;
+    const int8_t *table;
+    int32_t mult_all;
+    int16_t n_in, n_out, out_zp, act_min;
+    int8_t shift_all;
+    int8_t odd; /* the table holds codes 0..127 and -128 of an odd table (else all 256, by code + 128) */
+} layer_t;
+"""
+
+
+def _layers(policy: IntegerPolicy) -> str:
+    entries = []
+    for i, layer in enumerate(policy.layers):
+        rows, cols = layer.weight.shape
+        b16 = _fits_int16(folded_bias(layer))
+        mult = "0" if _uniform(layer.multiplier) else f"L{i}_M"
+        shift = "0" if _uniform(layer.shift) else f"L{i}_S"
+        table = f"L{i}_TANH" if layer.tanh_table is not None else "0"
+        odd = int(layer.tanh_table is not None and is_odd(layer.tanh_table))
+        entries.append(
+            f"    {{L{i}_W, {f'L{i}_B' if b16 else '0'}, {'0' if b16 else f'L{i}_B'}, {mult}, {shift}, {table}, "
+            f"{_int32s(layer.multiplier[:1])[0]}, {cols}, {rows}, {layer.output.zero_point}, "
+            f"{layer.act_min}, {int(layer.shift[0])}, {odd}}},"
+        )
+    return (
+        f"\n#define N_LAYERS {len(policy.layers)}\nstatic const layer_t LAYERS[N_LAYERS] = {{\n"
+        + "\n".join(entries)
+        + "\n};\n"
+    )
+
+
+_FC = r"""
+/* an odd table stored as codes 0..127 then -128 (cgen.half_table) */
+static int8_t odd_lookup(const int8_t *half, int32_t q) {
+    if (q >= 0) {
+        return half[q];
+    }
+    if (q == -128) {
+        return half[128];
+    }
+    return (int8_t)-half[-q];
+}
+
+/* one fully connected layer: int8 in -> int32 accumulator -> requantized int8 out (-> Tanh table) */
+static void fc(const layer_t *l, const int8_t *in, int8_t *out) {
+    int o, i;
+    for (o = 0; o < l->n_out; ++o) {
+        const weight_t *row = l->w + (long)o * ROW_BYTES(l->n_in);
+        int32_t acc = l->bias16 != 0 ? (int32_t)l->bias16[o] : l->bias32[o];
+        for (i = 0; i < l->n_in; ++i) {
+            acc += (int32_t)in[i] * WEIGHT(row, i);
+        }
+        acc = requantize(acc, l->mult != 0 ? l->mult[o] : l->mult_all, l->shift != 0 ? l->shift[o] : l->shift_all);
+        acc += l->out_zp;
+        if (acc < l->act_min) {
+            acc = l->act_min;
+        }
+        if (acc > 127) {
+            acc = 127;
+        }
+        if (l->table == 0) {
+            out[o] = (int8_t)acc;
+        } else {
+            out[o] = l->odd ? odd_lookup(l->table, acc) : l->table[acc + 128];
+        }
+    }
+}
+"""
+
+
+def _act(policy: IntegerPolicy) -> str:
+    n = policy.obs_dim
+    normalize = policy.mean is not None and policy.std is not None and policy.clip is not None
+    lines = [
+        "\nvoid policy_act(const float *obs, POLICY_ACTION_T *action) {",
+        "    int j;",
+        f"    for (j = 0; j < {n}; ++j) {{",
+    ]
+    if normalize:
+        lines += [
+            "        float x = (obs[j] - OBS_MEAN[j]) / OBS_STD[j];",
+            "        if (x < -OBS_CLIP) {",
+            "            x = -OBS_CLIP;",
+            "        }",
+            "        if (x > OBS_CLIP) {",
+            "            x = OBS_CLIP;",
+            "        }",
+        ]
+    else:
+        lines.append("        float x = obs[j];")
+    lines += ["        buf_a[j] = quantize((x - IN_CENTER[j]) / IN_STEP[j]);", "    }"]
+    lines += [
+        "    {",
+        "        int l;",
+        "        int8_t *src = buf_a, *dst = buf_b, *swap;",
+        "        for (l = 0; l < N_LAYERS; ++l) {",
+        "            fc(&LAYERS[l], src, dst);",
+        "            swap = src;",
+        "            src = dst;",
+        "            dst = swap;",
+        "        }",
+        "    }",
+    ]
+    src = "buf_a" if len(policy.layers) % 2 == 0 else "buf_b"
+    if policy.action_kind == "discrete":
+        lines += [
+            "    {",
+            "        int best = 0;",
+            f"        for (j = 1; j < {policy.n_outputs}; ++j) {{",
+            f"            if ({src}[j] > {src}[best]) {{",
+            "                best = j;",
+            "            }",
+            "        }",
+            "        action[0] = (int32_t)best;",
+            "    }",
+        ]
+    else:
+        lines += [
+            f"    for (j = 0; j < {policy.n_outputs}; ++j) {{",
+            f"        action[j] = ACTION_TABLE[j * 256 + ((int)({src}[j]) + 128)];",
+            "    }",
+        ]
+    lines.append("}\n")
+    return "\n".join(lines)
