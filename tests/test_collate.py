@@ -895,3 +895,20 @@ def test_reward_intervals_are_clipped_to_the_env_return_range_and_say_so(tmp_pat
     assert "clipped to the env's return range (Acrobot-v1 [-500, 0], CartPole-v1 [0, 500];" in readme
     agreement = tables.agreement_table(study, "ppo")
     assert (agreement["low"] >= 0).all() and (agreement["high"] <= 1).all()
+
+
+def test_long_collation_says_what_it_is_doing(tmp_path: Path, caplog, capsys):
+    """Off a terminal every step of a collation is a log line; on one, a tqdm bar names the step."""
+    from quarl.collate.steps import Steps
+
+    path = _store(tmp_path, ptq_study(algos=("ppo",), envs=("cartpole",), seeds=(0, 1), bits=(4, 8)))
+    with caplog.at_level(logging.INFO, logger="quarl.collate"):
+        collate(path, tmp_path / "out")
+    lines = [r.getMessage() for r in caplog.records if r.name == "quarl.collate.steps"]
+    assert lines[0].endswith(": the sweet-spot plots (1/7)") and lines[0].startswith("Collating 8 records into")
+    assert any(line.endswith("the weight report (6/7)") for line in lines) and " done in " in lines[-1]
+    with Steps("Drawing", total=2, interactive=True) as steps:
+        steps.next("first")
+        steps.next("second")
+    bar = capsys.readouterr().err
+    assert "Drawing" in bar and "1/2" in bar and "step=second" in bar

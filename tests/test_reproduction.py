@@ -2,6 +2,7 @@
 and its verdicts follow the intervals (no training here)."""
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -18,8 +19,11 @@ DOCS = ROOT / "docs" / "reproduction"
 SWEEPS = CONF_DIR / "sweep"
 
 
-def test_committed_report_matches_the_committed_records():
-    assert reproduction.check(DOCS / "records", DOCS, SWEEPS) == []
+def test_committed_report_matches_the_committed_records(caplog):
+    with caplog.at_level(logging.INFO, logger="quarl.collate.steps"):
+        assert reproduction.check(DOCS / "records", DOCS, SWEEPS) == []
+    steps = [r.getMessage() for r in caplog.records if r.name == "quarl.collate.steps"]  # a log line per part
+    assert "Building the reproduction report: the PTQ table (2/8)" in steps and " done in " in steps[-1]
 
 
 @pytest.fixture

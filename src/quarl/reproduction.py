@@ -31,6 +31,7 @@ from quarl import collate, compat
 from quarl.collate import actorq, published, trainings
 from quarl.collate.frame import Study
 from quarl.collate.stats import Interval, seed_interval
+from quarl.collate.steps import Steps
 from quarl.errors import QuarlError
 from quarl.store import Store, find_records, rebuild
 
@@ -687,16 +688,55 @@ def actorq_reading(ttr: pd.DataFrame, done: pd.DataFrame) -> str:
     return "\n\nReading the table:\n\n" + "\n".join(lines) if lines else ""
 
 
+CARTPOLE_ALGOS = ("dqn", "a2c", "ppo")  # the paper's sweet-spot and QAT algorithms on CartPole
+
+
 def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> str:
-    """The report's Markdown from the records (and its figure, written into `folder`)."""
-    campaign = load_campaign(records)
-    runs = campaign.runs
+    """The report's Markdown from the records (and its figures, written into `folder` when
+    `figures`); each part is shown as it runs (a bar on a terminal, a log line off one)."""
+    with Steps("Building the reproduction report", total=8) as steps:
+        steps.next(f"reading the records in {records}")
+        campaign = load_campaign(records)
+        runs = campaign.runs
+        steps.next("the PTQ table")
+        parts = [
+            INTRO.format(n=len(runs), files=sum(1 for _ in records.glob("*.record.json"))),
+            _ptq_section(runs, folder),
+        ]
+        algos = [series for algo in CARTPOLE_ALGOS for series in series_of(runs, algo, "cartpole")]
+        steps.next("the sweet spots")
+        parts.append(_sweet_section(runs, algos, folder, figures))
+        steps.next("the seed-to-seed noise")
+        parts.append(_noise_section(runs))
+        steps.next("QAT vs PTQ")
+        parts.append(_qat_section(runs, algos))
+        steps.next("the extensions")
+        parts.append(
+            "## Beyond the paper: PTQ sweet spots on tasks QuaRL skipped\n\n"
+            + EXTENSIONS_NOTE
+            + "\n\n"
+            + extensions_section(runs)
+            + "\n\n"
+            + extensions_left(sweeps, runs)
+        )
+        steps.next("ActorQ")
+        curves = actorq_figures(campaign, folder, figures)
+        parts.append("## ActorQ: fp32 vs int8 actors\n\n" + actorq_section(campaign, curves))
+        steps.next("the named sweeps")
+        parts.append(
+            "## Every named sweep: records so far, cost, command\n\n" + LATER_NOTE + "\n\n" + not_run_here(sweeps, runs)
+        )
+    wall = (folder / WALL_TIMES).read_text().strip() if (folder / WALL_TIMES).exists() else "none yet"
+    parts.append("## Wall time of each part on this machine\n\n```\n" + wall + "\n```")
+    return "\n\n".join(p for p in parts if p).rstrip() + "\n"
+
+
+def _ptq_section(runs: pd.DataFrame, folder: Path) -> str:
+    """The PTQ table against the published rows (reasons from `folder`/reasons.yaml), then the fp32 policies."""
     reasons_file = folder / REASONS
     reasons = yaml.safe_load(reasons_file.read_text()) or {} if reasons_file.exists() else {}
     table = ptq_table(runs, reasons)
-    wall = (folder / WALL_TIMES).read_text().strip() if (folder / WALL_TIMES).exists() else "none yet"
-    parts = [INTRO.format(n=len(runs), files=sum(1 for _ in records.glob("*.record.json")))]
-    parts.append(
+    section = (
         "## PTQ table, classic-control rows\n\n"
         + TABLE_NOTE
         + "\n\n"
@@ -718,89 +758,83 @@ def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> st
         )
     )
     kept = _kept(runs)
-    if kept:
-        parts.append("### The fp32 policies\n\n" + KEPT_NOTE + "\n\n" + kept)
-    algos = [series for algo in ("dqn", "a2c", "ppo") for series in series_of(runs, algo, "cartpole")]
-    sweet = []
-    for algo in algos:
-        t = sweet_spot(runs, algo)
-        sweet.append(f"**{algo}** on CartPole:\n\n" + sweet_table(t))
+    return section + ("\n\n### The fp32 policies\n\n" + KEPT_NOTE + "\n\n" + kept if kept else "")
+
+
+def _sweet_section(runs: pd.DataFrame, algos: list[str], folder: Path, figures: bool) -> str:
+    """The sweet-spot table of each series on CartPole, and its figure (drawn when `figures`)."""
+    sweet = [f"**{algo}** on CartPole:\n\n" + sweet_table(sweet_spot(runs, algo)) for algo in algos]
     has_sweet = any((sweet_spot(runs, a)["n"] > 0).any() for a in algos)
     if has_sweet and figures:
         figure(runs, algos, folder / FIGURES)
-    parts.append(
+    return (
         "## PTQ sweet spots\n\n"
         + SWEET_NOTE
         + "\n\n"
         + "\n\n".join(sweet)
         + (f"\n\n![sweet spots]({FIGURES}/{SWEET_FIGURE})" if has_sweet else "")
     )
+
+
+def _noise_section(runs: pd.DataFrame) -> str:
+    """How much E and agreement move between seeds ('' when no cell has two seeds)."""
     spread = noise(runs)
-    if not spread.empty:
-        label = lambda r: r["quant"] if r["quant"] != "ptq" else f"ptq {int(r['quant.bits'])}-bit {r['quant.scheme']}"  # noqa: E731
-        parts.append(
-            "## How much E and action agreement move between seeds\n\n"
-            + NOISE_NOTE
-            + "\n\n"
-            + _markdown(
-                ["algo", "env", "cell", "seeds", "sd of E (points of %)", "sd of agreement (points of %)"],
-                [
-                    [r["algo"], r["env"], label(r), str(r["n"]), fmt(r["sd_E"]), fmt(r["sd_agreement"])]
-                    for _, r in spread.iterrows()
-                ],
-            )
+    if spread.empty:
+        return ""
+    label = lambda r: r["quant"] if r["quant"] != "ptq" else f"ptq {int(r['quant.bits'])}-bit {r['quant.scheme']}"  # noqa: E731
+    return (
+        "## How much E and action agreement move between seeds\n\n"
+        + NOISE_NOTE
+        + "\n\n"
+        + _markdown(
+            ["algo", "env", "cell", "seeds", "sd of E (points of %)", "sd of agreement (points of %)"],
+            [
+                [r["algo"], r["env"], label(r), str(r["n"]), fmt(r["sd_E"]), fmt(r["sd_agreement"])]
+                for _, r in spread.iterrows()
+            ],
         )
+    )
+
+
+def _qat_section(runs: pd.DataFrame, algos: list[str]) -> str:
+    """QAT against PTQ per series on CartPole, and the finding read across the tables."""
     qat, findings = [], []
     for algo in algos:
         t = qat_vs_ptq(runs, algo)
-        if not t.empty:
-            findings.append(qat_finding(t, algo))
-            qat.append(
-                f"**{algo}** on CartPole:\n\n"
-                + _markdown(
+        if t.empty:
+            continue
+        findings.append(qat_finding(t, algo))
+        qat.append(
+            f"**{algo}** on CartPole:\n\n"
+            + _markdown(
+                [
+                    "bits",
+                    "QAT reward [95% CI]",
+                    "n",
+                    "PTQ reward [95% CI]",
+                    "n",
+                    "fp32 reward [95% CI]",
+                    "QAT - PTQ, paired by seed [95% CI]",
+                    "verdict",
+                ],
+                [
                     [
-                        "bits",
-                        "QAT reward [95% CI]",
-                        "n",
-                        "PTQ reward [95% CI]",
-                        "n",
-                        "fp32 reward [95% CI]",
-                        "QAT - PTQ, paired by seed [95% CI]",
-                        "verdict",
-                    ],
-                    [
-                        [
-                            str(r["bits"]),
-                            shown(r["qat"]),
-                            str(r["qat"].n_runs),
-                            shown(r["ptq"]),
-                            str(r["ptq"].n_runs),
-                            shown(r["fp32"]),
-                            shown(r["diff"]),
-                            r["verdict"],
-                        ]
-                        for _, r in t.iterrows()
-                    ],
-                )
+                        str(r["bits"]),
+                        shown(r["qat"]),
+                        str(r["qat"].n_runs),
+                        shown(r["ptq"]),
+                        str(r["ptq"].n_runs),
+                        shown(r["fp32"]),
+                        shown(r["diff"]),
+                        r["verdict"],
+                    ]
+                    for _, r in t.iterrows()
+                ],
             )
+        )
     if findings:
         qat.append("Read across the tables: " + " ".join(findings))
-    parts.append("## QAT vs PTQ\n\n" + QAT_NOTE + "\n\n" + ("\n\n".join(qat) if qat else "Not run yet."))
-    parts.append(
-        "## Beyond the paper: PTQ sweet spots on tasks QuaRL skipped\n\n"
-        + EXTENSIONS_NOTE
-        + "\n\n"
-        + extensions_section(runs)
-        + "\n\n"
-        + extensions_left(sweeps, runs)
-    )
-    curves = actorq_figures(campaign, folder, figures)
-    parts.append("## ActorQ: fp32 vs int8 actors\n\n" + actorq_section(campaign, curves))
-    parts.append(
-        "## Every named sweep: records so far, cost, command\n\n" + LATER_NOTE + "\n\n" + not_run_here(sweeps, runs)
-    )
-    parts.append("## Wall time of each part on this machine\n\n```\n" + wall + "\n```")
-    return "\n\n".join(parts).rstrip() + "\n"
+    return "## QAT vs PTQ\n\n" + QAT_NOTE + "\n\n" + ("\n\n".join(qat) if qat else "Not run yet.")
 
 
 def _kept(runs: pd.DataFrame) -> str:

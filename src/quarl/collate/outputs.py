@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 
 from quarl.collate import actorq, plots, precision, stats, tables, training, weights
 from quarl.collate.frame import FLOAT_BITS, Study
+from quarl.collate.steps import Steps
 from quarl.collate.trainings import stem, title
 from quarl.errors import QuarlError
 from quarl.keys import slug
@@ -340,17 +341,24 @@ def write_all(
     study: Study, out: Path, filters: Mapping[str, Any], bits: int, command: str | None, log_y: bool = False
 ) -> list[Path]:
     """Every output; returns the paths written (README last)."""
-    written: list[Path] = []
+    parts: list[tuple[str, Callable[[], list[Path]]]] = []
     if not study.seeds.empty:  # PTQ, QAT and float records (ActorQ's alone have none of these outputs)
-        written += _guard(study, "the sweet-spot plots", lambda: write_sweet_spots(study, out))
-        written += _guard(study, "the error tables", lambda: write_tables(study, out))
-        written += _guard(study, "the aggregate plots", lambda: write_aggregate(study, out))
-        written += _guard(study, "the action-agreement plots", lambda: write_agreement(study, out))
-        written += _guard(study, "the training curves", lambda: training.write_training_curves(study, out))
-        written += _guard(study, "the weight report", lambda: write_weights(study, out, bits, log_y))
-        written += _guard(study, "the precision grids", lambda: precision.write_precision(study, out))
+        parts += [
+            ("the sweet-spot plots", lambda: write_sweet_spots(study, out)),
+            ("the error tables", lambda: write_tables(study, out)),
+            ("the aggregate plots", lambda: write_aggregate(study, out)),
+            ("the action-agreement plots", lambda: write_agreement(study, out)),
+            ("the training curves", lambda: training.write_training_curves(study, out)),
+            ("the weight report", lambda: write_weights(study, out, bits, log_y)),
+            ("the precision grids", lambda: precision.write_precision(study, out)),
+        ]
     if study.store is not None and (study.done["quant"] == "actorq").any():
-        written += _guard(study, "the ActorQ outputs", lambda: actorq.write_actorq(study, out))
+        parts.append(("the ActorQ outputs", lambda: actorq.write_actorq(study, out)))
+    written: list[Path] = []
+    with Steps(f"Collating {len(study.done)} records into {out}", len(parts)) as steps:
+        for what, make in parts:
+            steps.next(what)
+            written += _guard(study, what, make)
     written = write_readme(study, out, filters, bits, command, written)
     log.info(
         "Collated %d records into %s: %d files (index: %s).", len(study.done), out, len(written), out / "README.md"

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 import pandas as pd
-from omegaconf import OmegaConf
 
 from quarl import results
 from quarl.budget import keep_best_every, train_steps
@@ -94,10 +93,15 @@ def _budgets(flat: Mapping[str, Any]) -> tuple[int | None, int | None]:
     steps, default = _whole(flat.get(BUDGET)), _whole(flat.get("algo.n_timesteps"))
     if steps is None and default is None:
         return None, None
-    cfg = OmegaConf.create(
-        {"train": {"steps": steps, "eval_every": _whole(flat.get(EVAL_EVERY))}, "algo": {"n_timesteps": default}}
-    )
+    cfg = _Node(train=_Node(steps=steps, eval_every=_whole(flat.get(EVAL_EVERY))), algo=_Node(n_timesteps=default))
     return train_steps(cfg), keep_best_every(cfg)
+
+
+class _Node(dict):
+    """The few config nodes `quarl.budget` reads, as attributes (a whole OmegaConf per record is slow)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return self[name]
 
 
 def _truthy(value: Any) -> bool:
