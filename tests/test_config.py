@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 from hydra.errors import ConfigCompositionException
 from omegaconf import open_dict
 from omegaconf.errors import ValidationError
@@ -230,3 +231,25 @@ def test_old_records_keep_their_cell_keys():
         assert cell_key(cfg) == run["cell_key"], (path.name, overrides)
         checked[run["quant"]] += 1
     assert min(checked.values()) >= 5, checked
+
+
+@pytest.mark.parametrize("algo, env", [("dqn", "cartpole"), ("a2c", "cartpole"), ("ppo", "cartpole"),
+                                       ("ddpg", "mountaincar_continuous")])
+def test_zoo_sb2_replaces_rl_zoo3s_values_by_the_published_agents(algo, env):
+    published, tuned = compose_cfg(f"algo={algo}", f"env={env}", "zoo=sb2"), compose_cfg(f"algo={algo}", f"env={env}")
+    check(published)
+    assert published.zoo == "sb2" and tuned.zoo == "rl_zoo3"
+    text = (CONF_DIR / "tuned" / "sb2" / algo / f"{env}.yaml").read_text()
+    assert f"n_timesteps: {published.algo.n_timesteps}" in text
+    assert set(published.algo.hyperparams) == set(yaml.safe_load(text)["hyperparams"])  # none of rl-zoo3's left
+    hyperparams(published.algo, published.algo.n_timesteps)
+    assert cell_key(published) != cell_key(tuned)
+
+
+def test_zoo_sb2_pairs_it_has_no_agent_for_are_na():
+    from quarl.compat import check_zoo
+    from quarl.errors import IncompatibleCell
+
+    with pytest.raises(IncompatibleCell, match="zoo=sb2 has hyperparameters for a2c/cartpole, ddpg/mountaincar_"):
+        check_zoo(compose_cfg("algo=ppo", "env=acrobot", "zoo=sb2"))
+    check_zoo(compose_cfg("algo=ppo", "env=acrobot"))  # rl-zoo3: the algorithm's defaults where it has none

@@ -48,8 +48,10 @@ part() {
     d4pg_cpu) sweep d4pg_cartpole_cpu ;;                        # the same with 256x256 networks, which learn on a CPU
     actorq_gym) sweep actorq_gym ;;                             # ActorQ time to reward, DQN on Gym, 3 seeds
     extensions) sweep ptq_extensions ;;                         # PTQ sweet spots on the tasks the paper skipped
+    published)                                                  # PTQ table rows under the published conditions,
+      for a in dqn a2c ppo ddpg; do sweep ptq_table_published "algo=$a"; done ;;  # one algorithm at a time
     *) echo "unknown part $1: choose ptq_table, sweet_spot, qat, atari_hub, actorq_wide, d4pg, d4pg_cpu, actorq_gym," \
-            "extensions" >&2; exit 2 ;;
+            "extensions, published" >&2; exit 2 ;;
   esac
 }
 

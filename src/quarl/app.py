@@ -14,15 +14,13 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from quarl import schema
+from quarl import CONF_DIR, schema
 from quarl.cells import label
 from quarl.errors import QuarlError
 from quarl.records import Context
 
 log = logging.getLogger("quarl")
 
-#: The configs and named sweeps (conf/sweep), shipped inside the package.
-CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 
 class FirstOnly(logging.Filter):

@@ -7,10 +7,10 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from quarl import schema
+from quarl import CONF_DIR, schema
 from quarl.algos import ALGOS
 from quarl.envs import SUITES, action_kind
-from quarl.errors import QuarlError
+from quarl.errors import IncompatibleCell, QuarlError
 from quarl.methods.actorq import ALGOS as ACTORQ_ALGOS
 
 LEGEND = {
@@ -42,6 +42,29 @@ def _cell(conf_dir: Path, algo: str, choice: str, kind: str) -> str:
     if ALGOS[algo].cls is None:
         return "actorq"
     return "tuned" if (conf_dir / "tuned" / algo / f"{choice}.yaml").exists() else "default"
+
+
+DEFAULT_ZOO = "rl_zoo3"  # its hyperparameters fall back to the algorithm's defaults where it has none
+
+
+def zoo_pairs(zoo: str, conf_dir: Path = CONF_DIR) -> list[str]:
+    """The 'algo/env' pairs zoo `zoo` has hyperparameters for (conf/tuned/<zoo>/<algo>/<env>.yaml)."""
+    root = conf_dir / "tuned" / zoo
+    return sorted(p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.yaml"))
+
+
+def check_zoo(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> None:
+    """A zoo other than rl-zoo3 trains only the pairs it has hyperparameters for: the rest are n/a
+    (IncompatibleCell: a sweep records them as skipped), never silently the algorithm's defaults."""
+    zoo = cfg.get("zoo", DEFAULT_ZOO)
+    if zoo == DEFAULT_ZOO:
+        return
+    pairs = zoo_pairs(zoo, conf_dir)
+    if f"{cfg.algo.name}/{cfg.env.name}" not in pairs:
+        raise IncompatibleCell(
+            f"zoo={zoo} has hyperparameters for {', '.join(pairs)} only, not {cfg.algo.name}/{cfg.env.name} "
+            "(n/a: use the default zoo=rl_zoo3 for it)."
+        )
 
 
 def applies(conf_dir: Path, algo: str, choice: str) -> bool:

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, open_dict
 from quarl import calibration, methods, provenance, schema
 from quarl.algos import check_action_kind
 from quarl.cells import finished, label, log_skip, torch_threads
+from quarl.compat import check_zoo
 from quarl.envs import action_kind, fp32_flag, make_env
 from quarl.errors import IncompatibleCell, QuarlError
 from quarl.evaluate import Evaluation, evaluate_cell
@@ -295,6 +296,7 @@ def _run(ctx: Context, store: Store, started: str) -> None:
     method.prepare(cfg)
     name = label(cfg)
     check_action_kind(cfg.algo.name, cfg.env.id, action_kind(cfg.env), cfg.quant.method)
+    check_zoo(cfg)
     if method.run_cell(ctx, store, started):
         return
     progress = cfg.train.progress and ctx.interactive

@@ -152,6 +152,9 @@ class RunConfig:
     quant: Any = MISSING  # the method's own settings (quarl.methods): conf/quant/<method>.yaml
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     actorq: ActorQConfig = field(default_factory=ActorQConfig)
+    # whose hyperparameters the policy trains with: rl_zoo3 (tuned, where they exist) or sb2 (the
+    # published QuaRL agents'); chosen as a config group (zoo=sb2), recorded here
+    zoo: str = "rl_zoo3"
     seed: int = 0  # seeds training, evaluation episodes and calibration (>= 0)
     force: bool = False  # re-run a cell whose record is already in the store
     train: TrainConfig = field(default_factory=TrainConfig)

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from quarl import schema
-from quarl.errors import QuarlError
+from quarl.errors import IncompatibleCell, QuarlError
 from quarl.keys import cell_key
 from quarl.store import Store
 
@@ -78,8 +78,14 @@ def _state(cfg: Any, store: Store) -> tuple[str, str]:
         schema.check(cfg)
     except QuarlError as exc:
         return "invalid", str(exc)
+    from quarl.compat import check_zoo
+
     if action_kind(cfg.env) not in spec(cfg.algo.name).action_kinds:
         return "n/a", f"{cfg.algo.name} cannot act in {cfg.env.id}"
+    try:
+        check_zoo(cfg)
+    except IncompatibleCell as exc:
+        return "n/a", str(exc)
     return store.status(cell_key(cfg)) or "to run", ""
 
 
