@@ -22,7 +22,6 @@ from quarl.records import Context
 log = logging.getLogger("quarl")
 
 
-
 class FirstOnly(logging.Filter):
     """Lets the first record containing `text` through and drops its repeats: submitit warns
     "Bypassing sacct error" on every poll of a SLURM cluster without accounting."""
