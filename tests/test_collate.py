@@ -912,3 +912,23 @@ def test_long_collation_says_what_it_is_doing(tmp_path: Path, caplog, capsys):
         steps.next("second")
     bar = capsys.readouterr().err
     assert "Drawing" in bar and "1/2" in bar and "step=second" in bar
+
+
+def test_actorq_runs_of_other_trainings_are_not_pooled_as_seeds(tmp_path: Path):
+    """Two ActorQ sweeps of one task and network, one with 4 actors and one with 8: two settings,
+    each with its own fp32 baseline and speedup, never one with twice the seeds."""
+    from quarl.collate import actorq
+
+    records = []
+    for actors, fp32_at, int8_at in ((4, 60.0, 30.0), (8, 40.0, 40.0)):
+        for bits, at in ((32, fp32_at), (8, int8_at)):
+            rec = _actorq_record(bits, 0, reach_at=at)
+            rec["run"]["cell_key"] = f"{rec['run']['cell_key']}-{actors}"
+            rec["config"]["actorq"]["actors"] = actors
+            rec["config"]["actorq"]["log_interval_s"] = actors  # watching a run does not make it another training
+            records.append(rec)
+    ttr = actorq.time_to_reward(load(_store(tmp_path, records)), Store(tmp_path / "r.sqlite").curves())
+    ttr = ttr.set_index(["training", "precision"])
+    assert len(ttr) == 4 and (ttr["seeds"] == 1).all()
+    assert ttr.loc[("dqn (actorq.actors=4)", "int8"), "speedup_vs_fp32"] == pytest.approx(2.0, rel=0.2)
+    assert ttr.loc[("dqn (actorq.actors=8)", "int8"), "speedup_vs_fp32"] == pytest.approx(1.0)

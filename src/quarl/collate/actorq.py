@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from quarl.actorq.constants import PRECISIONS, RETURN_WINDOW
-from quarl.collate import plots, tables
+from quarl.collate import plots, tables, trainings
 from quarl.collate.frame import Study
 from quarl.collate.published import bare_name, packaged
 from quarl.collate.stats import t_quantile
@@ -49,7 +49,9 @@ def published() -> pd.DataFrame:
 
 
 NETWORK_COLUMNS = ("algo.hyperparams.policy_layers", "algo.hyperparams.policy_kwargs.net_arch")
-SETTING = ["algo", "env", "network", "update_period"]  # runs pooled as seeds only within one setting
+#: Runs are pooled as seeds only within one setting; `training` (`quarl.collate.trainings`) keeps
+#: runs of different trainings (budget, actors, ...) apart beyond the network and update period.
+SETTING = ["algo", "env", "network", "update_period", "training"]
 
 
 def network(record: pd.Series) -> str:
@@ -69,6 +71,7 @@ def runs(study: Study) -> pd.DataFrame:
     done["precision"] = pd.to_numeric(done["quant.actor_bits"]).astype(int).map(PRECISIONS)
     done["update_period"] = pd.to_numeric(done["actorq.update_period"]).astype(int)
     done["network"] = [network(r) for _, r in done.iterrows()]
+    done["training"] = trainings.trainings(done)[0]
     return done
 
 
@@ -115,14 +118,14 @@ def _speedup(fp32: float, fp32_censored: bool, this: float, this_censored: bool)
 
 
 def time_to_reward(study: Study, curves: pd.DataFrame) -> pd.DataFrame:
-    """Per (algo, env, network, update period, precision): wall seconds and env steps until the target return,
+    """Per (algo, env, network, update period, training, precision): wall seconds and env steps until the target return,
     mean over every seed (a seed that missed it counts at its run time: then the value is a lower
     bound, `censored`), and the speedup over fp32 actors with its kind (`speedup_bound`: '=' exact,
     '>=' / '<=' a bound, '' none when both are censored)."""
     done = runs(study)
     paper = published()
     out = []
-    for (algo, env, net, period), rows in done.groupby(SETTING):
+    for (algo, env, net, period, training), rows in done.groupby(SETTING):
         per_run = {k: smoothed(curves, k) for k in rows["cell_key"]}
         goal, source = target(algo, env, per_run, rows)
         for precision, group in rows.groupby("precision"):
@@ -145,6 +148,7 @@ def time_to_reward(study: Study, curves: pd.DataFrame) -> pd.DataFrame:
                     "env": env,
                     "network": net,
                     "update_period": period,
+                    "training": training,
                     "precision": precision,
                     "target": goal,
                     "target_from": source,
@@ -162,8 +166,8 @@ def time_to_reward(study: Study, curves: pd.DataFrame) -> pd.DataFrame:
     fp32 = table[table["precision"] == "fp32"].set_index(SETTING)
     speed = [
         _speedup(
-            fp32["time_s"].get((r.algo, r.env, r.network, r.update_period), np.nan),
-            bool(fp32["censored"].get((r.algo, r.env, r.network, r.update_period), False)),
+            fp32["time_s"].get(tuple(getattr(r, k) for k in SETTING), np.nan),
+            bool(fp32["censored"].get(tuple(getattr(r, k) for k in SETTING), False)),
             r.time_s,
             r.censored,
         )
@@ -248,7 +252,7 @@ def convergence(study: Study, curves: pd.DataFrame, algo: str, env: str):
 
 
 def breakdown(study: Study, actors: pd.DataFrame) -> pd.DataFrame:
-    """Per (algo, env, network, update period, precision): ms per actor step in each part, mean over actors
+    """Per (algo, env, network, update period, training, precision): ms per actor step in each part, mean over actors
     and seeds."""
     done = runs(study)[["cell_key", *SETTING, "precision"]]
     df = actors.merge(done, on="cell_key")

@@ -15,7 +15,9 @@ seed and less the quantization method's own settings (they are what collation co
   twentieth of the budget) and ``train.eval_episodes``;
 - ``policy.source``, ``policy.path``, ``policy.repo``; for a pretrained policy (source other than
   ``train``) only these and the env count, as in `training_spec`;
-- the training device, where a record holds it (a ``training_device`` run field).
+- the training device, where a record holds it (a ``training_device`` run field);
+- for ActorQ records, which train their own policy, the ``actorq.*`` settings too (not those that
+  only watch or place the run: log interval, stall timeout, restarts, Ray address, transport).
 
 A key a record lacks is read as follows: an ``algo.hyperparams.*`` key that is absent was not set
 (the algorithm's default: null); any other key absent from a record was added to quarl after the
@@ -57,6 +59,10 @@ DEVICE = "training_device"
 #: Keys whose value in a label and a filter is the effective one (a null budget is the algorithm's).
 EFFECTIVE = (BUDGET, EVAL_EVERY)
 HYPERPARAMS = "algo.hyperparams."
+#: ActorQ keys that change how a run is watched or where it runs, not the policy it trains.
+ACTORQ_OPERATIONAL = frozenset(
+    {"actorq.log_interval_s", "actorq.stall_timeout_s", "actorq.max_restarts", "actorq.ray_address", "actorq.backend"}
+)
 ABSENT = object()  # a key the record's stored config does not have
 #: Keys whose absence has a known meaning: records from before keep-best and pretrained policies.
 ABSENT_MEANS: dict[str, Any] = {KEEP_BEST: False, "policy.source": "train", "policy.path": None, "policy.repo": None}
@@ -115,6 +121,8 @@ def identity(flat: Mapping[str, Any]) -> dict[str, Any]:
     if spec["policy.source"] not in (None, "train"):  # a pretrained policy: where it comes from, for this env
         return {**{k: v for k, v in flat.items() if k.startswith("env.") and k not in LEFT_OUT}, **spec}
     spec.update({k: v for k, v in flat.items() if k.startswith(PREFIXES) and k not in LEFT_OUT})
+    if flat.get("quant.method") == "actorq":  # ActorQ trains its own policy: its settings shape it
+        spec.update({k: v for k, v in flat.items() if k.startswith("actorq.") and k not in ACTORQ_OPERATIONAL})
     steps, every = _budgets(flat)
     spec[BUDGET] = steps
     spec[KEEP_BEST] = flat.get(KEEP_BEST, ABSENT_MEANS[KEEP_BEST])
