@@ -8,6 +8,7 @@ import pytest
 from quarl import results
 from quarl.errors import QuarlError
 from quarl.store import Store, find_records, flatten, rebuild, write_json
+from tests.conftest import ROOT
 
 
 def make_record(key: str, bits: int = 8, reward: float = 100.0) -> dict:
@@ -291,3 +292,18 @@ def test_records_without_the_new_columns_still_show(tmp_path, capsys):
     table = results.summary(results.load(path))
     row = table[table["algo"] == "ddpg"].iloc[0]
     assert row["rel_error"] == "n/a" and row["rel_error_note"].startswith("|R_fp32|")
+
+
+def test_old_fp16_records_are_read_at_the_width_they_ran(tmp_path):
+    """The committed campaign records of a named sweep's fp16 cells say quant.bits=8 (written before
+    a record stored the width a method uses): read, filtered and collated as 16 bits, keys unchanged."""
+    store = tmp_path / "old.sqlite"
+    rebuild(ROOT / "docs/reproduction/records", Store(store))
+    with sqlite3.connect(store) as con:
+        query = "SELECT COUNT(*) FROM runs WHERE quant = 'fp16' AND config LIKE '%\"bits\": 8%'"
+        stored = con.execute(query).fetchone()[0]
+    assert stored > 0  # the old records as written
+    assert results.load(store, {"quant": "fp16", "quant.bits": 8}).empty
+    assert len(results.load(store, {"quant": "fp16", "quant.bits": 16})) >= stored
+    actorq = results.load(store, {"quant": "actorq"})
+    assert (actorq["quant.bits"] == actorq["quant.actor_bits"]).all()  # ActorQ: its actors' width

@@ -114,9 +114,40 @@ def open_store(store: str | Path) -> Store:
     return Store(path)
 
 
+def as_run(runs: pd.DataFrame) -> pd.DataFrame:
+    """Records as they ran: a method that overrides quant.bits (fp16, bf16, fp32; ActorQ: its
+    actors') shows the width it used, whatever a record written before that rule stores (a named
+    sweep's fp16 records said quant.bits=8). Their cell keys are untouched."""
+    from quarl import methods
+
+    if runs.empty or "quant.bits" not in runs.columns:
+        return runs
+    out = runs.copy()
+    config = [c for c in runs.columns if c.startswith("quant.")]
+    for name, rows in runs.groupby("quant"):
+        method = methods.REGISTRY.get(str(name))
+        if method is None or method.used_bits(_quant_of(rows.iloc[0], config)) is None:
+            continue  # quant.bits is the method's own setting (PTQ, QAT)
+        out.loc[rows.index, "quant.bits"] = [method.used_bits(_quant_of(row, config)) for _, row in rows.iterrows()]
+    return out
+
+
+def _quant_of(row: pd.Series, columns: list[str]) -> Any:
+    """A record's quant settings (its `quant.*` columns) as a config node."""
+    values = {c.split(".", 1)[1]: v.item() if hasattr(v, "item") else v for c, v in row[columns].items()}
+    return OmegaConf.create(
+        {k: v for k, v in values.items() if "." not in k and not (isinstance(v, float) and math.isnan(v))}
+    )
+
+
+def read_runs(store: str | Path) -> pd.DataFrame:
+    """Every record of the existing store at `store`, as it ran (`as_run`)."""
+    return as_run(open_store(store).runs())
+
+
 def query(store: str | Path, filters: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """The records of `store` that match `filters`, one row each: the query behind every command."""
-    return select(open_store(store).runs(), dict(filters or {})).reset_index(drop=True)
+    return select(read_runs(store), dict(filters or {})).reset_index(drop=True)
 
 
 def load(store: str | Path = DEFAULT_STORE, filters: Mapping[str, Any] | None = None, **kw: Any) -> pd.DataFrame:
