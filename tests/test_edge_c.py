@@ -5,6 +5,7 @@ and every refusal in one sentence."""
 
 from __future__ import annotations
 
+import copy
 import random
 import shutil
 
@@ -53,27 +54,45 @@ class Trained:
             self.calibration = np.concatenate([self.calibration, random_observations(env_id, 200, seed=3)])
         self.states = recorded_states(model, env_id, transform)
         self.fp32 = acting_network(model, norm)
+        self.saved = copy.deepcopy(model.policy.state_dict())
+        self.model, self.norm = model, norm
         quantize_policy(model, PTQ8)
         self.net = acting_network(model, norm)
+
+    def model_copy(self):
+        """A fresh copy of the model, PTQ-quantized (safe to change)."""
+        model = copy.deepcopy(self.model)
+        model.policy.load_state_dict(self.saved)
+        quantize_policy(model, PTQ8)
+        return model
 
     def integer(self, **kwargs):
         return integer_policy(self.net, self.calibration, **kwargs)
 
 
-@pytest.fixture(scope="module")
-def cartpole() -> Trained:
+def make_cartpole() -> Trained:
+    """PPO on CartPole (SB3's 64x64 Tanh MLP), trained for a few seconds."""
     torch.manual_seed(0)
     model = PPO("MlpPolicy", "CartPole-v1", n_steps=256, batch_size=64, n_epochs=4, seed=0, device="cpu").learn(2048)
     return Trained(model, "CartPole-v1")
 
 
-@pytest.fixture(scope="module")
-def pendulum() -> Trained:
+def make_pendulum() -> Trained:
     """PPO with VecNormalize on a continuous task: normalisation and clipping are in the policy."""
     venv = VecNormalize(make_vec_env("Pendulum-v1", n_envs=2, seed=0), norm_reward=False)
     model = PPO("MlpPolicy", venv, n_steps=256, batch_size=64, n_epochs=4, seed=0, device="cpu").learn(1024)
     venv.training = False
     return Trained(model, "Pendulum-v1", venv)
+
+
+@pytest.fixture(scope="module")
+def cartpole() -> Trained:
+    return make_cartpole()
+
+
+@pytest.fixture(scope="module")
+def pendulum() -> Trained:
+    return make_pendulum()
 
 
 # --- TFLite's fixed-point arithmetic -----------------------------------------------------------------
@@ -190,6 +209,16 @@ def test_c_policy_gives_the_reference_actions_bit_for_bit_discrete(cartpole, tmp
     assert c.act_one(states[7])[0] == policy.act(states[7:8])[0]
     src = (tmp_path / "policy.c").read_text()
     assert "malloc" not in src and "math.h" not in src and "static const" in src
+
+
+@pytest.mark.parametrize("rounding", ["gemmlowp", "ruy", "single"])
+def test_c_policy_follows_each_runtimes_rounding(pendulum, tmp_path, rounding):
+    """One integer policy, requantized as TFLite Micro (gemmlowp), LiteRT's builtin kernels (ruy) or
+    its reference kernels (single rounding) round: the C policy computes each bit for bit."""
+    policy = pendulum.integer(rounding=rounding)
+    assert policy.rounding == rounding and f"{rounding} rounding" in policy.describe()
+    got, expected = CPolicy(policy, tmp_path).act(pendulum.states), policy.act(pendulum.states)
+    assert np.array_equal(got.view(np.uint32), expected.view(np.uint32))
 
 
 @pytest.mark.parametrize("granularity", ["per_channel_pow2", "per_channel", "per_tensor"])

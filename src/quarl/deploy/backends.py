@@ -9,10 +9,19 @@
 | `onnx_int2`  | int2      | ONNX Runtime MatMulNBits: 2-bit weights, int8 activations                           |
 | `torch_fp16` | fp16      | eager PyTorch, weight layers in float16                                             |
 | `torch_bf16` | bf16      | eager PyTorch, weight layers in bfloat16                                            |
+| `c`          | int8      | full-integer C99 policy (quarl.deploy.edge), compiled by the host cc, via ctypes    |
+| `tflite`     | int8      | full-integer LiteRT model (quarl.deploy.edge), ai-edge-litert's builtin kernels     |
 | `auto`       | any above | the fastest low-precision backend that keeps the policy (see below)                 |
 
 `onnx_int8` runs an MLP statically with a PTQ policy's own calibrated 8-bit ranges. `auto` takes a
 low-precision backend only where it is measured faster than fp32; else the faster fp32 backend.
+
+`c` and `tflite` run the full-integer policy of quarl.deploy.edge (TFLite's int8 scheme: static int8
+activations, int32 biases, fixed-point requantization), the policy a microcontroller or a LiteRT
+device runs, bit for bit. Their activation ranges come from the record (quant.act_bits=8
+quant.input_bits=8) or from `example_obs` when it is a batch of calibration states
+(quarl.deploy.edge.calibration_states); `auto` never picks them (they need a compiler / the edge
+extra, and calibration states).
 
 Chosen by measurement (benchmarks/bench_deploy.py, batch 1, one thread): ONNX Runtime int8 is the
 fastest int8 path for every policy size (3x2048 MLP 3.6x over fp32 eager torch, 4096-512-1024 5.2x,
@@ -67,7 +76,10 @@ BACKENDS: dict[str, str] = {  # backend -> precision
     "onnx_int2": "int2",
     "torch_fp16": "fp16",
     "torch_bf16": "bf16",
+    "c": "int8",
+    "tflite": "int8",
 }
+EDGE = ("c", "tflite")  # full-integer backends (quarl.deploy.edge)
 CHOICES: tuple[str, ...] = ("auto", *BACKENDS)
 NBITS = {"onnx_int4": 4, "onnx_int2": 2}  # weight-only backends (ONNX Runtime MatMulNBits) -> bits
 LOW = ("onnx_int8", *NBITS)  # the backends auto weighs against fp32
@@ -236,6 +248,8 @@ def _build(net: ActingNetwork, backend: str, example: np.ndarray, calibrated: bo
         return OnnxRunner(net, backend, onnx_io.to_onnx(net, example), threads)
     if backend in NBITS:
         return _build_nbits(net, backend, example, threads)
+    if backend in EDGE:
+        return _build_edge(net, backend, example, calibrated)
     # onnx_int8
     for package in ("onnx", "onnxscript", "onnxruntime"):
         onnx_io.require(package, f"backend={backend}")
@@ -250,6 +264,15 @@ def _build(net: ActingNetwork, backend: str, example: np.ndarray, calibrated: bo
     ranges = None if static else calibrated_int8_ranges(net)
     int8 = onnx_io.quantize_int8(fp32, example if static or ranges else None, static, input_ranges=ranges)
     return OnnxRunner(net, backend, int8, threads)
+
+
+def _build_edge(net: ActingNetwork, backend: str, example: np.ndarray, calibrated: bool) -> Runner:
+    """The full-integer C policy (`c`, host cc) or LiteRT model (`tflite`, ai-edge-litert)."""
+    from quarl.deploy.edge.runners import CRunner, TfliteRunner, edge_policy
+
+    if backend == "c":
+        return CRunner(net, edge_policy(net, example, calibrated, "gemmlowp"))
+    return TfliteRunner(net, edge_policy(net, example, calibrated, "gemmlowp"))
 
 
 def calibrated_int8_ranges(net: ActingNetwork) -> Optional[list[tuple[float, int]]]:
@@ -320,7 +343,9 @@ def compile_network(
             fp32 backend, logging a warning that says why.
         example_obs: a batch of real observations. Its first row traces the network; for int8 on
             convolutional policies all of it (up to 1024) calibrates the activation ranges, so pass a
-            few hundred from the environment. None: zeros (not enough for int8 CNNs).
+            few hundred from the environment. None: zeros (not enough for int8 CNNs). For `c` and
+            `tflite`, the calibration states (`quarl.deploy.edge.calibration_states`) every activation
+            range the record does not carry is observed on.
         threads: ONNX Runtime intra-op threads (1 is the latency setting).
         min_agreement: auto only: the accuracy bound, in (0, 1]. A low-precision backend is a
             candidate only if its actions agree with the float32 network's on at least this fraction

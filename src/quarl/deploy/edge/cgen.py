@@ -112,6 +112,25 @@ def half_table(table: np.ndarray) -> np.ndarray:
     return np.concatenate([full[128:], full[:1]]).astype(np.int8)
 
 
+def data_bytes(policy: IntegerPolicy) -> int:
+    """Bytes of the constant arrays `source` emits (weights, biases, requantization, tables, float
+    constants): the tensors the C policy computes with, without its code and layer descriptors."""
+    total = 4 * 2 * policy.obs_dim  # IN_CENTER, IN_STEP
+    if policy.mean is not None:
+        total += 4 * 2 * policy.obs_dim + 4  # OBS_MEAN, OBS_STD, OBS_CLIP
+    for layer in policy.layers:
+        rows = layer.weight.shape[0]
+        total += pack_weights(layer.weight, layer.weight_bits).size
+        total += rows * (2 if _fits_int16(folded_bias(layer)) else 4)
+        total += 0 if _uniform(layer.multiplier) else 4 * rows
+        total += 0 if _uniform(layer.shift) else rows
+        if layer.tanh_table is not None:
+            total += 129 if is_odd(layer.tanh_table) else 256
+    if policy.action_table is not None:
+        total += 4 * policy.action_table.size
+    return total
+
+
 def header(policy: IntegerPolicy, name: str = "policy") -> str:
     """The header: sizes, the action type and `policy_act`'s prototype."""
     guard = f"QUARL_{_ident(name).upper()}_H"
@@ -194,7 +213,7 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
         )
         parts.append(_array("float", "ACTION_TABLE", map(_hex_float, table.reshape(-1)), f"[{table.shape[0] * 256}]"))
     parts.append(f"\nstatic int8_t buf_a[{width}];\nstatic int8_t buf_b[{width}];\n")
-    parts.append(_RUNTIME)
+    parts.append(_RUNTIME.replace("@REQUANTIZE@", REQUANTIZE[policy.rounding]))
     parts.append(_weight_reader(bits))
     parts.append(_LAYER_T)
     parts.append(_layers(policy))
@@ -202,6 +221,36 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
     parts.append(_act(policy))
     return "".join(parts)
 
+
+REQUANTIZE = {
+    "gemmlowp": r"""/* TFLite's MultiplyByQuantizedMultiplier (gemmlowp's double rounding, as TFLite Micro) */
+static int32_t requantize(int32_t acc, int32_t multiplier, int shift) {
+    const int left = shift > 0 ? shift : 0;
+    const int right = shift > 0 ? 0 : -shift;
+    return rdbpot(srdhm((int32_t)((uint32_t)acc << left), multiplier), right);
+}
+""",
+    "ruy": r"""/* ruy's requantization (LiteRT's builtin kernels): the rounding shift's ties go upward */
+static int32_t requantize(int32_t acc, int32_t multiplier, int shift) {
+    const int left = shift > 0 ? shift : 0;
+    const int right = shift > 0 ? 0 : -shift;
+    const int32_t high = srdhm((int32_t)((uint32_t)acc << left), multiplier);
+    (void)rdbpot;
+    if (right == 0) {
+        return high;
+    }
+    return (int32_t)(((int64_t)high + ((int64_t)1 << (right - 1))) >> right);
+}
+""",
+    "single": r"""/* TFLite's MultiplyByQuantizedMultiplier with TFLITE_SINGLE_ROUNDING (LiteRT's reference kernels) */
+static int32_t requantize(int32_t acc, int32_t multiplier, int shift) {
+    const int total = 31 - shift;
+    (void)rdbpot;
+    (void)srdhm;
+    return (int32_t)(((int64_t)acc * multiplier + ((int64_t)1 << (total - 1))) >> total);
+}
+""",
+}
 
 _RUNTIME = r"""
 /* gemmlowp's SaturatingRoundingDoublingHighMul */
@@ -224,13 +273,7 @@ static int32_t rdbpot(int32_t x, int e) {
     return (x >> e) + (remainder > threshold ? 1 : 0);
 }
 
-/* TFLite's MultiplyByQuantizedMultiplier */
-static int32_t requantize(int32_t acc, int32_t multiplier, int shift) {
-    const int left = shift > 0 ? shift : 0;
-    const int right = shift > 0 ? 0 : -shift;
-    return rdbpot(srdhm((int32_t)((uint32_t)acc << left), multiplier), right);
-}
-
+@REQUANTIZE@
 /* clamp(round half away from zero (v)) to int8, without libm: 2v is exact and truncates to 2n or
    2n + 1 (n = trunc(v)), so (t + sign(t)) / 2 rounds half away; NaN enters as -128 */
 static int8_t quantize(float v) {

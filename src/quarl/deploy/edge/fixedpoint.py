@@ -79,3 +79,30 @@ def multiply_by_quantized_multiplier(x: np.ndarray, multiplier: np.ndarray, shif
     right = np.maximum(-shift, 0)
     shifted = wrap_int32(np.asarray(x, dtype=np.int64) * (np.int64(1) << left))
     return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(shifted, multiplier), right)
+
+
+def multiply_by_quantized_multiplier_ruy(x: np.ndarray, multiplier: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """ruy's requantization (LiteRT's optimized CPU kernels, no delegate): SaturatingRoundingDoublingHighMul,
+    then a rounding right shift with ties upward ((h + 2^(right-1)) >> right), not away from zero."""
+    shift = np.asarray(shift, dtype=np.int64)
+    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
+    high = saturating_rounding_doubling_high_mul(wrap_int32(np.asarray(x, dtype=np.int64) << left), multiplier)
+    half = np.where(right > 0, np.int64(1) << np.maximum(right - 1, 0), np.int64(0))
+    return (high + half) >> right
+
+
+def multiply_by_quantized_multiplier_single(x: np.ndarray, multiplier: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """TFLite's MultiplyByQuantizedMultiplier built with TFLITE_SINGLE_ROUNDING (LiteRT's reference
+    kernels): (x * M + 2^(30 - shift)) >> (31 - shift), one rounding, ties upward."""
+    total = 31 - np.asarray(shift, dtype=np.int64)
+    product = np.asarray(x, dtype=np.int64) * np.asarray(multiplier, dtype=np.int64)
+    return (product + (np.int64(1) << (total - 1))) >> total
+
+
+#: the requantization of each family of int8 kernels; they differ only where a product falls on (or,
+#: rounded twice, next to) a tie, a few outputs in ten thousand
+ROUNDINGS = {
+    "gemmlowp": multiply_by_quantized_multiplier,  # TFLite Micro, CMSIS-NN's default, quarl's C policy
+    "ruy": multiply_by_quantized_multiplier_ruy,  # LiteRT's builtin optimized kernels (ai-edge-litert)
+    "single": multiply_by_quantized_multiplier_single,  # TFLITE_SINGLE_ROUNDING: LiteRT's reference kernels
+}

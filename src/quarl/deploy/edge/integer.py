@@ -29,6 +29,7 @@ layers with ReLU, Tanh or no activation between them):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from dataclasses import dataclass, field
@@ -48,11 +49,7 @@ from quarl.deploy.acting import (
     ObsNormalize,
     Preprocess,
 )
-from quarl.deploy.edge.fixedpoint import (
-    multiply_by_quantized_multiplier,
-    quantize_multiplier,
-    round_half_away,
-)
+from quarl.deploy.edge.fixedpoint import ROUNDINGS, quantize_multiplier, round_half_away
 from quarl.errors import QuarlError
 from quarl.quantize import qparams
 
@@ -119,6 +116,7 @@ class Dense:
     act_min: int = -128
     act_max: int = 127
     tanh_table: Optional[np.ndarray] = None  # int8 [256]: the Tanh of input code q at [q + 128]
+    rounding: str = "gemmlowp"  # the requantization's rounding (fixedpoint.ROUNDINGS)
 
     @property
     def out_quant(self) -> Quant:
@@ -127,7 +125,7 @@ class Dense:
 
     def __call__(self, q: np.ndarray) -> np.ndarray:
         acc = (q.astype(np.int64) - self.input.zero_point) @ self.weight.astype(np.int64).T + self.bias
-        out = multiply_by_quantized_multiplier(acc, self.multiplier, self.shift) + self.output.zero_point
+        out = ROUNDINGS[self.rounding](acc, self.multiplier, self.shift) + self.output.zero_point
         out = np.clip(out, self.act_min, self.act_max).astype(np.int8)
         if self.tanh_table is not None:
             out = self.tanh_table[out.astype(np.int64) + 128]
@@ -188,6 +186,19 @@ class IntegerPolicy:
     def output(self) -> Quant:
         return self.layers[-1].out_quant
 
+    @property
+    def rounding(self) -> str:
+        """The requantization's rounding (`fixedpoint.ROUNDINGS`): "gemmlowp" (TFLite Micro, the C
+        policy's default), "ruy" (LiteRT's builtin kernels) or "single" (LiteRT's reference kernels)."""
+        return self.layers[0].rounding
+
+    def with_rounding(self, rounding: str) -> "IntegerPolicy":
+        """The same policy requantizing with another rounding (a copy)."""
+        if rounding not in ROUNDINGS:
+            raise QuarlError(f"rounding={rounding} is not known: choose one of {', '.join(ROUNDINGS)}.")
+        layers = [dataclasses.replace(layer, rounding=rounding) for layer in self.layers]
+        return dataclasses.replace(self, layers=layers)
+
     def batch(self, obs: np.ndarray) -> np.ndarray:
         """`obs` as a (N, obs_dim) float32 batch (one observation gets a batch axis)."""
         obs = np.asarray(obs, dtype=np.float32)
@@ -233,7 +244,10 @@ class IntegerPolicy:
 
     def describe(self) -> str:
         """One line per tensor: its int8 scale and zero point, and where its range came from."""
-        lines = [f"input: {self.obs_dim} features, each on its own int8 grid ({self.ranges['input']})"]
+        lines = [
+            f"{self.rounding} rounding; input: {self.obs_dim} features, each on its own int8 grid "
+            f"({self.ranges['input']})"
+        ]
         for layer in self.layers:
             lines.append(
                 f"{layer.name} ({layer.weight.shape[1]}->{layer.weight.shape[0]}, {layer.weight_bits}-bit weights, "
@@ -454,6 +468,7 @@ def integer_policy(
     statistic: str = "minmax",
     weight_bits: int = 8,
     granularity: str = "per_channel_pow2",
+    rounding: str = "gemmlowp",
 ) -> IntegerPolicy:
     """The full-integer policy of an acting network (`acting_network(model, obs_transform)`).
 
@@ -473,6 +488,9 @@ def integer_policy(
             most one bit of its range); "per_channel": each channel's own max|w| / qmax (a PTQ record
             quantized symmetric per channel at the same bits keeps its codes, the first layer's
             aside); "per_tensor": one scale per layer.
+        rounding: the requantization's rounding, as the target runtime rounds (`fixedpoint.ROUNDINGS`):
+            "gemmlowp" (TFLite Micro, CMSIS-NN, the C policy), "ruy" (LiteRT's builtin kernels, batch 1)
+            or "single" (LiteRT's reference kernels). One .tflite file gives each runtime's actions.
 
     Raises:
         QuarlError: a layer or policy without an integer form (naming it and what is supported),
@@ -482,6 +500,8 @@ def integer_policy(
         raise QuarlError(
             f"weight_bits={weight_bits} is not supported: choose one of {', '.join(map(str, WEIGHT_BITS))}."
         )
+    if rounding not in ROUNDINGS:
+        raise QuarlError(f"rounding={rounding} is not known: choose one of {', '.join(ROUNDINGS)}.")
     if granularity not in GRANULARITIES:
         raise QuarlError(f"granularity={granularity} is not supported: choose one of {', '.join(GRANULARITIES)}.")
     if calibration_obs is not None and len(calibration_obs) == 0:
@@ -580,6 +600,7 @@ def integer_policy(
             activation=stage.activation,
             act_min=act_min,
             tanh_table=_tanh_table(out_quant) if stage.activation == "tanh" else None,
+            rounding=rounding,
         )
         layers.append(layer)
         in_quant = layer.out_quant

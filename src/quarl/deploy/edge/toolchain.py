@@ -126,15 +126,15 @@ class CPolicy:
         self.action_dim = 1 if self.discrete else int(np.prod(policy.action_shape))
         self._ctype = ctypes.c_int32 if self.discrete else ctypes.c_float
         self._dtype = np.int32 if self.discrete else np.float32
-        float_p = ctypes.POINTER(ctypes.c_float)
-        self.lib.policy_act.argtypes = [float_p, ctypes.POINTER(self._ctype)]
+        # raw addresses (c_void_p): the cheapest ctypes call, so a batch-1 call costs little over the C
+        self.lib.policy_act.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         self.lib.policy_act.restype = None
-        self.lib.policy_act_many.argtypes = [float_p, ctypes.c_long, ctypes.POINTER(self._ctype)]
+        self.lib.policy_act_many.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p]
         self.lib.policy_act_many.restype = None
-        self.lib.policy_ns_per_call.argtypes = [float_p, ctypes.c_long, ctypes.c_long]
+        self.lib.policy_ns_per_call.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_long]
         self.lib.policy_ns_per_call.restype = ctypes.c_double
         self._one_out = np.zeros(self.action_dim, dtype=self._dtype)
-        self._one_out_p = self._one_out.ctypes.data_as(ctypes.POINTER(self._ctype))
+        self._one_out_address = self._one_out.ctypes.data
 
     def _shape(self, out: np.ndarray, n: int) -> np.ndarray:
         if self.discrete:
@@ -143,21 +143,24 @@ class CPolicy:
 
     def act(self, obs: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(self.policy.batch(obs), dtype=np.float32)
-        out = np.zeros((len(x), self.action_dim), dtype=self._dtype)
-        self.lib.policy_act_many(
-            x.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), len(x), out.ctypes.data_as(ctypes.POINTER(self._ctype))
-        )
+        if len(x) == 1:
+            return self.act_one(x)
+        out = np.empty((len(x), self.action_dim), dtype=self._dtype)
+        self.lib.policy_act_many(x.ctypes.data, len(x), out.ctypes.data)
         return self._shape(out, len(x))
 
     def act_one(self, obs: np.ndarray) -> np.ndarray:
-        x = np.ascontiguousarray(obs, dtype=np.float32).reshape(-1)
-        self.lib.policy_act(x.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), self._one_out_p)
-        return self._shape(self._one_out.copy(), 1)
+        """One `policy_act` call (the batch-1 path: `obs` is one observation, or a batch of one)."""
+        x = np.ascontiguousarray(obs, dtype=np.float32)
+        self.lib.policy_act(x.ctypes.data, self._one_out_address)
+        if self.discrete:
+            return np.array([self._one_out[0]], dtype=np.int64)
+        return self._one_out.reshape((1, *self.policy.action_shape)).copy()
 
     def native_ns(self, obs: np.ndarray, repeats: int = 20) -> float:
         """ns per `policy_act` call over `obs` (one observation per call), timed in C."""
         x = np.ascontiguousarray(self.policy.batch(obs), dtype=np.float32)
-        return float(self.lib.policy_ns_per_call(x.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), len(x), repeats))
+        return float(self.lib.policy_ns_per_call(x.ctypes.data, len(x), repeats))
 
     def close(self) -> None:
         if self._tmp is not None:

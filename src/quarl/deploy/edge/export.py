@@ -1,0 +1,180 @@
+"""Export a quarl policy's full-integer form: a LiteRT model (`.tflite`) or a C99 policy (`policy.c`
+and `policy.h`), each checked bit for bit against the integer reference before it is kept.
+
+    from quarl.deploy.edge.export import export_edge
+    report = export_edge(model, "policy.tflite", "tflite", obs_transform=vecnormalize,
+                         calibration_obs=states, check_obs=recorded_states)
+    print(report.text())
+
+`quarl export --format tflite|c` calls it with the record's own calibration states
+(`quarl.deploy.edge.calibration_states`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import numpy as np
+from stable_baselines3.common.base_class import BaseAlgorithm
+
+from quarl.deploy.acting import ObsTransform, acting_network
+from quarl.deploy.edge.integer import IntegerPolicy, check_model, integer_policy
+from quarl.errors import QuarlError
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("tflite", "c")
+PRECISIONS = {"int8": 8, "int4": 4, "int2": 2}  # C: packed weights; LiteRT: int8 only
+
+
+@dataclass
+class EdgeExport:
+    """What an edge export wrote and what it checked."""
+
+    paths: list[Path]
+    policy: IntegerPolicy
+    checked: dict[str, int] = field(default_factory=dict)  # target -> states whose action differs (0: exact)
+    states: int = 0  # states checked on
+    sizes: dict[str, int] = field(default_factory=dict)  # flash / RAM / arena / file bytes
+    notes: list[str] = field(default_factory=list)  # a target that was not checked, and why
+
+    def text(self) -> str:
+        """The lines `quarl export` prints: the files, the checks, the sizes."""
+        lines = [str(p) for p in self.paths]
+        lines += [f"  {line}" for line in self.policy.describe().splitlines()]
+        for target, bad in self.checked.items():
+            verdict = "identical" if bad == 0 else f"DIFFERENT on {bad}"
+            lines.append(f"  {target}: actions {verdict} to the integer reference on {self.states} states")
+        lines += [f"  {k}: {v} bytes" for k, v in self.sizes.items()]
+        lines += [f"  {note}" for note in self.notes]
+        return "\n".join(lines)
+
+
+def _check_new(path: Path) -> None:
+    if path.exists() or path.is_symlink():
+        raise QuarlError(f"Export path {path} already exists: choose another path or delete it.")
+
+
+def export_edge(
+    model: BaseAlgorithm,
+    path: Union[str, Path],
+    fmt: str = "tflite",
+    obs_transform: ObsTransform = None,
+    calibration_obs: Optional[np.ndarray] = None,
+    statistic: str = "minmax",
+    precision: str = "int8",
+    rounding: str = "gemmlowp",
+    check_obs: Optional[np.ndarray] = None,
+    metadata: Optional[dict[str, Any]] = None,
+) -> EdgeExport:
+    """Write the full-integer policy of `model` and check it.
+
+    Args:
+        model: an SB3 MLP policy (fp32, PTQ-quantized in place, or QAT).
+        path: "tflite": a new file ending in .tflite; "c": a new folder that receives policy.c and
+            policy.h. An existing path is refused; nothing is left behind when a check fails.
+        fmt: "tflite" or "c".
+        obs_transform: the policy's VecNormalize (folded into the exported policy).
+        calibration_obs: calibration states (`calibration_states`) for every activation range the
+            record does not carry.
+        statistic: "minmax" or "percentile" (the record's quant.calibration).
+        precision: "int8", or for "c" "int4" / "int2" (weights packed two / four to a byte).
+        rounding: the C policy's requantization rounding (`fixedpoint.ROUNDINGS`; default gemmlowp's,
+            as TFLite Micro). A .tflite file holds no rounding: each runtime is checked in its own.
+        check_obs: recorded states to compare the targets with the reference on (default: the
+            calibration states).
+        metadata: stored in the .tflite file's "quarl" metadata (e.g. the env id).
+
+    Raises:
+        QuarlError: bad format, precision or path; a policy without an integer form; a missing
+            package or toolchain (naming it); a target whose actions differ from the reference.
+    """
+    if fmt not in FORMATS:
+        raise QuarlError(f"format={fmt} is not an edge format: choose one of {', '.join(FORMATS)}.")
+    if precision not in PRECISIONS or (fmt == "tflite" and precision != "int8"):
+        allowed = "int8" if fmt == "tflite" else ", ".join(PRECISIONS)
+        raise QuarlError(f"precision={precision} is not supported for format={fmt}: choose {allowed}.")
+    path = Path(path)
+    if fmt == "tflite" and path.suffix != ".tflite":
+        raise QuarlError(f"Export path {path} must end in .tflite.")
+    _check_new(path)
+    check_model(model)
+    net = acting_network(model, obs_transform)
+    policy = integer_policy(net, calibration_obs, statistic, PRECISIONS[precision], rounding=rounding)
+    states = np.asarray(check_obs if check_obs is not None else calibration_obs)
+    if fmt == "tflite":
+        return _export_tflite(policy, path, states, metadata)
+    return _export_c(policy, path, states)
+
+
+def _export_tflite(policy: IntegerPolicy, path: Path, states: np.ndarray, metadata: Optional[dict]) -> EdgeExport:
+    from quarl.deploy.edge.tflite import MicroPolicy, check, tflite_model
+
+    data = tflite_model(policy, metadata)
+    report = EdgeExport([path], policy, states=len(states) if states.ndim > 1 else 0)
+    if report.states:
+        report.checked = check(data, policy, states)
+        _refuse_differences(report)
+    try:
+        arena = MicroPolicy(data, policy).arena_bytes
+        if arena is not None:
+            report.sizes["TFLite Micro tensor arena"] = arena
+    except QuarlError as exc:
+        report.notes.append(str(exc))
+    report.sizes["file"] = len(data)
+    from quarl.deploy.export import _write_new
+
+    _write_new(path, data)
+    log.info("Exported the full-integer LiteRT policy (%d bytes) to %s", len(data), path)
+    return report
+
+
+def _export_c(policy: IntegerPolicy, folder: Path, states: np.ndarray) -> EdgeExport:
+    from quarl.deploy.edge.toolchain import CPolicy, arm_footprint, available, write_sources
+
+    n = len(states) if states.ndim > 1 else 0
+    report = EdgeExport([folder / "policy.c", folder / "policy.h"], policy, states=n)
+    with tempfile.TemporaryDirectory(prefix="quarl-c-export-") as tmp:
+        work = Path(tmp)
+        if report.states:
+            c = CPolicy(policy, work / "host")  # compiles with -Wall -Wextra -Werror
+            report.checked["C policy (host cc)"] = int(
+                np.sum(np.any((c.act(states) != policy.act(states)).reshape(len(states), -1), axis=1))
+            )
+            c.close()
+            _refuse_differences(report)
+        missing = available("arm-none-eabi-gcc", "arm-none-eabi-size")
+        if missing is None:
+            footprint = arm_footprint(policy, work / "arm")
+            report.sizes["Cortex-M4 flash (.text + .rodata + .data)"] = footprint.flash
+            report.sizes["Cortex-M4 RAM (.data + .bss + stack)"] = footprint.ram
+        else:
+            report.notes.append(f"No Cortex-M sizes: {missing}")
+        write_sources(policy, work / "out")
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staged = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
+        try:
+            for name in ("policy.c", "policy.h"):
+                shutil.copyfile(work / "out" / name, staged / name)
+            os.rename(staged, folder)  # fails if the folder appeared meanwhile
+        except OSError:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise QuarlError(f"Export path {folder} already exists: choose another path or delete it.") from None
+    log.info("Exported the C policy to %s", folder)
+    return report
+
+
+def _refuse_differences(report: EdgeExport) -> None:
+    bad = {target: n for target, n in report.checked.items() if n}
+    if bad:
+        raise QuarlError(
+            "The exported policy does not act as the integer reference: "
+            + ", ".join(f"{t} differs on {n} of {report.states} states" for t, n in bad.items())
+            + ". Nothing was written; please report this with the record."
+        )
