@@ -780,6 +780,12 @@ def test_what_counts_as_another_training(tmp_path: Path):
     zoo = {"policy.source": "path", "policy.path": "logs/dqn/CartPole-v1_1"}
     assert labels({"policy.source": "train"}, zoo) == [
         "dqn (policy.source=train)", "dqn (policy.source=path, policy.path=logs/dqn/CartPole-v1_1)"]
+    sb2 = {"zoo": "sb2", lr: 0.001, "algo.hyperparams.policy_kwargs.net_arch": [64]}
+    assert labels({}, sb2) == ["dqn (zoo=rl_zoo3)", "dqn (zoo=sb2)"]  # the zoo names what it sets
+    assert labels({}, {"train.robust": "sam", "train.robust_rho": 0.05}) == [
+        "dqn (train.robust=null)", "dqn (train.robust=sam)"]
+    assert labels({"train.robust": "sam", "train.robust_rho": 0.05}, {"train.robust": "sam", "train.robust_rho": 0.1}) == [
+        "dqn (train.robust_rho=0.05)", "dqn (train.robust_rho=0.1)"]
     old = record("dqn", "cartpole", "fp32", seed=0, steps=10_000)  # written before train.keep_best existed
     new = record("dqn", "cartpole", "fp32", seed=1, steps=10_000, config={"train.keep_best": False,
                                                                          "algo.normalize": False})

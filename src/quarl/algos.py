@@ -168,10 +168,28 @@ def _action_noise(algo_cfg: Any, venv: VecEnv) -> Any:
     return OrnsteinUhlenbeckActionNoise(mean, sigma)
 
 
-def build(algo_cfg: Any, venv: VecEnv, seed: int, device: str, total_steps: int) -> BaseAlgorithm:
-    """A fresh SB3 model for `venv`; unknown hyperparameters are reported by name."""
+def _robust(cls: type[BaseAlgorithm], kwargs: dict[str, Any], train: Any) -> None:
+    """Train with `train.robust`'s perturbing optimizer (quarl.robust) in place of the algorithm's:
+    SB3 takes it as policy_kwargs' optimizer_class. A2C's RMSprop (use_rms_prop) keeps its settings."""
+    from quarl import robust
+
+    policy_kwargs = kwargs.setdefault("policy_kwargs", {})
+    base = policy_kwargs.get("optimizer_class", torch.optim.Adam)
+    base_kwargs = dict(policy_kwargs.get("optimizer_kwargs", {}))
+    if cls is A2C and kwargs.get("use_rms_prop", True) and "optimizer_class" not in policy_kwargs:
+        base = torch.optim.RMSprop  # what A2C itself would choose
+        base_kwargs = {"alpha": 0.99, "eps": kwargs.get("rms_prop_eps", 1e-5), "weight_decay": 0}
+    policy_kwargs["optimizer_class"], extra = robust.optimizer(train.robust, base, train)
+    policy_kwargs["optimizer_kwargs"] = {**base_kwargs, **extra}
+
+
+def build(algo_cfg: Any, venv: VecEnv, seed: int, device: str, total_steps: int, train: Any = None) -> BaseAlgorithm:
+    """A fresh SB3 model for `venv` (trained for quantization robustness where `train.robust` says);
+    unknown hyperparameters are reported by name."""
     cls = sb3_class(algo_cfg.name)
     kwargs = hyperparams(algo_cfg, total_steps)
+    if train is not None and train.get("robust"):
+        _robust(cls, kwargs, train)
     accepted = inspect.signature(cls).parameters
     unknown = sorted(k for k in kwargs if k not in accepted)
     if unknown:

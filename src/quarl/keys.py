@@ -75,11 +75,19 @@ def training_spec(cfg: Any) -> dict[str, Any]:
         spec[cfg.quant.method] = quant_spec(cfg)
     if cfg.train.get("keep_best"):  # the saved policy is the best evaluated one, not the last
         spec["keep_best"] = {"every": keep_best_every(cfg), "episodes": int(cfg.train.eval_episodes)}
+    if cfg.train.get("robust"):  # trained for quantization robustness (quarl.robust)
+        spec["robust"] = robust_spec(cfg.train)
     if training_device(cfg) != "cpu":  # GPU kernels round differently: another policy
         spec["device"] = training_device(cfg)
     if cfg.policy.source != "train":  # a pretrained policy is identified by where it comes from
         spec = {"env": spec["env"], "algo": cfg.algo.name, "source": OmegaConf.to_container(cfg.policy, resolve=True)}
     return spec
+
+
+def robust_spec(train: Any) -> dict[str, Any]:
+    """A robust training's technique and its setting (SAM's radius, the noise's bits)."""
+    setting = {"rho": float(train.robust_rho)} if train.robust == "sam" else {"bits": int(train.robust_bits)}
+    return {"technique": train.robust, **setting}
 
 
 def policy_key(cfg: Any) -> str:

@@ -135,7 +135,8 @@ def folder_of(cfg: Any, root: Path) -> Path:
     kind = methods.of(cfg).policy_tag(cfg.quant)
     if cfg.policy.source != "train":
         return root / f"{cfg.algo.name}-{slug(cfg.env.name)}-{cfg.policy.source}-{policy_key(cfg)}"
-    return root / f"{cfg.algo.name}-{slug(cfg.env.name)}-seed{cfg.seed}{kind}-{policy_key(cfg)}"
+    robust = f"-{cfg.train.robust}" if cfg.train.get("robust") else ""
+    return root / f"{cfg.algo.name}-{slug(cfg.env.name)}-seed{cfg.seed}{kind}{robust}-{policy_key(cfg)}"
 
 
 def cached(cfg: Any, root: Path) -> CachedPolicy:

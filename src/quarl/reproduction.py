@@ -33,6 +33,7 @@ from quarl.collate.frame import Study
 from quarl.collate.stats import Interval, seed_interval
 from quarl.collate.steps import Steps
 from quarl.errors import QuarlError
+from quarl.results import as_run
 from quarl.store import Store, find_records, rebuild
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ def load_campaign(records: Path) -> Campaign:
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "report.sqlite")
         rebuild(records, store)
-        runs = with_series(store.runs())
+        runs = with_series(as_run(store.runs()))
         study = collate.load(store.path, {"quant": "actorq"})
         curves = store.curves()
         if study.empty:

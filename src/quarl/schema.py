@@ -22,6 +22,7 @@ from quarl.methods.base import one_of
 NOISE_TYPES = (None, "normal", "ornstein_uhlenbeck")
 DEVICES = ("cpu", "cuda", "auto")
 POLICY_SOURCES = ("train", "path", "hub")
+ROBUST = ("sam", "noise")  # quarl.robust.TECHNIQUES (kept here: checking a config needs no torch)
 MAX_SEED = 2**31 - 1  # numpy, SB3 and Gymnasium all take a 32-bit seed
 MAX_INT = 2**63 - 1  # what the store (SQLite) holds
 
@@ -119,6 +120,11 @@ class TrainConfig:
     keep_best: bool = False  # evaluate during training and keep the best model (rl-zoo3's EvalCallback)
     eval_every: Optional[int] = None  # keep_best: env steps between evaluations; None: a twentieth of the budget
     eval_episodes: int = 10  # keep_best: episodes per evaluation (seeds disjoint from the study's)
+    # training for quantization robustness (quarl.robust): null, sam (sharpness-aware minimisation)
+    # or noise (pseudo-quantization noise); the policy is then its own (part of its key)
+    robust: Optional[str] = None
+    robust_rho: float = 0.05  # robust=sam: the radius of the ascent step
+    robust_bits: int = 4  # robust=noise: the noise is half a quantization step at this width
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
 
 
@@ -178,6 +184,11 @@ def _check_policy(cfg: Any, method: methods.QuantMethod) -> None:
         raise QuarlError("policy.source=path needs policy.path: an rl-zoo3 log folder or an SB3 model zip.")
     if p.source == "hub" and not p.repo:
         raise QuarlError("policy.source=hub needs policy.repo: a model-hub repo id such as sb3/ppo-CartPole-v1.")
+    if p.source != "train" and cfg.train.get("robust"):
+        raise QuarlError(
+            f"train.robust={cfg.train.robust} shapes a training; policy.source={p.source} trains nothing: "
+            "use policy.source=train, or train.robust=null."
+        )
     if p.source != "train" and method.trains_policy:
         quantizers = "/".join(n for n in methods.NAMES if not methods.get(n).trains_policy and n != methods.BASELINE)
         raise QuarlError(
@@ -240,6 +251,11 @@ def _check_train(cfg: Any) -> None:
         raise QuarlError(f"train.eval_every={t.eval_every} must be a positive number of env steps (or null).")
     if t.eval_episodes < 1:
         raise QuarlError(f"train.eval_episodes={t.eval_episodes} must be a positive number of episodes.")
+    one_of("train.robust", t.robust, (None, *ROBUST))
+    if t.robust_rho <= 0:
+        raise QuarlError(f"train.robust_rho={t.robust_rho} must be positive (SAM's radius; 0.05 is usual).")
+    if not 2 <= t.robust_bits <= 16:
+        raise QuarlError(f"train.robust_bits={t.robust_bits} is out of range: use 2..16.")
     one_of("train.tracking.wandb_mode", t.tracking.wandb_mode, ("offline", "online", "disabled"))
     from quarl.tracking import require  # the tracker packages are optional
 

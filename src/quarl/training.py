@@ -189,7 +189,8 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
     if algo_cfg.normalize:
         kwargs = as_dict(algo_cfg.normalize_kwargs)
         venv = normalizer = VecNormalize(venv, gamma=algo_cfg.hyperparams.get("gamma", 0.99), **kwargs)
-    model = algos.build(algo_cfg, venv, seed=cfg.seed, device=training_device(cfg.train.device), total_steps=steps)
+    device = training_device(cfg.train.device)
+    model = algos.build(algo_cfg, venv, seed=cfg.seed, device=device, total_steps=steps, train=cfg.train)
     _warn_rounding(model, steps)
     method = methods.of(cfg)
     hook = method.training_hook(model, cfg)
@@ -213,6 +214,10 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
     logged = TrainingLog(curves, bar, dump_every=max(1, steps // CURVE_ROWS))
     model.set_logger(Logger(str(live), [CurvesOutput(curves)]))
     callbacks: list[BaseCallback] = [logged] + ([hook.callback] if hook is not None else [])
+    if cfg.train.get("robust"):  # the perturbation is off while acting, evaluating and saving
+        from quarl.robust import OnlyWhileTraining
+
+        callbacks.insert(0, OnlyWhileTraining())
     keeper = _keep_best(cfg, hook, curves, bar) if cfg.train.keep_best else None
     callbacks += [keeper] if keeper is not None else []
     if resuming:

@@ -38,7 +38,7 @@ import pandas as pd
 
 from quarl.collate.frame import Notes, Study, prepare, select
 from quarl.errors import QuarlError
-from quarl.results import open_store
+from quarl.results import read_runs
 
 __all__ = ["collate", "load", "prepare", "select", "Study"]
 
@@ -59,7 +59,7 @@ def load(store: str | Path, filters: Mapping[str, Any] | None = None, cells: set
     """The `Study` of the records in `store` that match `filters` (``{"algo": "dqn,ppo"}``); with
     `cells`, only those cell keys and the fp32 baselines of their policies (a sweep's own cells)."""
     path = Path(store)
-    runs = open_store(path).runs()
+    runs = read_runs(path)  # as they ran: an older fp16 record's quant.bits is 16
     notes = Notes()
     if runs.empty:
         notes.add(f"The store {path} holds no records yet: run a sweep first (python run.py -m ...).")

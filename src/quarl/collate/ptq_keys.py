@@ -12,7 +12,8 @@ LAYER_PREFIX = "quant.layer_bits."
 def effective_quant_columns(done: pd.DataFrame) -> pd.DataFrame:
     """A copy of `done` where a PTQ record written before PTQ quantized activations (no
     `quant.input_bits`) has `quant.act_bits` and `quant.input_bits` 32, as it ran (its act_bits was
-    QAT's setting; `quarl.keys.ptq_activation_bits`), and a record's per-layer weight bits
+    QAT's setting; `quarl.keys.ptq_activation_bits`), one written before `quant.min_elements` has 0
+    (every weight quantized), and a record's per-layer weight bits
     (`quant.layer_bits.<layer>` columns) are one `quant.layer_bits` column (JSON text, None where uniform)."""
     out = done.copy()
     if "quant.act_bits" in out.columns:
@@ -21,6 +22,8 @@ def effective_quant_columns(done: pd.DataFrame) -> pd.DataFrame:
         out.loc[old, "quant.act_bits"] = 32
         out["quant.input_bits"] = out.get("quant.input_bits", pd.Series(float("nan"), index=out.index))
         out.loc[old, "quant.input_bits"] = 32
+    if "quant.min_elements" in out.columns:  # written before TFLite's rule: every weight quantized
+        out.loc[(out["quant"] == "ptq") & out["quant.min_elements"].isna(), "quant.min_elements"] = 0
     layers = [c for c in out.columns if c.startswith(LAYER_PREFIX)]
     if layers:
 

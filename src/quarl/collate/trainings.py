@@ -15,6 +15,9 @@ seed and less the quantization method's own settings (they are what collation co
   twentieth of the budget) and ``train.eval_episodes``;
 - ``policy.source``, ``policy.path``, ``policy.repo``; for a pretrained policy (source other than
   ``train``) only these and the env count, as in `training_spec`;
+- ``zoo`` (whose hyperparameters: rl-zoo3's or the published agents'; it implies the ``algo.*``
+  values and the budget it sets, so a label names the zoo alone) and ``train.robust`` with its
+  setting (``train.robust_rho`` for sam, ``train.robust_bits`` for noise);
 - the training device, where a record holds it (a ``training_device`` run field);
 - for ActorQ records, which train their own policy, the ``actorq.*`` settings too (not those that
   only watch or place the run: log interval, stall timeout, restarts, Ray address, transport).
@@ -34,7 +37,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
@@ -65,7 +68,16 @@ ACTORQ_OPERATIONAL = frozenset(
 )
 ABSENT = object()  # a key the record's stored config does not have
 #: Keys whose absence has a known meaning: records from before keep-best and pretrained policies.
-ABSENT_MEANS: dict[str, Any] = {KEEP_BEST: False, "policy.source": "train", "policy.path": None, "policy.repo": None}
+ABSENT_MEANS: dict[str, Any] = {
+    KEEP_BEST: False,
+    "policy.source": "train",
+    "policy.path": None,
+    "policy.repo": None,
+    "zoo": "rl_zoo3",
+    "train.robust": None,
+}
+ZOO = "zoo"  # whose hyperparameters (conf/zoo): it implies the algo.* values and the budget it sets
+ROBUST, ROBUST_SETTING = "train.robust", {"sam": "train.robust_rho", "noise": "train.robust_bits"}
 NOT_APPLICABLE = "n/a"  # a training key that does not apply to a record (a pretrained policy's budget)
 
 
@@ -123,6 +135,10 @@ def identity(flat: Mapping[str, Any]) -> dict[str, Any]:
     spec.update({k: v for k, v in flat.items() if k.startswith(PREFIXES) and k not in LEFT_OUT})
     if flat.get("quant.method") == "actorq":  # ActorQ trains its own policy: its settings shape it
         spec.update({k: v for k, v in flat.items() if k.startswith("actorq.") and k not in ACTORQ_OPERATIONAL})
+    spec[ZOO] = flat.get(ZOO, ABSENT_MEANS[ZOO])
+    spec[ROBUST] = flat.get(ROBUST, ABSENT_MEANS[ROBUST])
+    if spec[ROBUST] in ROBUST_SETTING:  # quarl.robust: the technique and its one setting
+        spec[ROBUST_SETTING[spec[ROBUST]]] = flat.get(ROBUST_SETTING[spec[ROBUST]], ABSENT)
     steps, every = _budgets(flat)
     spec[BUDGET] = steps
     spec[KEEP_BEST] = flat.get(KEEP_BEST, ABSENT_MEANS[KEEP_BEST])
@@ -232,11 +248,22 @@ def trainings(records: pd.DataFrame) -> tuple[pd.Series, list[Training]]:
 
 
 def _implied_out(differing: list[str], spec: pd.DataFrame) -> list[str]:
-    """`differing` less the keep-best interval where it only follows the budget (a twentieth of it)."""
-    rest = [k for k in differing if k != EVAL_EVERY]
-    if rest != differing and rest and len(spec[rest].drop_duplicates()) == len(spec[differing].drop_duplicates()):
-        return rest
-    return differing
+    """`differing` less the keys other differing keys imply, where the rest still tells the same
+    trainings apart: the keep-best interval that only follows the budget (a twentieth of it), and
+    the hyperparameters and budget a zoo sets ('dqn (zoo=sb2)', not its every value)."""
+
+    def without(keys: list[str], implied: Callable[[str], bool]) -> list[str]:
+        rest = [k for k in keys if not implied(k)]
+        same = rest and len(spec[rest].drop_duplicates()) == len(spec[keys].drop_duplicates())
+        return rest if same else keys
+
+    if ZOO in differing:
+        differing = without(differing, _zoo_sets)
+    return without(differing, lambda k: k == EVAL_EVERY)
+
+
+def _zoo_sets(key: str) -> bool:
+    return key.startswith("algo.") or key in (BUDGET, EVAL_EVERY)
 
 
 def _label_keys(values: dict[str, str]) -> dict[str, str]:

@@ -46,6 +46,11 @@ class ActorQ(QuantMethod):
             raise QuarlError(
                 f"quant=actorq trains algo=dqn (discrete actions) or algo=d4pg (continuous), not algo={cfg.algo.name}."
             )
+        if cfg.train.get("robust"):
+            raise QuarlError(
+                f"train.robust={cfg.train.robust} trains SB3 and QAT policies; quant=actorq trains its own "
+                "learner: use train.robust=null with quant=actorq."
+            )
         if cfg.train.keep_best:
             raise QuarlError(
                 "train.keep_best=true applies to SB3 and QAT trainings; quant=actorq records its final "
