@@ -351,3 +351,14 @@ def test_a_cached_policy_that_fails_for_another_reason_is_kept(tmp_path, monkeyp
     message = str(err.value)
     assert "AttributeError" in message and "keep the folder" in message and "delete" not in message
     assert isinstance(err.value.__cause__, AttributeError)  # the cause is kept for a full traceback
+
+
+def test_cuda_without_a_gpu_warns_and_the_record_names_the_cpu(scratch):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: train.device=cuda trains on it")
+    done = run_quarl(scratch, *FAST, "quant.bits=8", "train.device=cuda")
+    assert "train.device=cuda but no GPU is visible: training runs on the CPU." in log_of(done)
+    runs = results.load(scratch / "outputs/results.sqlite")
+    assert set(runs["training_device"]) == {"cpu"} and set(runs["train.device"]) == {"cuda"}

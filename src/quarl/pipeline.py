@@ -190,14 +190,15 @@ def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) ->
 
 
 def _trained(policy: CachedPolicy) -> dict[str, Any]:
-    """The record fields of the policy's training: its folder, time, the env steps it really ran,
-    and which step's model it is with its evaluation reward then (train.keep_best), where recorded."""
+    """The record fields of the policy's training: its folder, time, the env steps it really ran and
+    the device it ran on, and which step's model it is with its evaluation reward then (train.keep_best), where recorded."""
     meta = policy.meta
     kept = meta.get("kept") or {}
     return {
         "policy_dir": str(policy.folder),
         "train_time_s": meta["train_time_s"],
         **({"trained_steps": meta["timesteps"]} if meta.get("timesteps") is not None else {}),
+        **({"training_device": meta["device"]} if meta.get("device") else {}),
         **({"kept_step": kept.get("step"), "kept_eval_reward": kept.get("reward")} if kept else {}),
     }
 

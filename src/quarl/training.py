@@ -277,6 +277,7 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
         "spec": training_spec(cfg),
         "train_time_s": seconds,
         "timesteps": model.num_timesteps,
+        "device": str(model.device),  # the device that really trained it (train.device=cuda without a GPU: cpu)
         "resumed_at": done or None,
         "curves": CURVES_DIR,
         "versions": provenance.versions(),

@@ -170,7 +170,7 @@ def run_actorq_cell(ctx: Context, store: Store, started: str) -> None:
     space = env.action_space
     env.close()
     fidelity = executed_fidelity(greedy_actions(fp32_policy, ev.states), actor_policy, ev.states, space)
-    fields = {**_fields(result, actor_ev), **fidelity.fields("actor_")}
+    fields = {**_fields(result, actor_ev), **fidelity.fields("actor_"), "training_device": str(device)}
     record = make_record(cfg, "done", started, ctx.run_dir, evaluation=ev, curve=result.curve, **fields)
     record["actors"] = result.actors
     store_record(store, record, ctx.run_dir / "record.json")
