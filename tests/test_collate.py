@@ -784,7 +784,8 @@ def test_what_counts_as_another_training(tmp_path: Path):
     assert labels({}, sb2) == ["dqn (zoo=rl_zoo3)", "dqn (zoo=sb2)"]  # the zoo names what it sets
     assert labels({}, {"train.robust": "sam", "train.robust_rho": 0.05}) == [
         "dqn (train.robust=null)", "dqn (train.robust=sam)"]
-    assert labels({"train.robust": "sam", "train.robust_rho": 0.05}, {"train.robust": "sam", "train.robust_rho": 0.1}) == [
+    sam = {"train.robust": "sam", "train.robust_rho": 0.05}
+    assert labels(sam, {**sam, "train.robust_rho": 0.1}) == [
         "dqn (train.robust_rho=0.05)", "dqn (train.robust_rho=0.1)"]
     old = record("dqn", "cartpole", "fp32", seed=0, steps=10_000)  # written before train.keep_best existed
     new = record("dqn", "cartpole", "fp32", seed=1, steps=10_000, config={"train.keep_best": False,

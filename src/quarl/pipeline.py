@@ -191,7 +191,8 @@ def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) ->
 
 def _trained(policy: CachedPolicy) -> dict[str, Any]:
     """The record fields of the policy's training: its folder, time, the env steps it really ran and
-    the device it ran on, and which step's model it is with its evaluation reward then (train.keep_best), where recorded."""
+    the device it ran on, and which step's model it is with its evaluation reward then
+    (train.keep_best), where recorded."""
     meta = policy.meta
     kept = meta.get("kept") or {}
     return {
