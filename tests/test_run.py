@@ -149,12 +149,14 @@ def test_ctrl_c_ends_in_one_line_and_leaves_no_marker(scratch):
     assert results.load(store).empty  # no `running` marker left
 
 
-def test_corrupt_cached_policy_is_reported_and_nothing_stored_is_damaged(scratch):
+@pytest.mark.parametrize("damage", ["garbage", "cut to 20000 bytes", "cut to 100000 bytes"])
+def test_corrupt_cached_policy_is_reported_and_nothing_stored_is_damaged(scratch, damage):
     run_quarl(scratch, *FAST, "quant.bits=8")
     store = scratch / "outputs/results.sqlite"
     before = results.load(store)
     (model_zip,) = (scratch / "outputs/policies").glob("*/model.zip")
-    model_zip.write_bytes(b"garbage")
+    data = model_zip.read_bytes()
+    model_zip.write_bytes(b"garbage" if damage == "garbage" else data[: int(damage.split()[2])])
     done = run_quarl(scratch, *FAST, "quant.bits=4", check=False)
     assert done.returncode == 1 and "Traceback" not in log_of(done)
     assert f"The cached policy in {model_zip.parent} cannot be read" in log_of(done)
