@@ -19,7 +19,8 @@ def quarl_cli(cwd, *args: str) -> subprocess.CompletedProcess:
 
 PLANNED = [("smoke", 24, 6), ("ptq_classic", 120, 0), ("ptq_table_classic", 80, 20), ("qat_classic", 126, 0),
            ("ptq_table_atari", 126, 0), ("ptq_table_ddpg", 24, 0), ("ptq_atari", 504, 0), ("ptq_continuous", 72, 0),
-           ("actorq_time_to_reward", 132, 66), ("ptq_table_published", 80, 40)]
+           ("actorq_time_to_reward", 132, 66), ("ptq_table_published", 80, 40),
+           ("ptq_robust", 384, 192)]
 
 
 def readme_sweep_counts() -> dict[str, str]:

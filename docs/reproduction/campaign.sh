@@ -50,8 +50,13 @@ part() {
     extensions) sweep ptq_extensions ;;                         # PTQ sweet spots on the tasks the paper skipped
     published)                                                  # PTQ table rows under the published conditions,
       for a in dqn a2c ppo ddpg; do sweep ptq_table_published "algo=$a"; done ;;  # one algorithm at a time
+    robust)                                                     # trained for robustness, one task and technique at a time
+      for r in sam noise; do for e in cartpole acrobot box2d/lunarlander pendulum; do
+        a=dqn; [ "$e" = pendulum ] && a=sac
+        sweep ptq_robust "algo=$a" "env=$e" "train.robust=$r"
+      done; done ;;
     *) echo "unknown part $1: choose ptq_table, sweet_spot, qat, atari_hub, actorq_wide, d4pg, d4pg_cpu, actorq_gym," \
-            "extensions, published" >&2; exit 2 ;;
+            "extensions, published, robust" >&2; exit 2 ;;
   esac
 }
 
