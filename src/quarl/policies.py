@@ -169,13 +169,15 @@ def obtain(cfg: Any, root: Path, progress: bool = False) -> CachedPolicy:
         try:
             if cfg.policy.source == "train":
                 how = methods.of(cfg).policy_kind(cfg.quant)
+                robust = f", train.robust={cfg.train.robust}" if cfg.train.get("robust") else ""
                 log.info(
-                    "Training %s %s on %s for %d steps (seed %d)",
+                    "Training %s %s on %s for %d steps (seed %d%s)",
                     how,
                     cfg.algo.name,
                     cfg.env.id,
                     train_steps(cfg),
                     cfg.seed,
+                    robust,
                 )
                 train(cfg, tmp, progress, checkpoints)
             else:
