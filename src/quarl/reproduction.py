@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from quarl import collate, compat
+from quarl import collate, compat, methods
 from quarl.collate import actorq, published, trainings
 from quarl.collate.frame import Study
 from quarl.collate.stats import Interval, seed_interval
@@ -782,7 +782,10 @@ def _noise_section(runs: pd.DataFrame) -> str:
     spread = noise(runs)
     if spread.empty:
         return ""
-    label = lambda r: r["quant"] if r["quant"] != "ptq" else f"ptq {int(r['quant.bits'])}-bit {r['quant.scheme']}"  # noqa: E731
+    def label(r: pd.Series) -> str:  # an integer method's cells differ in bits and scheme: name them
+        integer = methods.get(str(r["quant"])).integer
+        return f"{r['quant']} {int(r['quant.bits'])}-bit {r['quant.scheme']}" if integer else str(r["quant"])
+
     return (
         "## How much E and action agreement move between seeds\n\n"
         + NOISE_NOTE
