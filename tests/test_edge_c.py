@@ -9,10 +9,12 @@ import copy
 import random
 import shutil
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 import torch.nn as nn
+from gymnasium import spaces
 from omegaconf import OmegaConf
 from stable_baselines3 import DQN, PPO, SAC, TD3
 from stable_baselines3.common.env_util import make_vec_env
@@ -291,6 +293,21 @@ def test_c_policy_on_an_emulated_cortex_m4_gives_the_reference_actions(which, re
 # --- what the integer policy refuses, in one sentence -------------------------------------------------------
 
 
+class _ImageEnv(gym.Env):
+    """A tiny image environment (SB3's NatureCNN takes 36x36 frames and up)."""
+
+    observation_space = spaces.Box(0, 255, (36, 36, 1), np.uint8)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, False, False, {}
+
+
+
 def test_unsupported_policies_are_named_with_what_is_supported():
     elu = PPO("MlpPolicy", "CartPole-v1", policy_kwargs={"activation_fn": nn.ELU}, device="cpu")
     with pytest.raises(QuarlError, match=r"The layer body\.1\.1 \(ELU\) has no integer form here: the integer policy "
@@ -299,8 +316,16 @@ def test_unsupported_policies_are_named_with_what_is_supported():
     conv = PPO("MlpPolicy", "CartPole-v1", device="cpu")
     net = acting_network(conv)
     net.body[1][0] = nn.Conv1d(1, 4, 3)  # a convolution where the integer policy expects Linear layers
-    with pytest.raises(QuarlError, match=r"The convolution body\.1\.0 \(Conv1d\) is not supported by the integer"):
+    with pytest.raises(QuarlError, match=r"Convolutional policies are not supported by the integer policy \(body\.1"):
         integer_policy(net, np.zeros((64, 4), np.float32))
+
+    image = PPO("CnnPolicy", _ImageEnv(), n_steps=16, device="cpu")
+    with pytest.raises(QuarlError, match=r"Convolutional policies are not supported .* \(body\.0\.cnn\.0 is a Conv2d"):
+        integer_policy(acting_network(image), None)
+    sb3_contrib = pytest.importorskip("sb3_contrib")
+    lstm = sb3_contrib.RecurrentPPO("MlpLstmPolicy", "CartPole-v1", n_steps=16, device="cpu")
+    with pytest.raises(QuarlError, match=r"Recurrent policies \(recurrentppo, LSTM\) are not supported"):
+        integer_policy(acting_network(lstm), np.zeros((64, 4), np.float32))
 
     class RecurrentActorCriticPolicy:
         pass

@@ -509,6 +509,14 @@ def integer_policy(
             "Calibration saw no states: the integer policy's activation scales come from the states the fp32 "
             "policy visits, so calibrate on at least one episode (quant.calibration_episodes >= 1)."
         )
+    if net.algo.startswith("recurrent"):
+        raise QuarlError(f"Recurrent policies ({net.algo}, LSTM) are not supported: {SUPPORTED}.")
+    for name, module in net.body.named_modules():
+        if isinstance(module, (nn.Conv1d, nn.Conv2d, nn.Conv3d)):
+            raise QuarlError(
+                f"Convolutional policies are not supported by the integer policy (body.{name} is a "
+                f"{type(module).__name__}): {SUPPORTED}; run CNN policies with quant.backend=onnx_int8."
+            )
     if len(net.obs_shape) > 1 and net.obs_dtype == np.uint8:
         raise QuarlError(f"Image observations are not supported by the integer policy: {SUPPORTED}.")
     mean, std, clip = _check_prep(net)
