@@ -23,7 +23,7 @@ def test_committed_report_matches_the_committed_records(caplog):
     with caplog.at_level(logging.INFO, logger="quarl.collate.steps"):
         assert reproduction.check(DOCS / "records", DOCS, SWEEPS) == []
     steps = [r.getMessage() for r in caplog.records if r.name == "quarl.collate.steps"]  # a log line per part
-    assert "Building the reproduction report: the PTQ table (2/8)" in steps and " done in " in steps[-1]
+    assert "Building the reproduction report: the PTQ table (2/9)" in steps and " done in " in steps[-1]
 
 
 @pytest.fixture
@@ -224,3 +224,71 @@ def test_no_table_of_the_report_pools_two_trainings(tmp_path: Path):
     assert sweet.loc["4", "reward"].estimate == pytest.approx(190.0) and sweet.loc["4", "n"] == 3
     spread = reproduction.noise(runs)
     assert set(spread["algo"]) == {long, short} and (spread["n"] == 3).all()
+
+
+def _int8_rows(zoo: str, rule: int, e_pct: list[float], bytes_ratio: float, algo: str = "dqn") -> list[dict]:
+    """fp32 (500 per seed) and int8 records of one condition of the PTQ table's DQN CartPole row."""
+    rows = []
+    for seed, e in enumerate(e_pct):
+        common = {"algo": algo, "env": "cartpole", "env.id": "CartPole-v1", "train.keep_best": True, "seed": seed,
+                  "zoo": zoo, "quant.scheme": "symmetric", "quant.granularity": "per_tensor",
+                  "quant.quantize_bias": False, "quant.min_elements": rule, "fp32_bytes": 1000}
+        rows.append({**common, "quant": "fp32", "quant.bits": 32, "reward_mean": 500.0, "rel_error": 0.0,
+                     "policy_bytes": 1000})
+        rows.append({**common, "quant": "ptq", "quant.bits": 8, "reward_mean": 500.0 * (1 - e / 100),
+                     "rel_error": e / 100, "action_agreement": 1.0 - e / 100, "policy_bytes": 1000 * bytes_ratio})
+    return rows
+
+
+def test_published_conditions_set_the_int8_cell_beside_quarls_defaults():
+    """DQN CartPole, published E_int8 0%: quarl's defaults lose 20-40% (E 30 ± 14.4 over 3 seeds:
+    t(0.975, 2) = 4.303, sd 10 / sqrt 3 -> half-width 24.8), the published network with every weight
+    int8 loses 3, 4, 5% (4 ± 2.48: 0 outside) and under TFLite's rule quantizes nothing (bytes 1.00,
+    E 0 in every seed)."""
+    from quarl.report import published_conditions
+
+    defaults = pd.DataFrame(_int8_rows("rl_zoo3", 0, [20.0, 30.0, 40.0], 0.26))
+    published = pd.DataFrame(_int8_rows("sb2", 0, [3.0, 4.0, 5.0], 0.27) + _int8_rows("sb2", 1024, [0.0] * 3, 1.0))
+    rows = [r for r in published_conditions.rows(defaults, published) if r["algo"] == "dqn"]
+    assert [r["condition"].split(":")[0] for r in rows] == [
+        "quarl's defaults", "the published network (zoo=sb2), every weight int8",
+        "the published network under TFLite's rule"]
+    assert rows[0]["E"].estimate == pytest.approx(30.0) and rows[0]["E"].high == pytest.approx(30 + 24.84, abs=0.01)
+    assert rows[0]["verdict"].startswith("disagrees") and rows[1]["verdict"].startswith("disagrees")
+    assert rows[2]["bytes"] == "1.00" and rows[2]["verdict"].startswith("agrees")
+    assert all(r["E"].n_runs == 3 for r in rows)
+    finding = published_conditions.finding(published_conditions.rows(defaults, published))
+    assert "Under TFLite's rule no weight of this network is quantized" in finding
+    assert "The published value agrees with: the published network under TFLite's rule." in finding
+    section = published_conditions.section(defaults, published)
+    defaults_row = "| quarl's defaults: rl-zoo3's network, every weight int8 |"
+    assert f"| dqn | cartpole {defaults_row} 500.00 [500.00, 500.00] |" in section
+    assert f"| a2c | cartpole {defaults_row} not run yet |" in section
+
+
+def test_robustness_pairs_each_robust_policy_with_its_plain_twin():
+    """DQN on CartPole, 3 seeds: at 4 bits plain 300/350/400 and SAM 480/485/490: paired differences
+    180, 135, 90 (mean 135, sd 45, half-width 4.303 * 45 / sqrt 3 = 111.8); fp32 500 for both, so SAM
+    costs nothing there; within 25 of fp32's 500, plain keeps the reward down to 5 bits, SAM to 4."""
+    from quarl.report import robustness
+
+    plain_rewards = {32: [500] * 3, 8: [500] * 3, 6: [490] * 3, 5: [480] * 3, 4: [300, 350, 400]}
+    sam_rewards = {32: [500] * 3, 8: [500] * 3, 6: [495] * 3, 5: [490] * 3, 4: [480, 485, 490]}
+
+    def rows(rewards: dict, robust: str | None) -> list[dict]:
+        return [{"algo": "dqn", "env": "cartpole", "env.id": "CartPole-v1", "env.return_scale": 500, "quant": "ptq",
+                 "quant.bits": bits, "quant.scheme": "quarl_code", "train.keep_best": True, "seed": seed,
+                 "train.robust": robust, "reward_mean": float(r), "action_agreement": r / 500, "rel_error": 0.0}
+                for bits, values in rewards.items() for seed, r in enumerate(values)]
+
+    plain, sam = pd.DataFrame(rows(plain_rewards, None)), pd.DataFrame(rows(sam_rewards, "sam"))
+    table = robustness.comparison(plain, sam, "dqn", "cartpole").set_index("bits")
+    four = table.loc["4"]
+    assert four["diff"].estimate == pytest.approx(135.0) and four["paired"] == 3
+    assert four["diff"].high - four["diff"].estimate == pytest.approx(4.303 * 45 / 3**0.5, abs=0.01)
+    assert table.loc["32", "diff"].estimate == 0.0
+    section = robustness.section(plain, sam)
+    assert "**dqn** on CartPole-v1, SAM (fp32 reward: plain 500.00 [500.00, 500.00], SAM 500.00" in section
+    assert "Plain: Sweet spot: 5 bits" in section and "SAM: Sweet spot: 4 bits" in section
+    assert "pseudo-quantization noise" not in section  # no noise-trained records: no block for it
+    assert robustness.section(plain, sam.iloc[0:0]).startswith("Not run yet")

@@ -33,6 +33,7 @@ from quarl.collate.frame import Study
 from quarl.collate.stats import Interval, seed_interval
 from quarl.collate.steps import Steps
 from quarl.errors import QuarlError
+from quarl.fidelity import AGREEMENT_TOLERANCE
 from quarl.results import as_run
 from quarl.store import Store, find_records, rebuild
 
@@ -51,11 +52,29 @@ class Campaign:
     """The archived records: the done runs, and ActorQ's time to reward and actor breakdown
     (`quarl.collate.actorq`, from the records' curves and actors)."""
 
-    runs: pd.DataFrame
+    runs: pd.DataFrame  # the records of quarl's default trainings (the paper's sections)
     time_to_reward: pd.DataFrame
     breakdown: pd.DataFrame
     actorq: Optional[Study] = None  # the ActorQ records, where there are any
     curves: pd.DataFrame = field(default_factory=pd.DataFrame)  # every record's training curve
+    published: pd.DataFrame = field(default_factory=pd.DataFrame)  # zoo=sb2: the published agents' trainings
+    robust: pd.DataFrame = field(default_factory=pd.DataFrame)  # train.robust trainings
+    every: pd.DataFrame = field(default_factory=pd.DataFrame)  # every record, done or not
+
+
+def _column(runs: pd.DataFrame, key: str, default: Any) -> pd.Series:
+    """A config column, `default` where a record (written before the key existed) has none."""
+    values = runs[key] if key in runs.columns else pd.Series(default, index=runs.index, dtype=object)
+    return values.where(values.notna(), default)
+
+
+def split(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(quarl's defaults, the published agents' trainings (zoo=sb2), robust trainings) of `runs`:
+    the paper's sections read the first, each of the others its own section."""
+    zoo, robust = _column(runs, "zoo", "rl_zoo3"), _column(runs, "train.robust", None)
+    rule = pd.to_numeric(_column(runs, "quant.min_elements", 0), errors="coerce").fillna(0)
+    defaults = (zoo == "rl_zoo3") & robust.isna() & (rule == 0)
+    return runs[defaults], runs[(zoo != "rl_zoo3") & robust.isna()], runs[(zoo == "rl_zoo3") & robust.notna()]
 
 
 def load_campaign(records: Path) -> Campaign:
@@ -65,13 +84,14 @@ def load_campaign(records: Path) -> Campaign:
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "report.sqlite")
         rebuild(records, store)
-        runs = with_series(as_run(store.runs()))
+        every = as_run(store.runs())
+        defaults, published_runs, robust = (with_series(part) for part in split(every))
         study = collate.load(store.path, {"quant": "actorq"})
         curves = store.curves()
         if study.empty:
-            return Campaign(runs, pd.DataFrame(), pd.DataFrame())
+            return Campaign(defaults, pd.DataFrame(), pd.DataFrame(), None, curves, published_runs, robust, every)
         ttr, parts = actorq.time_to_reward(study, curves), actorq.breakdown(study, store.actors())
-    return Campaign(runs, ttr, parts, study, curves)
+    return Campaign(defaults, ttr, parts, study, curves, published_runs, robust, every)
 
 
 def with_series(runs: pd.DataFrame) -> pd.DataFrame:
@@ -303,6 +323,7 @@ def sweet_spot(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataF
 def _summary(label: str, cells: pd.DataFrame) -> dict[str, Any]:
     reward = seed_interval(_values(cells, "reward_mean")) if not cells.empty else seed_interval([])
     agreement = seed_interval(_values(cells, "action_agreement")) if not cells.empty else seed_interval([])
+    mad = _values(cells, "action_mad") if not cells.empty and "action_mad" in cells.columns else np.empty(0)
     errors = _values(cells, "rel_error") if not cells.empty else np.empty(0)
     agree = _values(cells, "action_agreement") if not cells.empty else np.empty(0)
     return {
@@ -310,6 +331,7 @@ def _summary(label: str, cells: pd.DataFrame) -> dict[str, Any]:
         "reward": reward,
         "agreement": agreement,
         "n": reward.n_runs,
+        "mad": seed_interval(mad),  # continuous actions: mean |a_q - a_fp32| as a fraction of the range
         "sd_E": float(np.std(errors, ddof=1)) if errors.size > 1 else float("nan"),
         "sd_agreement": float(np.std(agree, ddof=1)) if agree.size > 1 else float("nan"),
     }
@@ -413,20 +435,57 @@ def extension_finding(table: pd.DataFrame, scale: float) -> str:
 
 
 def sweet_table(table: pd.DataFrame) -> str:
-    """A `sweet_spot` table as Markdown: reward and action agreement per bit width, with intervals."""
+    """A `sweet_spot` table as Markdown: reward and action agreement per bit width, with intervals,
+    and for continuous actions the mean action difference (agreement only counts a state within 5%)."""
+    continuous = "mad" in table.columns and any(m.n_runs for m in table["mad"])
+    header = ["weight bits", "reward [95% CI]", "action agreement [95% CI]"]
+    header += ["action MAD, fraction of range [95% CI]"] if continuous else []
     return _markdown(
-        ["weight bits", "reward [95% CI]", "action agreement [95% CI]", "n", "sd of E", "sd of agreement"],
+        [*header, "n", "sd of E", "sd of agreement"],
         [
             [
                 r["bits"],
                 shown(r["reward"]),
                 shown(r["agreement"], 3, FRACTION),
+                *([shown(r["mad"], 3, FRACTION)] if continuous else []),
                 str(r["n"]),
                 fmt(r["sd_E"], 4),
                 fmt(r["sd_agreement"], 4),
             ]
             for _, r in table.iterrows()
         ],
+    )
+
+
+AGREEMENT_LOW = 0.5  # a width whose reward holds with agreement below this is explained by its MAD
+
+
+def agreement_reading(table: pd.DataFrame, scale: float) -> str:
+    """For continuous actions: the widths whose reward holds while agreement is low, read with the
+    mean action difference ('' where there are none)."""
+    fp32 = table.loc[table["bits"] == "32", "reward"]
+    if fp32.empty or fp32.iloc[0].n_runs == 0 or not any(m.n_runs for m in table["mad"]):
+        return ""
+    reference, tolerance = fp32.iloc[0].estimate, KEEP_FRACTION * scale
+    low = [
+        f"{r['bits']} bits (agreement {fmt(r['agreement'].estimate, 3)}, MAD {fmt(r['mad'].estimate, 3)}: "
+        + (
+            "the actions move by more than the band on average)"
+            if r["mad"].estimate > AGREEMENT_TOLERANCE
+            else "within the band on average, but many states just outside it)"
+        )
+        for _, r in table.iterrows()
+        if r["bits"].isdigit()
+        and r["mad"].n_runs
+        and r["agreement"].estimate < AGREEMENT_LOW
+        and r["reward"].estimate >= reference - tolerance
+    ]
+    if not low:
+        return ""
+    return (
+        f" Agreement is low while the reward holds at {'; '.join(low)}. Agreement counts a state only where "
+        f"every action is within {AGREEMENT_TOLERANCE:.0%} of the range of fp32's (the band); the task tolerates "
+        "these moves, so agreement is a threshold here and the MAD says how far the actions moved."
     )
 
 
@@ -460,6 +519,7 @@ def _extension_block(runs: pd.DataFrame, series: str, env: str) -> str:
         + sweet_table(table)
         + "\n\n"
         + (extension_finding(table, float(scales[0])) if scales.size else "Sweet spot: n/a (no return scale).")
+        + (agreement_reading(table, float(scales[0])) if scales.size else "")
         + (" Read with care: it is measured on policies that did not all learn the task." if failed else "")
     )
 
@@ -695,7 +755,7 @@ CARTPOLE_ALGOS = ("dqn", "a2c", "ppo")  # the paper's sweet-spot and QAT algorit
 def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> str:
     """The report's Markdown from the records (and its figures, written into `folder` when
     `figures`); each part is shown as it runs (a bar on a terminal, a log line off one)."""
-    with Steps("Building the reproduction report", total=8) as steps:
+    with Steps("Building the reproduction report", total=9) as steps:
         steps.next(f"reading the records in {records}")
         campaign = load_campaign(records)
         runs = campaign.runs
@@ -720,12 +780,25 @@ def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> st
             + "\n\n"
             + extensions_left(sweeps, runs)
         )
+        steps.next("the published conditions and training for robustness")
+        from quarl.report import published_conditions, robustness  # they build on this module's helpers
+
+        parts.append(
+            "## The PTQ table under the published conditions\n\n"
+            + PUBLISHED_NOTE
+            + "\n\n"
+            + published_conditions.section(runs, campaign.published)
+        )
+        parts.append("## Trained for robustness\n\n" + ROBUST_NOTE + "\n\n" + robustness.section(runs, campaign.robust))
         steps.next("ActorQ")
         curves = actorq_figures(campaign, folder, figures)
         parts.append("## ActorQ: fp32 vs int8 actors\n\n" + actorq_section(campaign, curves))
         steps.next("the named sweeps")
         parts.append(
-            "## Every named sweep: records so far, cost, command\n\n" + LATER_NOTE + "\n\n" + not_run_here(sweeps, runs)
+            "## Every named sweep: records so far, cost, command\n\n"
+            + LATER_NOTE
+            + "\n\n"
+            + not_run_here(sweeps, campaign.every)
         )
     wall = (folder / WALL_TIMES).read_text().strip() if (folder / WALL_TIMES).exists() else "none yet"
     parts.append("## Wall time of each part on this machine\n\n```\n" + wall + "\n```")
@@ -782,6 +855,7 @@ def _noise_section(runs: pd.DataFrame) -> str:
     spread = noise(runs)
     if spread.empty:
         return ""
+
     def label(r: pd.Series) -> str:  # an integer method's cells differ in bits and scheme: name them
         integer = methods.get(str(r["quant"])).integer
         return f"{r['quant']} {int(r['quant.bits'])}-bit {r['quant.scheme']}" if integer else str(r["quant"])
@@ -930,6 +1004,24 @@ time it waited for the core. Final eval
 reward: the learner's final fp32 policy over ten evaluation episodes. In the figures, the dashed
 line is the target and the grey band a uniformly random policy's return (mean ± sd), where
 measured: a curve above the band learned something."""
+
+PUBLISHED_NOTE = """Sweep `ptq_table_published` (five seeds, the same keep-best and evaluation as the PTQ table):
+the int8 cell of each classic-control row three ways. quarl's defaults train rl-zoo3's tuned network
+and quantize every weight. `zoo=sb2` trains the network and hyperparameters the published agent had,
+read from rl-baselines-zoo's saved model (`src/quarl/conf/tuned/sb2/`, each file citing its sources;
+SB3 has no dueling head or layer norm, so the DQN here is one 64-unit ReLU layer, which has no weight
+of 1024 elements or more either). TFLite's rule (`quant.min_elements=1024`) leaves every weight
+under 1024 elements in float, as the converter behind the published int8 column did
+(`tensorflow/lite/tools/optimize/quantize_weights.cc`, `kWeightsMinNumElementsDefault`). The bytes
+column is the int8 policy's size over fp32's: 1.00 means no weight was quantized."""
+
+ROBUST_NOTE = """Sweep `ptq_robust`: policies trained with `train.robust=sam` (sharpness-aware minimisation with the
+previous step's gradient as the ascent direction, rho 0.05) or `train.robust=noise` (uniform
+pseudo-quantization noise of half a 4-bit step on every weight, drawn anew each step), then
+quantized like the sweet spots (the released code's formula at 2..8 bits). Each robust policy has a
+plain twin: the same seed, tuned budget and keep-best, from `ptq_classic` (CartPole) or
+`ptq_extensions`. Differences are robust minus plain, seed by seed, with their Student-t interval; a
+robust training that costs fp32 reward shows it in its 32-bit row."""
 
 LATER_NOTE = """The campaign runs part by part (`docs/reproduction/campaign.sh`). Every named sweep is listed
 with the records archived from it so far (0: not run yet; the larger rows are meant for a cluster or

@@ -1,0 +1,142 @@
+"""The report's PTQ table rows under the published conditions: each classic-control pair's int8 cell
+with quarl's defaults (rl-zoo3's network, every weight int8), with the network the published agent
+had (zoo=sb2), and with that network under TFLite's rule (weights under 1024 elements left in float,
+quant.min_elements=1024), each against the published E_int8."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from quarl.collate import published
+from quarl.collate.stats import seed_interval
+from quarl.reproduction import FRACTION, _markdown, _values, _verdict, fmt, select, shown
+
+PAIRS = (("dqn", "cartpole"), ("a2c", "cartpole"), ("ppo", "cartpole"), ("ddpg", "mountaincar_continuous"))
+TFLITE_RULE = 1024  # kWeightsMinNumElementsDefault in TensorFlow Lite's weight quantization
+CONDITIONS = (  # (name, which records, quant.min_elements)
+    ("quarl's defaults: rl-zoo3's network, every weight int8", "defaults", 0),
+    ("the published network (zoo=sb2), every weight int8", "published", 0),
+    ("the published network under TFLite's rule: weights under 1024 elements in float", "published", TFLITE_RULE),
+)
+
+
+def _rule(frame: pd.DataFrame, min_elements: int) -> pd.DataFrame:
+    """The records quantized with `min_elements` (a record written before the setting: 0)."""
+    column = frame["quant.min_elements"] if "quant.min_elements" in frame.columns else pd.Series(0, index=frame.index)
+    return frame[pd.to_numeric(column, errors="coerce").fillna(0) == min_elements]
+
+
+def _int8(runs: pd.DataFrame, algo: str, env: str, min_elements: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(fp32 records, int8 records) of a pair: the PTQ table's int8 (symmetric, per tensor, fp32 biases)."""
+    cells = select(runs, algo=algo, env=env, train__keep_best=True)
+    fp32 = select(cells, quant="fp32")
+    int8 = select(
+        cells,
+        quant="ptq",
+        quant__bits=8,
+        quant__scheme="symmetric",
+        quant__granularity="per_tensor",
+        quant__quantize_bias=False,
+    )
+    return fp32, _rule(int8, min_elements)
+
+
+def _quantized_share(int8: pd.DataFrame) -> str:
+    """The int8 policy's bytes as a share of fp32's: 1.00 means no weight was quantized."""
+    if int8.empty:
+        return ""
+    ratio = pd.to_numeric(int8["policy_bytes"], errors="coerce") / pd.to_numeric(int8["fp32_bytes"], errors="coerce")
+    return fmt(float(ratio.mean()))
+
+
+def rows(defaults: pd.DataFrame, published_runs: pd.DataFrame) -> list[dict]:
+    """One row per pair and condition: fp32 and int8 reward, E_int8, agreement, bytes, verdict."""
+    out = []
+    for algo, env in PAIRS:
+        paper = published.lookup(algo, env)
+        if paper is None:
+            continue
+        for name, which, min_elements in CONDITIONS:
+            fp32, int8 = _int8(defaults if which == "defaults" else published_runs, algo, env, min_elements)
+            error = seed_interval(_values(int8, "rel_error", 100.0)) if not int8.empty else seed_interval([])
+            value = float(paper["e_int8_pct"])
+            out.append(
+                {
+                    "algo": algo,
+                    "env": env,
+                    "condition": name,
+                    "fp32": seed_interval(_values(fp32, "reward_mean")) if not fp32.empty else seed_interval([]),
+                    "int8": seed_interval(_values(int8, "reward_mean")) if not int8.empty else seed_interval([]),
+                    "E": error,
+                    "published": value,
+                    "agreement": seed_interval(_values(int8, "action_agreement")) if not int8.empty else None,
+                    "bytes": _quantized_share(int8),
+                    "verdict": _verdict(algo, env, "E_int8 (%)", value, error, fp32, int8, {}),
+                }
+            )
+    return out
+
+
+def finding(table: list[dict]) -> str:
+    """What the measurement says, pair by pair, from the rows: where the published conditions
+    reproduce the published E_int8 and quarl's defaults do not, and where no weight was quantized."""
+    lines = []
+    for algo, env in PAIRS:
+        mine = [r for r in table if r["algo"] == algo and r["env"] == env]
+        if not mine or all(r["E"].n_runs == 0 for r in mine):
+            continue
+        parts = [
+            f"{r['condition'].split(':')[0]}: E_int8 {fmt(r['E'].estimate)}% (n = {r['E'].n_runs})"
+            for r in mine
+            if r["E"].n_runs
+        ]
+        text = f"**{algo} on {env}** (published {fmt(mine[0]['published'])}%): " + "; ".join(parts) + "."
+        rule = mine[-1]
+        if rule["bytes"] == "1.00":
+            text += (
+                " Under TFLite's rule no weight of this network is quantized (its int8 policy has fp32's "
+                "bytes), so its published int8 column is the fp32 policy itself."
+            )
+        agreeing = [r["condition"].split(":")[0] for r in mine if r["verdict"].startswith("agrees")]
+        if agreeing:
+            text += f" The published value agrees with: {', '.join(agreeing)}."
+        lines.append(text)
+    return "\n\n".join(lines)
+
+
+def section(defaults: pd.DataFrame, published_runs: pd.DataFrame) -> str:
+    """The Markdown of the section (its table and finding)."""
+    table = rows(defaults, published_runs)
+    body = _markdown(
+        [
+            "algo",
+            "env",
+            "condition",
+            "fp32 reward [95% CI]",
+            "int8 reward [95% CI]",
+            "E_int8 % [95% CI]",
+            "n",
+            "published E_int8 %",
+            "action agreement",
+            "int8 bytes / fp32 bytes",
+            "verdict",
+        ],
+        [
+            [
+                r["algo"],
+                r["env"],
+                r["condition"],
+                shown(r["fp32"]),
+                shown(r["int8"]),
+                shown(r["E"]),
+                str(r["E"].n_runs),
+                fmt(r["published"]),
+                shown(r["agreement"], 3, FRACTION) if r["agreement"] is not None else "",
+                r["bytes"],
+                r["verdict"],
+            ]
+            for r in table
+        ],
+    )
+    found = finding(table)
+    return body + ("\n\n" + found if found else "")

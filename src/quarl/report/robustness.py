@@ -1,0 +1,128 @@
+"""The report's "Trained for robustness" section: per task, each width's reward and action agreement
+for the plain policies and for those trained with `train.robust` (sweep ptq_robust), the paired
+difference (robust minus plain, seed by seed: each robust policy has a plain twin of the same seed,
+budget and keep-best), the sweet spot of each training, and the fp32 reward each training reaches."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from quarl.collate.stats import Interval, seed_interval
+from quarl.reproduction import (
+    FRACTION,
+    KEEP_FRACTION,
+    SWEET_BITS,
+    _by_seed,
+    _markdown,
+    _summary,
+    _values,
+    extension_finding,
+    select,
+    shown,
+)
+
+TASKS = (("dqn", "cartpole"), ("dqn", "acrobot"), ("dqn", "box2d/lunarlander"), ("sac", "pendulum"))
+TECHNIQUES = {"sam": "SAM", "noise": "pseudo-quantization noise"}
+
+
+def _widths(runs: pd.DataFrame, algo: str, env: str) -> pd.DataFrame:
+    """The sweet-spot quantizer's cells of a training (quarl_code, per tensor, keep-best)."""
+    return select(runs, algo=algo, env=env, quant="ptq", quant__scheme="quarl_code", train__keep_best=True)
+
+
+def _paired(plain: pd.DataFrame, robust: pd.DataFrame, column: str) -> tuple[Interval, int]:
+    """Robust minus plain `column`, seed by seed (the seeds both have), and how many seeds."""
+    both = pd.concat([_by_seed(robust, column), _by_seed(plain, column)], axis=1, join="inner")
+    diff = (both.iloc[:, 0] - both.iloc[:, 1]).to_numpy() if not both.empty else []
+    return seed_interval(diff), len(diff)
+
+
+def comparison(plain_runs: pd.DataFrame, robust_runs: pd.DataFrame, algo: str, env: str) -> pd.DataFrame:
+    """Per width: plain and robust reward and agreement with intervals, and their paired difference."""
+    plain_cells, robust_cells = _widths(plain_runs, algo, env), _widths(robust_runs, algo, env)
+    rows = []
+    for bits in SWEET_BITS:
+        plain = select(plain_cells, quant__bits=bits)
+        robust = select(robust_cells, quant__bits=bits)
+        if robust.empty:
+            continue
+        reward, seeds = _paired(plain, robust, "reward_mean")
+        agreement, _ = _paired(plain, robust, "action_agreement")
+        rows.append(
+            {
+                "bits": str(bits),
+                "plain": _summary(str(bits), plain),
+                "robust": _summary(str(bits), robust),
+                "diff": reward,
+                "agreement_diff": agreement,
+                "paired": seeds,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _sweet(table: pd.DataFrame, side: str, scale: float) -> str:
+    """The sweet-spot finding of one side (plain or robust) of a comparison."""
+    summaries = pd.DataFrame([r[side] for _, r in table.iterrows()])
+    return extension_finding(summaries, scale) if not summaries.empty else "n/a"
+
+
+def _block(plain_runs: pd.DataFrame, robust_runs: pd.DataFrame, algo: str, env: str, technique: str) -> str:
+    table = comparison(plain_runs, robust_runs[robust_runs["train.robust"] == technique], algo, env)
+    if table.empty:
+        return ""
+    pair = select(robust_runs, algo=algo, env=env)
+    env_id = str(pair["env.id"].iloc[0]) if "env.id" in pair.columns and not pair.empty else env
+    scale = float(_values(pair, "env.return_scale")[0]) if "env.return_scale" in pair.columns else float("nan")
+    fp32 = table[table["bits"] == "32"]
+    fp32_text = (
+        f"fp32 reward: plain {shown(fp32.iloc[0]['plain']['reward'])}, {TECHNIQUES[technique]} "
+        f"{shown(fp32.iloc[0]['robust']['reward'])}, paired difference {shown(fp32.iloc[0]['diff'])}"
+        if not fp32.empty
+        else "fp32 reward: not run yet"
+    )
+    body = _markdown(
+        [
+            "weight bits",
+            "plain reward [95% CI]",
+            "robust reward [95% CI]",
+            "robust - plain, paired [95% CI]",
+            "plain agreement",
+            "robust agreement",
+            "agreement: robust - plain [95% CI]",
+            "seeds paired",
+        ],
+        [
+            [
+                r["bits"],
+                shown(r["plain"]["reward"]),
+                shown(r["robust"]["reward"]),
+                shown(r["diff"]),
+                shown(r["plain"]["agreement"], 3, FRACTION),
+                shown(r["robust"]["agreement"], 3, FRACTION),
+                shown(r["agreement_diff"], 3),
+                str(r["paired"]),
+            ]
+            for _, r in table.iterrows()
+        ],
+    )
+    return (
+        f"**{algo}** on {env_id}, {TECHNIQUES[technique]} ({fp32_text}):\n\n"
+        + body
+        + "\n\n"
+        + f"Plain: {_sweet(table, 'plain', scale)} {TECHNIQUES[technique]}: {_sweet(table, 'robust', scale)}"
+    )
+
+
+def section(plain_runs: pd.DataFrame, robust_runs: pd.DataFrame) -> str:
+    """The Markdown of the section: a block per task and technique run so far."""
+    if robust_runs.empty or "train.robust" not in robust_runs.columns:
+        return "Not run yet: `bash docs/reproduction/campaign.sh robust`."
+    blocks = [_block(plain_runs, robust_runs, algo, env, technique) for algo, env in TASKS for technique in TECHNIQUES]
+    blocks = [b for b in blocks if b]
+    keep = f"{KEEP_FRACTION:.0%} of the env's return scale"
+    return (
+        ("\n\n".join(blocks) + f"\n\nA width keeps the reward within {keep} of its own fp32 policy's.")
+        if blocks
+        else "Not run yet: `bash docs/reproduction/campaign.sh robust`."
+    )
