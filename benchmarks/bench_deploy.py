@@ -24,8 +24,18 @@ cores (its 8.4 MB of int8 weights then compete for the cache); note the load bes
 benchmarks/bench_int4.py measures the int4 settings of ONNX Runtime (and other int8 layouts) on
 the 3x2048 MLP alone.
 
+Full-integer edge rows (quarl.deploy.edge), for every MLP up to EDGE_MAX_WEIGHTS weights and for
+two tuned policies (rl-zoo3's PPO CartPole-v1, 64x64, and PPO MountainCarContinuous-v0 with
+VecNormalize; trained through quarl's cache): `tflite`, the LiteRT int8 model under ai-edge-litert's
+builtin kernels, and `c`, the C policy compiled by the host cc and called through ctypes, both at
+batch 1, each calibrated on the states the trained fp32 policy visits in quarl's calibration
+episodes (`quarl.calibration.calibration_seeds`). `c (native)` is the same C policy timed in C,
+without the Python call. Their `flash bytes` / `RAM bytes`: the C policy for a Cortex-M4
+(arm-none-eabi-gcc -Os: .text + .rodata, and .data + .bss + stack), the .tflite file and TFLite
+Micro's tensor arena; their reward is the executed full-integer policy's.
+
 Usage: python benchmarks/bench_deploy.py [--policies DIR] [--episodes 10] [--cnn-episodes 10]
-       [--cnn-frames 10000] [--jobs 2] [--no-reward] [--networks "MLP 3x2048,..."]
+       [--cnn-frames 10000] [--jobs 2] [--no-reward] [--no-edge] [--networks "MLP 3x2048,..."]
 """
 
 from __future__ import annotations
@@ -58,6 +68,7 @@ from quarl.app import CONF_DIR
 from quarl.deploy import ActingNetwork, Runner, acting_network, compile_network, measure
 from quarl.deploy.backends import TorchRunner
 from quarl.evaluate import episode_seeds, evaluate
+from quarl.calibration import calibration_seeds
 from quarl.policies import obtain
 from quarl.quantize import LAYER_TYPES, fake_quantize
 
@@ -87,6 +98,13 @@ MLPS: dict[str, tuple[list[int], list[str]]] = {
 CNN = "Nature CNN (4x84x84)"
 CNN_ENV = "atari/breakout"
 CNN_STEPS = 128_000
+# Trained policies for the edge rows: rl-zoo3's tuned PPO settings (quarl's conf/tuned), their own budgets
+TUNED: dict[str, list[str]] = {
+    "PPO CartPole-v1 (tuned 64x64)": ["env=cartpole"],
+    "PPO MountainCarContinuous-v0 (tuned + VecNormalize)": ["env=mountaincar_continuous"],
+}
+EDGE = ("tflite", "c")
+EDGE_MAX_WEIGHTS = 4_000_000  # larger MLPs get no C source / .tflite rows (MLP 3x2048: 8.4M weights)
 
 
 def compose_config(overrides: list[str], policies: Path) -> Any:
@@ -110,9 +128,11 @@ def cnn_config(policies: Path) -> Any:
 
 
 def network_config(name: str, policies: Path) -> Any:
-    """The quarl config of the network `name` (a key of MLPS, or CNN)."""
+    """The quarl config of the network `name` (a key of MLPS or TUNED, or CNN)."""
     if name == CNN:
         return cnn_config(policies)
+    if name in TUNED:
+        return compose_config(TUNED[name], policies)
     arch, overrides = MLPS[name]
     return config(arch, overrides, policies)
 
@@ -217,10 +237,55 @@ def latency(runners: dict[str, Any], obs: np.ndarray, rounds: int, budget_s: flo
     return {name: {k: statistics.median(m[k] for m in ms) for k in ("median_ms", "p90_ms")} for name, ms in results.items()}
 
 
+def edge_runners(net: ActingNetwork, calibration: np.ndarray) -> tuple[dict[str, Any], dict[str, dict[str, float]]]:
+    """The full-integer runners of `net` (`tflite` where ai-edge-litert is installed, `c` where a host
+    cc is) and their flash / RAM bytes; a missing one is said once, not a failure."""
+    from quarl.deploy.edge.toolchain import arm_footprint, available
+    from quarl.errors import QuarlError
+
+    runners: dict[str, Any] = {}
+    sizes: dict[str, dict[str, float]] = {}
+    for backend in EDGE:
+        try:
+            runners[backend] = compile_network(net, backend, calibration)
+        except QuarlError as exc:
+            print(f"- no {backend} row: {exc}")
+    if "tflite" in runners:
+        from quarl.deploy.edge.tflite import MicroPolicy
+
+        tfl = runners["tflite"]
+        try:
+            arena = MicroPolicy(tfl.model, tfl.integer).arena_bytes
+        except QuarlError:
+            arena = None
+        sizes["tflite"] = {"flash bytes": len(tfl.model), "RAM bytes": float("nan") if arena is None else arena}
+    if "c" in runners:
+        missing = available("arm-none-eabi-gcc", "arm-none-eabi-size")
+        if missing is None:
+            footprint = arm_footprint(runners["c"].integer)
+            sizes["c"] = sizes["c (native)"] = {"flash bytes": footprint.flash, "RAM bytes": footprint.ram}
+        else:
+            print(f"- no Cortex-M sizes: {missing}")
+    return runners, sizes
+
+
+class NativeC:
+    """Stands in for a runner in the table: the C policy timed in C (ns per policy_act call)."""
+
+    def __init__(self, runner: Any, obs: np.ndarray) -> None:
+        self.runner, self.obs = runner, obs
+        self.backend, self.precision, self.nbytes = "c (native)", runner.precision, runner.nbytes
+
+    def latency(self, rounds: int) -> dict[str, float]:
+        per_call = [self.runner.c.native_ns(self.obs, repeats=200) / 1e6 for _ in range(max(rounds, 3))]
+        return {"median_ms": statistics.median(per_call), "p90_ms": max(per_call)}
+
+
 def bench_network(label: str, net: ActingNetwork, example: np.ndarray, reward: Optional[Callable[[Runner], float]],
-                  rounds: int, budget_s: float) -> list[dict[str, Any]]:
+                  rounds: int, budget_s: float, calibration: Optional[np.ndarray] = None) -> list[dict[str, Any]]:
     """One table row per backend of `net`: latency (on `example`), bytes and, given `reward`, the
-    reward of the policy executed with that backend (`example` also calibrates static int8)."""
+    reward of the policy executed with that backend (`example` also calibrates static int8). With
+    `calibration` (the fp32 policy's calibration states), the full-integer edge rows too."""
     logging.getLogger("quarl.deploy.backends").setLevel(logging.ERROR)  # auto's choice is a table column
     runners: dict[str, Any] = {b: compile_network(net, b, example) for b in BACKENDS}
     runners[REFERENCE] = TorchDynamicInt8(net)
@@ -229,7 +294,16 @@ def bench_network(label: str, net: ActingNetwork, example: np.ndarray, reward: O
     for backend, bits in NBITS_ROWS:
         name = f"{backend} [{bits}-bit]"
         runners[name], policies[name] = compile_network(quantized[bits], backend, example), f"PTQ {bits}-bit"
+    sizes: dict[str, dict[str, float]] = {}
+    if calibration is not None:
+        edge, sizes = edge_runners(net, calibration)
+        runners.update(edge)
+        policies.update({name: "fp32 -> full int8" for name in edge})
     times = latency(runners, example, rounds, budget_s)
+    if "c" in runners:
+        native = NativeC(runners["c"], calibration[:256] if calibration is not None else example)
+        times["c (native)"], runners["c (native)"] = native.latency(rounds), native
+        policies["c (native)"] = "fp32 -> full int8"
     base, int8 = times["torch"]["median_ms"], times["onnx_int8"]["median_ms"]
     fp32_bytes = runners["torch"].nbytes
     rows = []
@@ -245,9 +319,11 @@ def bench_network(label: str, net: ActingNetwork, example: np.ndarray, reward: O
             "vs int8": int8 / times[name]["median_ms"],
             "bytes": r.nbytes,
             "x smaller": fp32_bytes / r.nbytes,
+            "flash bytes": sizes.get(name, {}).get("flash bytes", float("nan")),
+            "RAM bytes": sizes.get(name, {}).get("RAM bytes", float("nan")),
         }
         if reward is not None:
-            row["reward"] = reward(r)
+            row["reward"] = reward(r.runner if isinstance(r, NativeC) else r)
         rows.append(row)
     return rows
 
@@ -275,6 +351,8 @@ def untrained(name: str, policies: Path) -> Any:
     """An untrained PPO policy shaped like the network `name` (latency and bytes only)."""
     if name == CNN:
         return PPO("CnnPolicy", make_env(cnn_config(policies).env), seed=0, device="cpu")
+    if name in TUNED:
+        return PPO("MlpPolicy", make_env(network_config(name, policies).env), seed=0, device="cpu")
     arch, _ = MLPS[name]
     return PPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(net_arch=dict(pi=arch, vf=[64, 64])), seed=0, device="cpu")
 
@@ -287,6 +365,26 @@ def trained_models(names: list[str], policies: Path, jobs: int) -> dict[str, Any
     return {name: obtain(network_config(name, policies), policies).load() for name in names}
 
 
+def obs_transform_of(name: str, policies: Path) -> Any:
+    """The cached policy's observation normalisation (VecNormalize's normalize_obs), or None."""
+    if name not in TUNED:
+        return None
+    return obtain(network_config(name, policies), policies).obs_transform()
+
+
+def weights_of(net: ActingNetwork) -> int:
+    return sum(m.weight.numel() for m in net.body.modules() if isinstance(m, LAYER_TYPES))
+
+
+def calibration_states(model: Any, name: str, policies: Path, transform: Any) -> np.ndarray:
+    """The states the fp32 policy visits in quarl's calibration episodes (5, seed 0, disjoint from the
+    10 evaluation seeds), as `quant.backend=c|tflite` records calibrate."""
+    from quarl.deploy.edge import visited_states
+
+    env_cfg = network_config(name, policies).env
+    return visited_states(model, env_cfg, calibration_seeds(0, 5, 10), transform)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--policies", type=Path, default=ROOT / "outputs" / "policies", help="quarl policy cache")
@@ -297,15 +395,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved latency rounds")
     parser.add_argument("--budget", type=float, default=1.5, help="seconds of timed calls per backend and network")
     parser.add_argument("--no-reward", action="store_true", help="latency and bytes only: train nothing")
-    parser.add_argument("--networks", default=",".join([*MLPS, CNN]), help="comma-separated networks to measure")
+    parser.add_argument("--no-edge", action="store_true", help="no full-integer rows (tflite, c)")
+    parser.add_argument("--networks", default=",".join([*MLPS, *TUNED, CNN]), help="comma-separated networks")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     start = time.perf_counter()
 
     names = [n.strip() for n in args.networks.split(",")]
-    unknown = [n for n in names if n not in [*MLPS, CNN]]
+    known = [*MLPS, *TUNED, CNN]
+    unknown = [n for n in names if n not in known]
     if unknown:
-        parser.error(f"--networks: {', '.join(unknown)} not known: choose from {', '.join([*MLPS, CNN])}")
+        parser.error(f"--networks: {', '.join(unknown)} not known: choose from {', '.join(known)}")
     if args.no_reward:
         models = {name: untrained(name, args.policies) for name in names}
     else:
@@ -317,10 +417,24 @@ def main() -> None:
     cartpole_reward = partial(episodes_reward, episodes=args.episodes, seed=0)
     rows = []
     for name, model in models.items():
-        example = random_observations(cnn_env, 256) if name == CNN else cartpole_obs()
-        reward = atari_reward(eval_env, args.cnn_episodes) if name == CNN else cartpole_reward
-        rows += bench_network(name, acting_network(model), example, None if args.no_reward else reward,
-                              args.rounds, args.budget)
+        transform = None if args.no_reward else obs_transform_of(name, args.policies)
+        net = acting_network(model, transform)
+        if name == CNN:
+            example, reward = random_observations(cnn_env, 256), atari_reward(eval_env, args.cnn_episodes)
+        elif name in TUNED:
+            env_cfg = network_config(name, args.policies).env
+            example = random_observations(env_cfg, 512, seed=1)
+            reward = partial(lambda runner, env_cfg: evaluate(runner, env_cfg, args.episodes, seed=0).mean,
+                             env_cfg=env_cfg)
+        else:
+            example, reward = cartpole_obs(), cartpole_reward
+        calibration = None
+        if not args.no_edge and name != CNN and weights_of(net) <= EDGE_MAX_WEIGHTS:
+            calibration = (
+                calibration_states(model, name, args.policies, transform) if not args.no_reward else example
+            )
+        rows += bench_network(name, net, example, None if args.no_reward else reward, args.rounds, args.budget,
+                              calibration)
     table = pd.DataFrame(rows)
 
     print(f"\n## Deployment: batch 1, one thread ({platform.processor() or platform.machine()}, "
@@ -358,6 +472,16 @@ def main() -> None:
         random_score = atari_reward(eval_env, args.cnn_episodes)(RandomActions(eval_env))
         print(f"- {CNN} on {cnn_env.id}: reward fp32 {cnn['torch']:.4g}, int8 (onnx_int8) {cnn['onnx_int8']:.4g}, "
               f"random actions {random_score:.4g} (same episodes)")
+    edge = table[table.backend.isin([*EDGE, "c (native)"])]
+    for network in edge.network.unique():
+        rows_here = table[table.network == network].set_index("backend")
+        c = rows_here.loc["c (native)"] if "c (native)" in rows_here.index else None
+        ort = rows_here[rows_here.policy == "fp32"].loc["onnx_int8"] if "onnx_int8" in rows_here.index else None
+        if c is not None and ort is not None:
+            print(f"- {network}: C policy {c['median ms'] * 1e3:.3g} us per action in C "
+                  f"({ort['median ms'] / c['median ms']:.1f}x onnx_int8's {ort['median ms'] * 1e3:.3g} us through "
+                  f"Python; {c['speedup']:.0f}x fp32 eager torch); flash {c['flash bytes']:.0f} B, "
+                  f"RAM {c['RAM bytes']:.0f} B")
     print(f"\n{time.perf_counter() - start:.0f} s in all")
 
 
