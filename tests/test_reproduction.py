@@ -3,6 +3,7 @@ and its verdicts follow the intervals (no training here)."""
 
 import json
 import logging
+import re
 import shutil
 from pathlib import Path
 
@@ -292,3 +293,17 @@ def test_robustness_pairs_each_robust_policy_with_its_plain_twin():
     assert "Plain: Sweet spot: 5 bits" in section and "SAM: Sweet spot: 4 bits" in section
     assert "pseudo-quantization noise" not in section  # no noise-trained records: no block for it
     assert robustness.section(plain, sam.iloc[0:0]).startswith("Not run yet")
+
+
+def test_the_summary_opens_the_report_in_at_most_12_lines_each_linking_to_its_section():
+    from quarl.report.summary import MAX_LINES, anchor
+
+    text = (ROOT / "docs/reproduction/README.md").read_text()
+    block = text.split("## Summary\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert 5 <= len(block) <= MAX_LINES == 12
+    headings = {anchor(h) for h in re.findall(r"^#{2,3} (.+)$", text, re.M)}
+    for line in block:
+        link = re.match(r"- \[[^\]]+\]\((#[^)]+)\): \S", line)
+        assert link and link.group(1) in headings, line
+    assert anchor("Beyond the paper: PTQ sweet spots on tasks QuaRL skipped") == (
+        "#beyond-the-paper-ptq-sweet-spots-on-tasks-quarl-skipped")

@@ -800,6 +800,18 @@ def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> st
             + "\n\n"
             + not_run_here(sweeps, campaign.every)
         )
+        from quarl.report import summary
+
+        reasons = yaml.safe_load((folder / REASONS).read_text()) or {} if (folder / REASONS).exists() else {}
+        parts.insert(
+            1,
+            summary.build(
+                campaign,
+                ptq_table(runs, reasons),
+                published_conditions.rows(runs, campaign.published),
+                robustness.tables(runs, campaign.robust),
+            ),
+        )
     wall = (folder / WALL_TIMES).read_text().strip() if (folder / WALL_TIMES).exists() else "none yet"
     parts.append("## Wall time of each part on this machine\n\n```\n" + wall + "\n```")
     return "\n\n".join(p for p in parts if p).rstrip() + "\n"

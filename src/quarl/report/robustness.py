@@ -114,6 +114,19 @@ def _block(plain_runs: pd.DataFrame, robust_runs: pd.DataFrame, algo: str, env: 
     )
 
 
+def tables(plain_runs: pd.DataFrame, robust_runs: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Every comparison run so far, by 'algo/env/technique'."""
+    if robust_runs.empty or "train.robust" not in robust_runs.columns:
+        return {}
+    found = {}
+    for algo, env in TASKS:
+        for technique in TECHNIQUES:
+            table = comparison(plain_runs, robust_runs[robust_runs["train.robust"] == technique], algo, env)
+            if not table.empty:
+                found[f"{algo}/{env}/{technique}"] = table
+    return found
+
+
 def section(plain_runs: pd.DataFrame, robust_runs: pd.DataFrame) -> str:
     """The Markdown of the section: a block per task and technique run so far."""
     if robust_runs.empty or "train.robust" not in robust_runs.columns:
