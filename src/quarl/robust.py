@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 import torch
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
 
 from quarl.errors import QuarlError
 
@@ -101,14 +102,16 @@ class Noise(Perturbing):
         return offsets
 
 
+#: The optimizers quarl's algorithms train with (SB3's Adam, A2C's RMSprop, rl-zoo3's Atari RMSprop).
+BASES = (torch.optim.Adam, torch.optim.RMSprop, RMSpropTFLike)
+
+
 def _classes() -> dict[tuple[str, type], type]:
     """A perturbing class per technique and base optimizer, defined in this module (SB3 pickles
     `optimizer_class` into model.zip by name, so a saved policy loads again)."""
-    from quarl.algos import OPTIMIZERS
-
     made = {}
     for technique, mixin in (("sam", SAM), ("noise", Noise)):
-        for base in OPTIMIZERS.values():
+        for base in BASES:
             name = f"{mixin.__name__}{base.__name__}"
             cls = type(name, (mixin, base), {"__module__": __name__, "__qualname__": name})
             globals()[name] = cls
