@@ -53,3 +53,36 @@ def test_export_from_a_record_writes_a_checked_policy(fmt, scratch, shared_polic
     assert out.exists() and all(v == 0 for v in report.checked.values()) and report.checked
     text = report.text()
     assert str(out) in text and "identical to the integer reference" in text
+
+
+@pytest.mark.parametrize("fmt", ["c", "tflite"])
+def test_quarl_export_format_writes_from_the_store_and_refuses_an_existing_path(fmt, scratch, shared_policies):
+    import subprocess
+    import sys
+
+    from tests.conftest import ENV
+
+    if fmt == "tflite":
+        pytest.importorskip("ai_edge_litert", reason="ai-edge-litert is not installed: pip install 'quarl[edge]'")
+    run_quarl(scratch, *FAST, policies=shared_policies)
+    out = scratch / ("policy.tflite" if fmt == "tflite" else "policy")
+    cli = [sys.executable, "-m", "quarl.cli", "export", "quant=ptq", "--format", fmt, "--out", str(out)]
+    done = subprocess.run(cli, cwd=scratch, capture_output=True, text=True, env=ENV, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "identical to the integer reference on 10000 states" in done.stdout  # record's states, then random
+    assert out.exists()
+    again = subprocess.run(cli, cwd=scratch, capture_output=True, text=True, env=ENV, timeout=600)
+    assert again.returncode == 1 and "already exists" in again.stderr and "Traceback" not in again.stderr
+
+
+def test_a_record_without_activation_ranges_executes_on_the_c_backend(scratch, shared_policies):
+    """The default PTQ cell (weights only) has no activation ranges: the pipeline calibrates the
+    full-integer policy on the states its fp32 policy visits."""
+    from quarl.deploy.edge.toolchain import available
+
+    missing = available("cc")
+    if missing:
+        pytest.skip(missing)
+    run_quarl(scratch, *FAST, "quant.backend=c", policies=shared_policies)
+    row = results.load(scratch / "outputs/results.sqlite", quant="ptq").iloc[0]
+    assert row["backend"] == "c" and row["backend_reward"] > 0 and 0 <= row["backend_action_agreement"] <= 1

@@ -10,6 +10,7 @@ import signal
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -103,7 +104,48 @@ def cmd_export(args: argparse.Namespace) -> None:
     policy = cached(policy_config(cfg), Path(cfg.store.policies))
     model = policy.load()
     quantize_policy(model, cfg.quant, calibrate=calibrator(cfg, policy))  # the record's own calibration
+    if args.format != "onnx":
+        print(_export_edge(args, cfg, policy, model, args.precision or precision.replace("fp32", "int8")))
+        return
     print(export(model, args.out, precision=precision, obs_transform=policy.obs_transform(), env_id=cfg.env.id))
+
+
+EDGE_CHECK_STATES = 10_000  # recorded states an edge export is checked on (the record's, then random ones)
+
+
+def _export_edge(args: argparse.Namespace, cfg: Any, policy: Any, model: Any, precision: str) -> str:
+    """A full-integer .tflite file or C policy of the record's policy, checked against the integer
+    reference on the states its fp32 policy visited (calibration and evaluation), topped up with
+    random-action states to EDGE_CHECK_STATES."""
+    import numpy as np
+
+    from quarl.deploy.edge import calibration_states
+    from quarl.deploy.edge.export import export_edge
+    from quarl.envs import random_observations
+    from quarl.keys import cell_key
+    from quarl.methods import fp32_config
+
+    states = calibration_states(cfg, policy)
+    recorded = [states]
+    evaluated = policy.folder / f"eval-states-{cell_key(fp32_config(cfg))}.npz"
+    if evaluated.exists():
+        with np.load(evaluated) as data:
+            recorded.append(data["states"])
+    check = np.concatenate(recorded)
+    if len(check) < EDGE_CHECK_STATES:
+        check = np.concatenate([check, random_observations(cfg.env, EDGE_CHECK_STATES - len(check))])
+    report = export_edge(
+        model,
+        args.out,
+        args.format,
+        obs_transform=policy.obs_transform(),
+        calibration_obs=states,
+        statistic=str(cfg.quant.get("calibration", "minmax")),
+        precision=precision,
+        check_obs=check,
+        metadata={"env_id": cfg.env.id},
+    )
+    return report.text()
 
 
 def cmd_plan(args: argparse.Namespace) -> None:
@@ -319,7 +361,10 @@ def parser() -> argparse.ArgumentParser:
     co.add_argument("--log-y", action="store_true", help="weight histograms on a log count axis")
     co.add_argument("--force", action="store_true", help="draw again even when --out is up to date")
     co.set_defaults(func=cmd_collate)
-    ex = sub.add_parser("export", help="write one stored policy as a standalone ONNX file (fp32, int8, int4 or int2)")
+    ex = sub.add_parser(
+        "export",
+        help="write one stored policy as a standalone ONNX file, a full-integer LiteRT model or a C policy",
+    )
     ex.add_argument(
         "filters",
         nargs="*",
@@ -327,14 +372,28 @@ def parser() -> argparse.ArgumentParser:
         help="pick one finished record, e.g. algo=ppo quant=ptq quant.bits=8 (records that differ only in "
         "quant.backend or eval.* hold one policy: the most recent is exported)",
     )
-    ex.add_argument("--out", type=Path, required=True, help="the .onnx file to write (required; must not exist)")
+    ex.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="what to write (required; must not exist): a .onnx or .tflite file, or for --format c a folder",
+    )
+    ex.add_argument(
+        "--format",
+        choices=("onnx", "tflite", "c"),
+        default="onnx",
+        help="onnx (default): one ONNX file for ONNX Runtime; tflite: a full-integer int8 LiteRT model (runs "
+        "under ai-edge-litert and TFLite Micro: pip install 'quarl[edge]'); c: a folder with policy.c and "
+        "policy.h, C99 for microcontrollers. Both full-integer formats are checked bit for bit against "
+        "quarl's integer reference before they are kept",
+    )
     ex.add_argument(
         "--precision",
         choices=("fp32", "int8", "int4", "int2"),
         default=None,
         help="the file's weights (default: the record's own: fp32 for fp32; int8, int4 or int2 for a policy "
         "quantized to at most 8, 4 or 2 bits; fp32, which holds them exactly, for fp16, bf16 and 9..16 bits, "
-        "saying so)",
+        "saying so). --format tflite is int8; --format c takes int8 (an fp32 record's default), int4 or int2",
     )
     _store_option(ex)
     ex.set_defaults(func=cmd_export)

@@ -114,8 +114,13 @@ def _execute(ctx: Context, cfg: Any, model: Any, baseline: Baseline, obs_transfo
     example = np.asarray(env.reset(seed=cfg.seed)[0])[None]
     space = env.action_space
     env.close()
+    from quarl.deploy.backends import EDGE
+    from quarl.deploy.edge import calibration_states
+
+    # a full-integer policy takes its activation ranges from the states the fp32 policy visits
+    observed = calibration_states(cfg, baseline.policy) if backend in EDGE else example
     with activity(f"Compiling the policy for quant.backend={backend}"):
-        runner = compile_policy(model, backend, example, obs_transform=obs_transform)
+        runner = compile_policy(model, backend, observed, obs_transform=obs_transform)
     fp32_model, fp32_transform = loaded(baseline.policy)
     reference = compile_policy(fp32_model, "torch", example, obs_transform=fp32_transform)
     ev = evaluate_cell(runner, cfg, progress=cfg.eval.progress, desc=f"{runner.backend} eval", per_observation=True)

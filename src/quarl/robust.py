@@ -109,7 +109,7 @@ BASES = (torch.optim.Adam, torch.optim.RMSprop, RMSpropTFLike)
 def _classes() -> dict[tuple[str, type], type]:
     """A perturbing class per technique and base optimizer, defined in this module (SB3 pickles
     `optimizer_class` into model.zip by name, so a saved policy loads again)."""
-    made = {}
+    made: dict[tuple[str, type], type] = {}
     for technique, mixin in (("sam", SAM), ("noise", Noise)):
         for base in BASES:
             name = f"{mixin.__name__}{base.__name__}"

@@ -227,6 +227,11 @@ def _check_backend(q: Any, method: methods.QuantMethod) -> None:
             f"quant.backend={q.backend} executes policies with at most {nbits}-bit weights, not quant={q.method} "
             f"with quant.bits={q.bits}: use quant.bits<={nbits}, or quant.backend=onnx_int8/auto."
         )
+    if q.backend in ("c", "tflite") and not (method.integer and q.bits <= 8):
+        raise QuarlError(
+            f"quant.backend={q.backend} executes full-integer policies of at most 8-bit weights, not quant={q.method} "
+            f"with quant.bits={q.bits}: use quant=ptq or quant=qat with quant.bits<=8."
+        )
     if q.backend == "onnx_int8" and not (method.integer and q.bits <= 8):
         raise QuarlError(
             f"quant.backend=onnx_int8 executes integer policies of at most 8 bits, not quant={q.method} "
