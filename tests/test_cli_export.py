@@ -7,10 +7,11 @@ import json
 
 import pytest
 
-from quarl import cli, results
+from quarl import cli
 from quarl.deploy.export import record_precision
 from quarl.errors import QuarlError
-from quarl.store import Store
+from quarl.store import query as results
+from quarl.store.sqlite import Store
 from tests.conftest import FAST, run_quarl
 from tests.records import record, write
 

@@ -7,8 +7,9 @@ import io
 
 import pandas as pd
 
-from quarl import cli, results
-from quarl.store import Store
+from quarl import cli
+from quarl.store import query as results
+from quarl.store.sqlite import Store
 from tests.records import record, write
 
 LONG_NET = [2048, 2048, 2048, 1024, 1024, 512, 512, 256]

@@ -16,7 +16,7 @@ from typing import Callable
 
 import pytest
 
-from quarl import results
+from quarl.store import query as results
 from tests.cluster import services
 from tests.conftest import ENV, FAST, ROOT
 from tests.test_actorq import run_killing_actor_0

@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 
 from quarl.errors import QuarlError
-from quarl.results import DEFAULT_STORE, load, one_record, shown, summary_columns, weight_bits
-from quarl.store import Store, rebuild
+from quarl.store.query import DEFAULT_STORE, load, one_record, shown, summary_columns, weight_bits
+from quarl.store.sqlite import Store, rebuild
 
 log = logging.getLogger("quarl")
 
@@ -84,12 +84,12 @@ def cmd_export(args: argparse.Namespace) -> None:
 
     from omegaconf import OmegaConf
 
-    from quarl.calibration import calibrator
+    from quarl.config.methods import policy_config
     from quarl.deploy import export
     from quarl.deploy.export import record_precision
-    from quarl.methods import policy_config
-    from quarl.policies import cached
-    from quarl.quantize import quantize_policy
+    from quarl.quantize.calibration import calibrator
+    from quarl.quantize.weights import quantize_policy
+    from quarl.train.cache import cached
 
     df = load(args.store, _filters(args.filters))
     record, note = one_record(df[df["status"] == "done"], " ".join(args.filters) or "(no filter)")
@@ -119,11 +119,11 @@ def _export_edge(args: argparse.Namespace, cfg: Any, policy: Any, model: Any, pr
     random-action states to EDGE_CHECK_STATES."""
     import numpy as np
 
+    from quarl.config.keys import cell_key
+    from quarl.config.methods import fp32_config
     from quarl.deploy.edge import calibration_states
     from quarl.deploy.edge.export import export_edge
-    from quarl.envs import random_observations
-    from quarl.keys import cell_key
-    from quarl.methods import fp32_config
+    from quarl.rl.envs import random_observations
 
     states = calibration_states(cfg, policy)
     recorded = [states]
@@ -165,7 +165,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> None:
-    from quarl.results import status
+    from quarl.store.query import status
 
     grid, failed = status(args.store, _filters(args.filters))
     if grid.empty:
@@ -254,7 +254,7 @@ def pack(items: list[str], width: int, sep: str = ", ", indent: str = "", first:
 
 def cmd_matrix(args: argparse.Namespace) -> None:
     from quarl.app import CONF_DIR
-    from quarl.compat import LEGEND, matrix
+    from quarl.rl.matrix import LEGEND, matrix
 
     table = matrix(CONF_DIR, args.suite)
     with pd.option_context("display.max_rows", None, "display.width", 250):
@@ -263,7 +263,7 @@ def cmd_matrix(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    from quarl import reproduction
+    from quarl.report import reproduction
 
     folder, sweeps = args.records.parent, args.sweeps
     if args.archive is not None:

@@ -14,23 +14,25 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, open_dict
 
-from quarl import calibration, methods, provenance, schema
-from quarl.algos import check_action_kind
-from quarl.cells import finished, label, log_skip, torch_threads
-from quarl.compat import check_zoo
-from quarl.envs import action_kind, fp32_flag, make_env
+from quarl.config import methods, schema
+from quarl.config.cells import finished, label, log_skip, torch_threads
+from quarl.config.keys import cell_key
+from quarl.config.methods import fp32_config
 from quarl.errors import IncompatibleCell, QuarlError
-from quarl.evaluate import Evaluation, evaluate_cell
-from quarl.fidelity import STATES, Fidelity, executed_fidelity, greedy_actions, policy_fidelity
-from quarl.keys import cell_key
-from quarl.locks import taking_turns
-from quarl.methods import fp32_config
-from quarl.policies import CachedPolicy, obtain
-from quarl.policy_files import MODEL_FILE
+from quarl.evaluate.episodes import Evaluation, evaluate_cell
+from quarl.evaluate.fidelity import STATES, Fidelity, executed_fidelity, greedy_actions, policy_fidelity
 from quarl.progress import activity
-from quarl.quantize import policy_bytes, quantize_policy
-from quarl.records import Context, make_record, store_record
-from quarl.store import Store, make_folder
+from quarl.quantize import calibration
+from quarl.quantize.weights import policy_bytes, quantize_policy
+from quarl.rl.algos import check_action_kind
+from quarl.rl.envs import action_kind, fp32_flag, make_env
+from quarl.rl.matrix import check_zoo
+from quarl.store import provenance
+from quarl.store.records import Context, make_record, store_record
+from quarl.store.sqlite import Store, make_folder
+from quarl.train.cache import CachedPolicy, obtain
+from quarl.train.locks import taking_turns
+from quarl.train.trainer import MODEL_FILE
 
 log = logging.getLogger(__name__)
 
@@ -261,7 +263,7 @@ def _run_marked(ctx: Context, store: Store, key: str, status: str | None) -> Non
     threads = torch_threads(cfg)
     torch.set_num_threads(threads)
     with open_dict(cfg):
-        cfg.train.threads = threads  # recorded as run (not part of any key: quarl.cells.torch_threads)
+        cfg.train.threads = threads  # recorded as run (not part of any key: quarl.config.cells.torch_threads)
     started = provenance.now()
     if status is None:
         store.write(make_record(cfg, "running", started, ctx.run_dir))

@@ -19,17 +19,17 @@ from quarl.actorq.dqn import DQNLearner
 from quarl.actorq.learner import TrainResult, open_run_curves, train
 from quarl.actorq.settings import Settings, resolve
 from quarl.actorq.transport import LocalTransport, Transport
-from quarl.envs import make_env
-from quarl.evaluate import Evaluation, evaluate
-from quarl.fidelity import STATES, executed_fidelity, greedy_actions
-from quarl.records import Context, make_record, store_record
-from quarl.store import Store
+from quarl.evaluate.episodes import Evaluation, evaluate
+from quarl.evaluate.fidelity import STATES, executed_fidelity, greedy_actions
+from quarl.rl.envs import make_env
+from quarl.store.records import Context, make_record, store_record
+from quarl.store.sqlite import Store
 
 log = logging.getLogger(__name__)
 
 
 class GreedyPolicy:
-    """A policy function as SB3's `predict` (for `quarl.evaluate.evaluate`): greedy Q-values, or
+    """A policy function as SB3's `predict` (for `quarl.evaluate.episodes.evaluate`): greedy Q-values, or
     D4PG actions scaled from [-1, 1] to the env's bounds."""
 
     def __init__(self, forward: Any, settings: Settings) -> None:

@@ -26,7 +26,7 @@ from quarl.actorq.settings import Settings
 from quarl.actorq.transport import Transport
 from quarl.errors import QuarlError
 from quarl.progress import Progress
-from quarl.tracking import CURVES_DIR, Curves, RunName, launch_dir, open_curves, sweep_group
+from quarl.train.curves import CURVES_DIR, Curves, RunName, launch_dir, open_curves, sweep_group
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class TrainResult:
 
 
 def open_run_curves(cfg: Any, run_dir: Path) -> Curves:
-    """The curve writers of an ActorQ run: CSV in `<run dir>/curves` (quarl.tracking),
+    """The curve writers of an ActorQ run: CSV in `<run dir>/curves` (quarl.train.curves),
     plus the trackers `train.tracking` turns on, the run named by algo, env, seed and actor precision."""
     name = f"actorq-{cfg.algo.name}-{cfg.env.name.replace('/', '-')}-seed{cfg.seed}-actor{cfg.quant.actor_bits}"
     tags = {

@@ -11,12 +11,12 @@ from typing import Any, Callable, Mapping
 
 from matplotlib.figure import Figure
 
-from quarl.collate import actorq, plots, precision, stats, tables, training, weights
+from quarl.collate import actorq, curves, plots, precision, stats, tables, weights
 from quarl.collate.frame import FLOAT_BITS, Study
 from quarl.collate.steps import Steps
 from quarl.collate.trainings import stem, title
+from quarl.config.keys import slug
 from quarl.errors import QuarlError
-from quarl.keys import slug
 
 #: The list of files a collation wrote, kept in its folder: the next collation there replaces exactly them.
 MANIFEST = ".quarl-collate.json"
@@ -348,7 +348,7 @@ def write_all(
             ("the error tables", lambda: write_tables(study, out)),
             ("the aggregate plots", lambda: write_aggregate(study, out)),
             ("the action-agreement plots", lambda: write_agreement(study, out)),
-            ("the training curves", lambda: training.write_training_curves(study, out)),
+            ("the training curves", lambda: curves.write_training_curves(study, out)),
             ("the weight report", lambda: write_weights(study, out, bits, log_y)),
             ("the precision grids", lambda: precision.write_precision(study, out)),
         ]

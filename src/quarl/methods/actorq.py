@@ -8,8 +8,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from quarl.config.methods import QuantConfig, QuantMethod, one_of
 from quarl.errors import QuarlError
-from quarl.methods.base import QuantConfig, QuantMethod, one_of
 
 ALGOS = ("dqn", "d4pg")  # discrete and continuous actions
 BACKENDS = ("local", "ray")

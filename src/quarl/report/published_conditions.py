@@ -9,7 +9,7 @@ import pandas as pd
 
 from quarl.collate import published
 from quarl.collate.stats import seed_interval
-from quarl.reproduction import FRACTION, _markdown, _values, _verdict, fmt, select, shown
+from quarl.report.reproduction import FRACTION, _markdown, _values, _verdict, fmt, select, shown
 
 PAIRS = (("dqn", "cartpole"), ("a2c", "cartpole"), ("ppo", "cartpole"), ("ddpg", "mountaincar_continuous"))
 TFLITE_RULE = 1024  # kWeightsMinNumElementsDefault in TensorFlow Lite's weight quantization

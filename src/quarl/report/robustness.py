@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from quarl.collate.stats import Interval, seed_interval
-from quarl.reproduction import (
+from quarl.report.reproduction import (
     FRACTION,
     KEEP_FRACTION,
     SWEET_BITS,

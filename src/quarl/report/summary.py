@@ -9,7 +9,7 @@ from collections import Counter
 import pandas as pd
 
 from quarl.collate import actorq
-from quarl.reproduction import (
+from quarl.report.reproduction import (
     CARTPOLE_ALGOS,
     Campaign,
     Row,

@@ -1,5 +1,5 @@
 """The states quarl's calibration sees: the fp32 policy's greedy episodes on the record's
-calibration seeds (`quarl.calibration.calibration_seeds`, disjoint from the evaluation seeds)."""
+calibration seeds (`quarl.quantize.calibration.calibration_seeds`, disjoint from the evaluation seeds)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 
-from quarl.envs import make_env
+from quarl.rl.envs import make_env
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ def visited_states(
     obs_transform: Optional[Callable[[np.ndarray], np.ndarray]] = None,
 ) -> np.ndarray:
     """Raw observations `model` acts on, greedily, for one episode per seed (as
-    `quarl.calibration.calibrate` steps them), stacked into one array."""
+    `quarl.quantize.calibration.calibrate` steps them), stacked into one array."""
     env = make_env(env_cfg)
     states: list[np.ndarray] = []
     try:
@@ -47,8 +47,8 @@ def visited_states(
 def calibration_states(cfg: Any, policy: Any) -> np.ndarray:
     """The states the fp32 policy of record config `cfg` visits in its calibration episodes
     (`quant.calibration_episodes`, default 5). `policy`: its CachedPolicy
-    (`quarl.policies.cached(quarl.methods.policy_config(cfg), root)`)."""
-    from quarl.calibration import calibration_seeds
+    (`quarl.train.cache.cached(quarl.methods.policy_config(cfg), root)`)."""
+    from quarl.quantize.calibration import calibration_seeds
 
     episodes = int(cfg.quant.get("calibration_episodes", 5))
     seeds = calibration_seeds(int(cfg.seed), episodes, int(cfg.eval.episodes))

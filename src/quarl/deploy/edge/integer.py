@@ -15,7 +15,7 @@ layers with ReLU, Tanh or no activation between them):
   ranges a PTQ record calibrated (`CalibratedFakeQuant`, quant.act_bits/input_bits) or a QAT policy
   froze, else the ranges observed on calibration observations (`calibration_states`: the states
   the fp32 policy visits in the record's calibration episodes), with the record's statistic
-  (minmax / percentile) and quarl's affine range-to-scale rule (`quarl.quantize.qparams`);
+  (minmax / percentile) and quarl's affine range-to-scale rule (`quarl.quantize.weights.qparams`);
 - requantization: TFLite's quantized multiplier and shift (`fixedpoint`);
 - Tanh: TFLite's int8 TANH, output scale 1/128, zero point 0 (fixed by TFLite's spec), computed as
   the 256-entry table round(tanh(dequantized input) * 128), which is what LiteRT and TFLite Micro
@@ -51,7 +51,7 @@ from quarl.deploy.acting import (
 )
 from quarl.deploy.edge.fixedpoint import ROUNDINGS, quantize_multiplier, round_half_away
 from quarl.errors import QuarlError
-from quarl.quantize import qparams
+from quarl.quantize.weights import qparams
 
 log = logging.getLogger(__name__)
 
@@ -332,7 +332,7 @@ def _check_prep(net: ActingNetwork) -> tuple[Optional[np.ndarray], Optional[np.n
 def _fq_range(fq: ActivationFakeQuant) -> tuple[float, float]:
     """The real range an input fake quant keeps (calibrated or QAT-frozen)."""
     lo, hi = getattr(fq, "lo", None), getattr(fq, "hi", None)
-    if lo is not None and hi is not None:  # quarl.calibration.CalibratedFakeQuant
+    if lo is not None and hi is not None:  # quarl.quantize.calibration.CalibratedFakeQuant
         return float(lo), float(hi)
     scale = float(fq.scale.item())
     return (fq.qmin - fq.zero_point) * scale, (fq.qmax - fq.zero_point) * scale
@@ -343,7 +343,7 @@ def _observe(
     net: ActingNetwork, stages: list[_Stage], obs: np.ndarray, statistic: str
 ) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
     """Ranges of every Linear's input and output on `obs` (RangeObserver: minmax or percentile)."""
-    from quarl.calibration import RangeObserver  # it imports this package's parent
+    from quarl.quantize.calibration import RangeObserver  # it imports this package's parent
 
     ins = [RangeObserver(statistic, seed=i) for i in range(len(stages))]
     outs = [RangeObserver(statistic, seed=100 + i) for i in range(len(stages))]
@@ -394,7 +394,7 @@ def _input_grid(
         with torch.no_grad():
             x = net.prep(torch.from_numpy(net.batch(obs))).reshape(len(obs), n).double().numpy()
         if statistic == "percentile":
-            from quarl.calibration import PERCENTILE, PERCENTILE_LOW
+            from quarl.quantize.calibration import PERCENTILE, PERCENTILE_LOW
 
             lo, hi = np.percentile(x, PERCENTILE_LOW, axis=0), np.percentile(x, PERCENTILE, axis=0)
         else:
