@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shutil
 import signal
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from quarl.errors import QuarlError
-from quarl.store.query import DEFAULT_STORE, load, one_record, shown, summary_columns, weight_bits
+from quarl.store.listing import one_record, pack, shorten, shown, status_lines, summary_columns, terminal_width
+from quarl.store.query import DEFAULT_STORE, load, weight_bits
 from quarl.store.sqlite import Store, rebuild
 
 log = logging.getLogger("quarl")
@@ -165,7 +164,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> None:
-    from quarl.store.query import status
+    from quarl.store.listing import status
 
     grid, failed = status(args.store, _filters(args.filters))
     if grid.empty:
@@ -174,7 +173,7 @@ def cmd_status(args: argparse.Namespace) -> None:
     width = terminal_width()
     grid.index = grid.index.map(lambda key: tuple(shorten(str(v)) for v in key) if isinstance(key, tuple) else key)
     table = grid.to_string()
-    print(table if max(map(len, table.splitlines())) <= width else "\n".join(_status_lines(grid, width)))
+    print(table if max(map(len, table.splitlines())) <= width else "\n".join(status_lines(grid, width)))
     if not failed.empty:
         print(f"\n{len(failed)} failed (traceback in each run dir's error.txt):")
         for _, row in failed.iterrows():
@@ -188,68 +187,9 @@ def cmd_status(args: argparse.Namespace) -> None:
             print(pack([f"in {row.get('run_dir')}"], width, indent="    ", first="  "))
 
 
-def _status_lines(grid: pd.DataFrame, width: int) -> list[str]:
-    """A status grid too wide for the terminal, as a block per row: its keys, then each state
-    and the quant settings in it (`done: fp32, ptq 2b, ...`)."""
-    lines = []
-    names = list(grid.index.names)
-    keys = grid.index.to_frame(index=False).astype(str)
-    pair = [n for n in ("algo", "env") if n in names]
-    # a row names the keys that tell it apart from the other rows of its algorithm and env
-    apart = keys.groupby(pair)[[n for n in names if n not in pair]].transform("nunique").gt(1) if pair else None
-    for i, (key, row) in enumerate(grid.iterrows()):
-        values = key if isinstance(key, tuple) else (key,)
-        head = [
-            v if n in pair else f"{n}={v}"
-            for n, v in zip(names, map(str, values))
-            if n in pair or apart is None or apart.at[i, n]
-        ]
-        lines.append(pack(head, width, sep=" ", indent="    "))
-        states: dict[str, list[str]] = {}
-        for setting, state in row.items():
-            if state != "-":
-                states.setdefault(str(state), []).append(str(setting))
-        for state in sorted(states, key=lambda s: (STATE_ORDER.index(s) if s in STATE_ORDER else len(STATE_ORDER), s)):
-            lines.append(pack(states[state], width, indent="      ", first=f"  {state}: "))
-    return lines
-
-
 #: The order `quarl status` lists states in.
-STATE_ORDER = ("done", "running", "failed", "skipped")
 #: The fewest characters a shortened value keeps.
 MIN_VALUE = 24
-
-
-def terminal_width() -> int:
-    """The terminal's width in characters (100 where the output is not a terminal; $COLUMNS wins)."""
-    return shutil.get_terminal_size((100, 24)).columns
-
-
-def shorten(text: str, limit: int = 32) -> str:
-    """`text`, cut to `limit` characters with '...' where longer."""
-    return text if len(text) <= limit else text[: max(limit - 3, 1)] + "..."
-
-
-def pack(items: list[str], width: int, sep: str = ", ", indent: str = "", first: str = "") -> str:
-    """`items` joined by `sep` into lines of at most `width` characters, broken between items (an
-    item longer than a line is broken between words), the first line starting with `first`, the
-    others with `indent`."""
-    lines, line = [], first
-    for i, item in enumerate(items):
-        piece = item + (sep.rstrip() if i < len(items) - 1 else "")
-        gap = "" if line in (first, indent) else " " if sep.endswith(" ") else ""
-        if len(line) + len(gap) + len(piece) <= width or line in (first, indent):
-            if len(line) + len(gap) + len(piece) > width:  # alone on its line and still too long
-                wrapped = textwrap.wrap(piece, width, initial_indent=line, subsequent_indent=indent)
-                lines += wrapped[:-1]
-                line = wrapped[-1] if wrapped else line
-                continue
-            line += gap + piece
-        else:
-            lines.append(line)
-            line = indent + piece
-    lines.append(line)
-    return "\n".join(lines)
 
 
 def cmd_matrix(args: argparse.Namespace) -> None:

@@ -244,7 +244,7 @@ def plan(conf_dir: Path, args: list[str], store_path: Path | None = None) -> pd.
 
 
 def status(store_path: Path, filters: dict[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A grid of cell states and the failed cells' errors (`quarl.store.query.status`)."""
-    from quarl.store import query as results
+    """A grid of cell states and the failed cells' errors (`quarl.store.listing.status`)."""
+    from quarl.store import listing
 
-    return results.status(store_path, filters)
+    return listing.status(store_path, filters)

@@ -6,6 +6,7 @@ import sqlite3
 import pytest
 
 from quarl.errors import QuarlError
+from quarl.store import listing
 from quarl.store import query as results
 from quarl.store.sqlite import Store, find_records, flatten, rebuild, write_json
 from tests.conftest import ROOT
@@ -216,7 +217,7 @@ def test_one_filter_grammar_for_every_command_and_the_python_api(tmp_path):
     assert len(results.load(path, {"train.steps": "1000,null"})) == 3
     study = collate_load(path, {"quant.bits": "4", "algo": "dqn,a2c"})
     assert list(study.done["algo"]) == ["dqn"]
-    grid, _ = results.status(path, {"quant.bits": "2,4"})
+    grid, _ = listing.status(path, {"quant.bits": "2,4"})
     assert sorted(grid.index.get_level_values("algo")) == ["a2c", "dqn"]
     with pytest.raises(QuarlError, match="No column 'quant.bitz'.*quant.bits"):
         results.load(path, {"quant.bitz": 4})
@@ -251,7 +252,7 @@ def test_results_and_status_show_every_key_that_tells_records_apart(tmp_path, ca
     assert len(out.splitlines()) == 3                              # two budgets: two rows, not duplicates
     assert cli.main(["results", "--store", str(path), "quant.bits=4,2"]) == 0
     assert "eval.episodes" in capsys.readouterr().out.splitlines()[0].split()
-    grid, _ = results.status(path, {})
+    grid, _ = listing.status(path, {})
     assert list(grid.columns) == ["fp32", "ptq 2b", "ptq 3b", "ptq 4b", "ptq 8b", "ptq 32b"]  # as numbers
     assert grid.index.names[:3] == ["algo", "env", "seed"]
     assert set(grid.index.names[3:]) == {"train.steps", "eval.episodes"}
@@ -289,7 +290,7 @@ def test_records_without_the_new_columns_still_show(tmp_path, capsys):
     assert "action_agreement" in lines[0].split() and "0.97" in lines[2] and "0.97" not in lines[1]
     write(Store(path), [record("ddpg", "mountaincar_continuous", bits=8, seed=2, reward=-0.5, fp32=-0.03,
                                run={"rel_error": None, "rel_error_note": "|R_fp32| 0.03 < 0.1 (1% of the range)"})])
-    table = results.summary(results.load(path))
+    table = listing.summary(results.load(path))
     row = table[table["algo"] == "ddpg"].iloc[0]
     assert row["rel_error"] == "n/a" and row["rel_error_note"].startswith("|R_fp32|")
 

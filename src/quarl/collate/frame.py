@@ -15,7 +15,8 @@ from quarl.collate.bounds import ReturnRange, return_range
 from quarl.collate.ptq_keys import effective_quant_columns
 from quarl.collate.trainings import select
 from quarl.config.keys import result_keys
-from quarl.store.query import FIDELITY_COLUMNS, FLOAT_BITS, config_keys, value_text
+from quarl.store.listing import FIDELITY_COLUMNS, config_keys, value_text
+from quarl.store.query import FLOAT_BITS
 
 log = logging.getLogger(__name__)
 

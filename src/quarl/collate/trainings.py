@@ -42,6 +42,7 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 
 from quarl.config.keys import MEASUREMENT_ONLY_ENV_KEYS, keep_best_every, slug, train_steps
+from quarl.store import listing
 from quarl.store import query as results
 from quarl.store.sqlite import flatten
 
@@ -158,7 +159,7 @@ def text(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    return results.value_text(value)
+    return listing.value_text(value)
 
 
 def _identities(records: pd.DataFrame) -> pd.DataFrame:
