@@ -26,6 +26,7 @@ from omegaconf import OmegaConf
 from scipy import stats as sps
 
 from quarl import cli
+from quarl.collate import aggregate_plots as agg_plots
 from quarl.collate import collate, load, plots, published, stats, tables, weights
 from quarl.collate.callback import CollateCallback
 from quarl.collate.frame import Notes, select
@@ -283,8 +284,8 @@ def test_one_seed_gives_no_interval_and_the_plot_says_so(store: Path, tmp_path: 
     assert "no confidence interval" in ax.get_title()
     assert not [c for c in ax.collections if isinstance(c, PolyCollection)]  # no band drawn
     assert any("single seed" in n for n in study.notes)
-    agg = plots.aggregate_table(study)
-    assert agg["low"].isna().all() and "no confidence interval" in plots.aggregate(agg)._suptitle.get_text()
+    agg = agg_plots.aggregate_table(study)
+    assert agg["low"].isna().all() and "no confidence interval" in agg_plots.aggregate(agg)._suptitle.get_text()
 
 
 def test_missing_fp32_baseline_gives_a_message_and_every_other_output(store: Path, tmp_path: Path, caplog):
@@ -447,7 +448,7 @@ def test_e_na_is_shown_with_its_note_and_never_enters_a_mean(tmp_path: Path):
     assert mc["e_mean"].isna().all() and (mc["e_n"] == 0).all() and (mc["n"] == 2).all()
     readme = (out / "README.md").read_text()
     assert "E is n/a for 4 records" in readme and note in readme
-    heat = plots.heatmap(load(tmp_path / "r.sqlite"))
+    heat = agg_plots.heatmap(load(tmp_path / "r.sqlite"))
     assert "n/a" in [t.get_text() for t in heat.axes[0].texts] and "n/a: E undefined" in heat.axes[0].get_title()
 
 
@@ -469,8 +470,9 @@ def test_every_table_and_plot_names_its_quantizer_and_table_names_stay_stable(tm
     study = load(path)
     titles = [plots.sweet_spot(study, "cartpole", ["ppo"]).axes[0].get_title(),
               plots.sweet_spot(study, "cartpole").axes[0].get_title(),
-              plots.heatmap(study).axes[0].get_title(),
-              plots.aggregate(plots.aggregate_table(study, n_resamples=200), study.quantizers())._suptitle.get_text(),
+              agg_plots.heatmap(study).axes[0].get_title(),
+              agg_plots.aggregate(agg_plots.aggregate_table(study, n_resamples=200),
+                                  study.quantizers())._suptitle.get_text(),
               plots.agreement(study, "cartpole", "ppo")._suptitle.get_text()]
     for title in titles:
         assert "affine, per_tensor, bias fp32" in title and "quarl_code" in title, title
@@ -857,7 +859,7 @@ def test_legends_titles_and_heat_map_labels_are_never_cut_off_or_overlapping(tmp
     assert len(study.integer_methods()) == 9
     figures = {"sweet_spot": plots.sweet_spot(study, "cartpole", ["ppo"]),
                "agreement": plots.agreement(study, "cartpole", "ppo"),
-               "aggregate": plots.aggregate(plots.aggregate_table(study, n_resamples=200), study.quantizers())}
+               "aggregate": agg_plots.aggregate(agg_plots.aggregate_table(study, n_resamples=200), study.quantizers())}
     for name, fig in figures.items():
         fig.canvas.draw()
         assert fig.legends and all(_inside(fig, legend) for legend in fig.legends), name
@@ -865,7 +867,7 @@ def test_legends_titles_and_heat_map_labels_are_never_cut_off_or_overlapping(tmp
         assert all(_inside(fig, t) for t in texts), name
         labels = [t.get_text() for t in fig.legends[0].get_texts()]
         assert any(label.startswith("ptq (act_bits=32, input_bits=4)") for label in labels), name
-    heat = plots.heatmap(study)
+    heat = agg_plots.heatmap(study)
     heat.canvas.draw()
     ticks = [t for t in heat.axes[0].get_xticklabels() if t.get_text()]
     boxes = [t.get_window_extent() for t in ticks]

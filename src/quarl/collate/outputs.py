@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 
 from matplotlib.figure import Figure
 
-from quarl.collate import actorq, curves, plots, precision, stats, tables, weights
+from quarl.collate import actorq, aggregate_plots, curves, plots, precision, stats, tables, weights
 from quarl.collate.frame import FLOAT_BITS, Study
 from quarl.collate.steps import Steps
 from quarl.collate.trainings import stem, title
@@ -146,15 +146,15 @@ def _agreement_table(study: Study, algo: str, folder: Path) -> list[Path]:
 def write_aggregate(study: Study, out: Path) -> list[Path]:
     """The aggregate table and plot (IQM and mean of 1 - E) and the heat map of E."""
     folder = out / "aggregate"
-    table = plots.aggregate_table(study)
+    table = aggregate_plots.aggregate_table(study)
     folder.mkdir(parents=True, exist_ok=True)
     table.to_csv(folder / "aggregate.csv", index=False)
     written = [folder / "aggregate.csv"]
     if table.empty:
         study.notes.add("No quantized record with an E: no aggregate plot or heat map.")
         return written
-    written += _figure(plots.aggregate(table, study.quantizers()), folder / "aggregate")
-    written += _figure(plots.heatmap(study), folder / "heatmap_E")
+    written += _figure(aggregate_plots.aggregate(table, study.quantizers()), folder / "aggregate")
+    written += _figure(aggregate_plots.heatmap(study), folder / "heatmap_E")
     return written
 
 
