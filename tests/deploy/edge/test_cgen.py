@@ -24,7 +24,8 @@ from quarl.config.schema import EnvConfig
 from quarl.deploy import acting_network
 from quarl.deploy.edge import fixedpoint, integer_policy, visited_states
 from quarl.deploy.edge.cgen import half_table, header, pack_weights, source
-from quarl.deploy.edge.integer import Quant, check_model
+from quarl.deploy.edge.convert import check_model
+from quarl.deploy.edge.integer import Quant
 from quarl.deploy.edge.toolchain import CPolicy, arm_footprint, available, qemu_actions, tool
 from quarl.errors import QuarlError
 from quarl.quantize.weights import quantize_policy
@@ -161,7 +162,7 @@ def test_packed_weights_and_half_tables_round_trip():
     two = pack_weights(np.array([[-1, 0, 1, 1, -1]]), 2)
     assert two.tolist() == [[0b01_01_00_11, 0b11]]
     q = Quant(0.02, 0)
-    from quarl.deploy.edge.integer import _tanh_table
+    from quarl.deploy.edge.convert import _tanh_table
 
     table = _tanh_table(q)
     half = half_table(table)

@@ -24,7 +24,8 @@ import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 
 from quarl.deploy.acting import ObsTransform, acting_network
-from quarl.deploy.edge.integer import IntegerPolicy, check_model, integer_policy
+from quarl.deploy.edge.convert import check_model, integer_policy
+from quarl.deploy.edge.integer import IntegerPolicy
 from quarl.errors import QuarlError
 
 log = logging.getLogger(__name__)

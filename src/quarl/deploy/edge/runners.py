@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from quarl.deploy.acting import ActingNetwork
-from quarl.deploy.edge.integer import MIN_CALIBRATION_OBS, IntegerPolicy, integer_policy
+from quarl.deploy.edge.convert import integer_policy
+from quarl.deploy.edge.integer import MIN_CALIBRATION_OBS, IntegerPolicy
 from quarl.deploy.runner import Runner
 
 
