@@ -203,21 +203,22 @@ def cmd_matrix(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    from quarl.report import reproduction
+    from quarl.report import build as report
+    from quarl.report.records import REPORT
 
     folder, sweeps = args.records.parent, args.sweeps
     if args.archive is not None:
-        print(f"{args.records} holds {reproduction.archive(args.archive, args.records)} records")
+        print(f"{args.records} holds {report.archive(args.archive, args.records)} records")
     if args.check:
-        diff = reproduction.check(args.records, folder, sweeps)
+        diff = report.check(args.records, folder, sweeps)
         if diff:
             raise QuarlError(
-                f"{folder / reproduction.REPORT} differs from what {args.records} gives "
+                f"{folder / REPORT} differs from what {args.records} gives "
                 f"({len(diff)} diff lines, first: {diff[0]!r}): run `quarl report` and commit it."
             )
-        print(f"{folder / reproduction.REPORT} matches {args.records}.")
+        print(f"{folder / REPORT} matches {args.records}.")
         return
-    print(f"Wrote {reproduction.write(args.records, folder, sweeps)}")
+    print(f"Wrote {report.write(args.records, folder, sweeps)}")
 
 
 def cmd_sensitivity(args: argparse.Namespace) -> None:
