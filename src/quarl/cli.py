@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from quarl.errors import QuarlError
+from quarl.rl.envs import SUITES
 from quarl.store.listing import one_record, pack, shorten, shown, status_lines, summary_columns, terminal_width
 from quarl.store.query import DEFAULT_STORE, load, weight_bits
 from quarl.store.sqlite import Store, rebuild
@@ -395,7 +396,7 @@ def parser() -> argparse.ArgumentParser:
     se.add_argument("--no-search", action="store_true", help="the study only")
     se.set_defaults(func=cmd_sensitivity)
     mx = sub.add_parser("matrix", help="which algorithm runs on which env (tuned, default, n/a)")
-    mx.add_argument("--suite", default=None, help="only this suite: classic, box2d, atari, bullet, mujoco, dmc")
+    mx.add_argument("--suite", default=None, help=f"only this suite: {', '.join(SUITES)}")
     mx.set_defaults(func=cmd_matrix)
     return p
 

@@ -49,7 +49,7 @@ class EnvConfig:
 
     name: str = MISSING
     id: str = MISSING
-    suite: str = "classic"  # classic, box2d, atari, bullet, mujoco or dmc (quarl.rl.envs.SUITES)
+    suite: str = "classic"  # one of quarl.rl.envs.SUITES (classic, box2d, atari, bullet, mujoco, dmc, ...)
     frame_stack: int = 1  # observations stacked along the first axis (Atari: 4)
     # The size of the episode returns that matter here (about solved minus random): E is n/a when
     # |R_fp32| is within 2% of it (null: only when R_fp32 is exactly 0)

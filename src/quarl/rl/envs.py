@@ -30,24 +30,6 @@ from quarl.errors import QuarlError
 ActionKind = Literal["discrete", "continuous"]
 
 
-@dataclass(frozen=True)
-class Suite:
-    """The modules a suite needs (imported to register its ids) and the quarl extra that installs them."""
-
-    modules: tuple[str, ...]
-    extra: str | None
-
-
-SUITES: dict[str, Suite] = {
-    "classic": Suite((), None),
-    "box2d": Suite(("Box2D",), "box2d"),
-    "atari": Suite(("ale_py", "cv2"), "atari"),
-    "bullet": Suite(("pybullet_envs_gymnasium",), "bullet"),
-    "mujoco": Suite(("mujoco",), "mujoco"),
-    "dmc": Suite(("mujoco", "shimmy", "dm_control"), "dmc"),
-}
-
-
 def missing(env: str, module: str, exc: ImportError, extra: str | None) -> str:
     """One sentence naming the module that is really missing (a suite's package, or one it imports)."""
     install = f"pip install -c constraints.txt -e '.[{extra}]'" if extra else "pip install -c constraints.txt -e ."
@@ -64,18 +46,14 @@ def require_suite(env_cfg: Any) -> None:
     if env_cfg.suite not in SUITES:
         raise QuarlError(f"env.suite={env_cfg.suite} is not known: choose one of {', '.join(SUITES)}.")
     suite = SUITES[env_cfg.suite]
-    if env_cfg.suite == "dmc":
-        os.environ.setdefault("MUJOCO_GL", "disable")  # quarl never renders: no OpenGL probing
-        logging.getLogger("absl").setLevel(logging.ERROR)  # dm_control's model-compiler notices
+    suite.before_import()
+    imported = {}
     for module in suite.modules:
         try:
-            imported = importlib.import_module(module)
+            imported[module] = importlib.import_module(module)
         except ImportError as exc:
             raise QuarlError(missing(env_cfg.name, module, exc, suite.extra)) from None
-        if module == "ale_py":
-            gym.register_envs(imported)
-        if module == "mujoco":  # its warnings (deprecated model attributes) go to logging, not MUJOCO_LOG.TXT
-            imported.set_mju_user_warning(logging.getLogger("mujoco").debug)
+    suite.after_import(imported)
 
 
 def _gym_make(env_cfg: Any) -> gym.Env:
@@ -128,7 +106,7 @@ def _atari(env: gym.Env, training: bool) -> gym.Env:
     return wrapped
 
 
-def _dmc(env: gym.Env) -> gym.Env:
+def _dmc(env: gym.Env, training: bool) -> gym.Env:
     env = wrappers.FlattenObservation(env)
     space = env.observation_space
     assert isinstance(space, gym.spaces.Box)  # FlattenObservation's space is a Box
@@ -149,6 +127,53 @@ def _stack(env: gym.Env, n: int) -> gym.Env:
     return env
 
 
+def _as_made(env: gym.Env, training: bool) -> gym.Env:
+    return env
+
+
+def _nothing(*_: Any) -> None:
+    pass
+
+
+def _dmc_quiet() -> None:
+    os.environ.setdefault("MUJOCO_GL", "disable")  # quarl never renders: no OpenGL probing
+    logging.getLogger("absl").setLevel(logging.ERROR)  # dm_control's model-compiler notices
+
+
+def _mujoco_warnings(imported: dict[str, Any]) -> None:
+    # MuJoCo's warnings (deprecated model attributes) go to logging, not MUJOCO_LOG.TXT
+    imported["mujoco"].set_mju_user_warning(logging.getLogger("mujoco").debug)
+
+
+def _ale_register(imported: dict[str, Any]) -> None:
+    gym.register_envs(imported["ale_py"])
+
+
+@dataclass(frozen=True)
+class Suite:
+    """An env suite as data: the modules it needs (imported to register its ids), the quarl extra that
+    installs them, what to do before and after importing them, and its preprocessing (`wrap(env,
+    training)`). Adding a suite is an entry here, its conf/env/<suite>/ YAML files and its extra."""
+
+    modules: tuple[str, ...]
+    extra: str | None
+    wrap: Callable[[gym.Env, bool], gym.Env] = _as_made
+    before_import: Callable[[], None] = _nothing
+    after_import: Callable[[dict[str, Any]], None] = _nothing
+
+
+SUITES: dict[str, Suite] = {
+    "classic": Suite((), None),
+    "box2d": Suite(("Box2D",), "box2d"),
+    "atari": Suite(("ale_py", "cv2"), "atari", wrap=_atari, after_import=_ale_register),
+    "bullet": Suite(("pybullet_envs_gymnasium",), "bullet"),
+    "mujoco": Suite(("mujoco",), "mujoco", after_import=_mujoco_warnings),
+    "dmc": Suite(
+        ("mujoco", "shimmy", "dm_control"), "dmc", wrap=_dmc, before_import=_dmc_quiet, after_import=_mujoco_warnings
+    ),
+}
+
+
 def make_env(env_cfg: Any, training: bool = False) -> gym.Env:
     """The environment `env_cfg` names, preprocessed as its suite requires.
 
@@ -158,10 +183,7 @@ def make_env(env_cfg: Any, training: bool = False) -> gym.Env:
     env = _gym_make(env_cfg)
     if training:
         env = Monitor(env)
-    if env_cfg.suite == "atari":
-        env = _atari(env, training)
-    elif env_cfg.suite == "dmc":
-        env = _dmc(env)
+    env = SUITES[env_cfg.suite].wrap(env, training)
     if env_cfg.frame_stack > 1:
         env = _stack(env, env_cfg.frame_stack)
     return env
