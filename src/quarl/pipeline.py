@@ -306,7 +306,12 @@ def _run(ctx: Context, store: Store, started: str) -> None:
     name = label(cfg)
     check_action_kind(cfg.algo.name, cfg.env.id, action_kind(cfg.env), cfg.quant.method)
     check_zoo(cfg)
-    if method.run_cell(ctx, store, started):
+    measured = method.own_cell(ctx)
+    if measured is not None:  # the method ran the cell itself (ActorQ): recorded like every cell
+        record = make_record(
+            cfg, "done", started, ctx.run_dir, evaluation=measured.evaluation, curve=measured.curve, **measured.fields
+        )
+        store_record(store, {**record, **measured.extra}, ctx.run_dir / "record.json")
         return
     progress = cfg.train.progress and ctx.interactive
     policies = ctx.path(cfg.store.policies)

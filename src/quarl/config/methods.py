@@ -97,9 +97,10 @@ class QuantMethod:
     def prepare(self, cfg: DictConfig) -> None:
         """Resolve derived settings in place before the cell runs (recorded as run)."""
 
-    def run_cell(self, ctx: Any, store: Any, started: str) -> bool:
-        """Run the whole cell itself (True), or leave it to the pipeline (False)."""
-        return False
+    def own_cell(self, ctx: Any) -> Any:
+        """Run the whole cell itself and return what it measured (`quarl.store.records.Measured`),
+        which the pipeline records like every cell; None (default) leaves the cell to the pipeline."""
+        return None
 
     def quantize(self, model: BaseAlgorithm, quant: DictConfig, calibrate: Optional[Calibrate] = None) -> None:
         """Quantize the loaded policy's inference layers in place."""

@@ -4,7 +4,7 @@ the record goes (the store and a JSON copy in the run dir)."""
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,16 @@ class Context:
     @property
     def interactive(self) -> bool:
         return sys.stderr.isatty()
+
+
+@dataclass
+class Measured:
+    """What a method that runs its whole cell itself (ActorQ) measured: the pipeline records it."""
+
+    evaluation: Evaluation
+    fields: dict[str, Any]  # run fields of the record
+    curve: list[dict[str, float]] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # further record parts (ActorQ: "actors")
 
 
 def make_record(cfg: DictConfig, status: str, started: str, run_dir: Path, **fields: Any) -> dict[str, Any]:
