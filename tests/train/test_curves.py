@@ -15,8 +15,7 @@ from quarl.config import schema
 from quarl.errors import QuarlError
 from quarl.progress import Progress, activity, duration
 from quarl.train.curves import EPISODES_CSV, SCALARS_CSV, RunName, open_curves
-
-from .conftest import compose_cfg
+from tests.conftest import compose_cfg
 
 
 def tracking(**overrides):

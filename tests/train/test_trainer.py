@@ -18,8 +18,7 @@ from quarl.train import checkpoint
 from quarl.train import trainer as training
 from quarl.train.cache import cached, obtain
 from quarl.train.keep_best import STUDY_SEEDS, eval_seed
-
-from .conftest import FAST, compose_cfg, run_quarl
+from tests.conftest import FAST, compose_cfg, run_quarl
 
 KEEP_BEST = ["train.keep_best=true", "train.eval_every=512", "train.eval_episodes=5"]
 

@@ -8,6 +8,7 @@ import json
 import logging
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -178,6 +179,26 @@ def _warn_rounding(model: BaseAlgorithm, steps: int) -> None:
         )
 
 
+@dataclass
+class _Training:
+    """One training's parts, as its steps build them."""
+
+    cfg: Any
+    steps: int
+    venv: VecEnv
+    normalizer: Optional[VecNormalize]
+    model: BaseAlgorithm
+    hook: Optional[TrainingHook]
+    live: Path  # where the curve is written while training
+    curves: Curves
+    bar: Progress
+    logged: TrainingLog
+    keeper: Optional[KeepBest]
+    callbacks: list[BaseCallback]
+    done: int  # env steps done before (a resumed checkpoint)
+    seconds: float = 0.0  # wall time of the training (a resumed one's included), once it ran
+
+
 def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = None) -> None:
     """Train the policy `cfg` describes (fp32, or its method's own, such as QAT) and save it in `folder`,
     with its training curve in `folder/curves` (CSV, and the trackers train.tracking turns on; quarl.train.curves).
@@ -188,7 +209,16 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
     policy is saved. The curve is written beside it (`<checkpoints>.curves`) until then.
     """
     torch.set_num_threads(torch_threads(cfg))  # train.threads: cells side by side do not oversubscribe the cores
-    steps = train_steps(cfg)
+    run = _start(cfg, folder, progress, checkpoints)
+    if checkpoints is not None and checkpoint_every(cfg) > 0:
+        run.callbacks.append(checkpoint.Checkpointer(checkpoints, checkpoint_every(cfg), lambda: _state(run)))
+    _learn(run)
+    kept = _keep_the_best(run)
+    _save(run, folder, kept)
+
+
+def _model(cfg: Any, steps: int) -> tuple[VecEnv, Optional[VecNormalize], BaseAlgorithm]:
+    """The training envs (normalised where algo.normalize says) and a fresh SB3 model on them."""
     algo_cfg = cfg.algo
     venv: VecEnv = training_envs(cfg.env, algo_cfg.n_envs, cfg.seed)
     normalizer: Optional[VecNormalize] = None
@@ -198,6 +228,13 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
     device = training_device(cfg.train.device)
     model = algos.build(algo_cfg, venv, seed=cfg.seed, device=device, total_steps=steps, train=cfg.train)
     _warn_rounding(model, steps)
+    return venv, normalizer, model
+
+
+def _start(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None) -> _Training:
+    """The model, its method's hook, curve writers, progress and callbacks; resumed from `checkpoints`."""
+    steps = train_steps(cfg)
+    venv, normalizer, model = _model(cfg, steps)
     method = methods.of(cfg)
     hook = method.training_hook(model, cfg)
     resuming = checkpoints is not None and checkpoint.exists(checkpoints)
@@ -207,10 +244,9 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
     if not resuming:
         shutil.rmtree(live, ignore_errors=True)
     curves = open_curves(live, cfg.train.tracking, run_name(cfg), launch_dir(), resume_step=done if resuming else None)
-    how = method.policy_kind(cfg.quant)
     bar = Progress(
         steps,
-        f"Training {how} {algo_cfg.name}",
+        f"Training {method.policy_kind(cfg.quant)} {cfg.algo.name}",
         interval_s=cfg.train.log_interval_s,
         interactive=progress or None,
         enabled=progress or cfg.train.progress,
@@ -226,71 +262,94 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
         callbacks.insert(0, OnlyWhileTraining())
     keeper = _keep_best(cfg, hook, curves, bar) if cfg.train.keep_best else None
     callbacks += [keeper] if keeper is not None else []
+    run = _Training(cfg, steps, venv, normalizer, model, hook, live, curves, bar, logged, keeper, callbacks, done)
     if resuming:
-        logged.resume(extra["curve"], extra["seconds"])
-        logged.last_dump = extra.get("dumped", done)
-        if hook is not None:
-            hook.load_state(extra.get("hook", extra.get("qat")))  # "qat": a checkpoint written before hooks
-        if keeper is not None and extra.get("best") is not None:
-            keeper.load_state(extra["best"])
-        log.info("Resuming from the checkpoint at step %d of %d", done, steps)
-    if checkpoints is not None and checkpoint_every(cfg) > 0:
+        _resume(run, extra)
+    return run
 
-        def state() -> dict[str, Any]:
-            return {
-                "curve": logged.points,
-                "seconds": logged.wall_s(),
-                "dumped": logged.last_dump,
-                "hook": hook.state() if hook is not None else None,
-                "best": keeper.state() if keeper is not None else None,
-            }
 
-        callbacks.append(checkpoint.Checkpointer(checkpoints, checkpoint_every(cfg), state))
+def _resume(run: _Training, extra: dict[str, Any]) -> None:
+    """Give the curve, the hook and keep-best the state the checkpoint kept."""
+    run.logged.resume(extra["curve"], extra["seconds"])
+    run.logged.last_dump = extra.get("dumped", run.done)
+    if run.hook is not None:
+        run.hook.load_state(extra.get("hook", extra.get("qat")))  # "qat": a checkpoint written before hooks
+    if run.keeper is not None and extra.get("best") is not None:
+        run.keeper.load_state(extra["best"])
+    log.info("Resuming from the checkpoint at step %d of %d", run.done, run.steps)
+
+
+def _state(run: _Training) -> dict[str, Any]:
+    """What a checkpoint keeps besides the model: curve, time, hook and keep-best state."""
+    return {
+        "curve": run.logged.points,
+        "seconds": run.logged.wall_s(),
+        "dumped": run.logged.last_dump,
+        "hook": run.hook.state() if run.hook is not None else None,
+        "best": run.keeper.state() if run.keeper is not None else None,
+    }
+
+
+def _learn(run: _Training) -> None:
+    """SB3's training loop over the budget left, with every callback."""
     try:
-        model.learn(
-            total_timesteps=steps - done,
+        run.model.learn(
+            total_timesteps=run.steps - run.done,
             progress_bar=False,
-            callback=callbacks,
+            callback=run.callbacks,
             log_interval=None,  # type: ignore[arg-type]  # SB3 checks for None (no log lines); annotated int
-            reset_num_timesteps=done == 0,
+            reset_num_timesteps=run.done == 0,
         )
     finally:
-        bar.close()
-        curves.close()
-    seconds = logged.wall_s()
-    log.info("Trained %s %s for %d steps in %.0f s", how, algo_cfg.name, model.num_timesteps, seconds)
-    if keeper is not None:
-        keeper.restore_best(model)
-        kept = keeper.summary(model.num_timesteps)
-        log.info(
-            "Kept the model of step %d (evaluation reward %s over %d episodes; final model %s)",
-            kept["step"],
-            _reward(kept["reward"]),
-            kept["episodes"],
-            _reward(kept.get("final_reward")),
-        )
-    if hook is not None:
-        hook.save(model, folder)
+        run.bar.close()
+        run.curves.close()
+    how = methods.of(run.cfg).policy_kind(run.cfg.quant)
+    log.info(
+        "Trained %s %s for %d steps in %.0f s", how, run.cfg.algo.name, run.model.num_timesteps, run.logged.wall_s()
+    )
+
+
+def _keep_the_best(run: _Training) -> Optional[dict[str, Any]]:
+    """With train.keep_best: the best evaluated model back in place, and which one it is."""
+    if run.keeper is None:
+        return None
+    run.keeper.restore_best(run.model)
+    kept = run.keeper.summary(run.model.num_timesteps)
+    log.info(
+        "Kept the model of step %d (evaluation reward %s over %d episodes; final model %s)",
+        kept["step"],
+        _reward(kept["reward"]),
+        kept["episodes"],
+        _reward(kept.get("final_reward")),
+    )
+    return kept
+
+
+def _save(run: _Training, folder: Path, kept: Optional[dict[str, Any]]) -> None:
+    """The policy folder: model, normalisation, the hook's files, the curve and meta.json."""
+    cfg, model = run.cfg, run.model
+    if run.hook is not None:
+        run.hook.save(model, folder)
     model.save(folder / MODEL_FILE)
-    if normalizer is not None:  # algo.normalize
-        normalizer.save(str(folder / NORMALIZE_FILE))
-    venv.close()
-    if live != folder / CURVES_DIR:
-        shutil.move(str(live), str(folder / CURVES_DIR))
-    (folder / CURVE_FILE).write_text(json.dumps(logged.points))
+    if run.normalizer is not None:  # algo.normalize
+        run.normalizer.save(str(folder / NORMALIZE_FILE))
+    run.venv.close()
+    if run.live != folder / CURVES_DIR:
+        shutil.move(str(run.live), str(folder / CURVES_DIR))
+    (folder / CURVE_FILE).write_text(json.dumps(run.logged.points))
     meta = {
         "key": policy_key(cfg),
         "spec": training_spec(cfg),
-        "train_time_s": seconds,
+        "train_time_s": run.seconds,
         "timesteps": model.num_timesteps,
         "device": str(model.device),  # the device that really trained it (train.device=cuda without a GPU: cpu)
-        "resumed_at": done or None,
+        "resumed_at": run.done or None,
         "curves": CURVES_DIR,
         "versions": provenance.versions(),
         "created_at": provenance.now(),
     }
-    if keeper is not None:
-        meta.update(kept=kept, evaluations=keeper.evaluations)
+    if kept is not None and run.keeper is not None:
+        meta.update(kept=kept, evaluations=run.keeper.evaluations)
     (folder / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
 
 
