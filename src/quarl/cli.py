@@ -250,6 +250,20 @@ def _store_option(command: argparse.ArgumentParser) -> None:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="quarl", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
+    _run_command(sub)
+    _results_command(sub)
+    _rebuild_command(sub)
+    _collate_command(sub)
+    _export_command(sub)
+    _plan_command(sub)
+    _status_command(sub)
+    _report_command(sub)
+    _sensitivity_command(sub)
+    _matrix_command(sub)
+    return p
+
+
+def _run_command(sub: Any) -> None:
     # No option prefix ("\0" never starts an argument): -m, --cfg, --help and the rest all go to Hydra.
     run = sub.add_parser(
         "run",
@@ -259,6 +273,9 @@ def parser() -> argparse.ArgumentParser:
     )
     run.add_argument("overrides", nargs=argparse.REMAINDER, metavar="ARGS", help="run.py's arguments and overrides")
     run.set_defaults(func=cmd_run)
+
+
+def _results_command(sub: Any) -> None:
     results = sub.add_parser("results", help="print the run records, filtered by config keys")
     results.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="e.g. algo=dqn quant.bits=4")
     _store_option(results)
@@ -270,6 +287,9 @@ def parser() -> argparse.ArgumentParser:
         "percent; booleans as 1 / 0",
     )
     results.set_defaults(func=cmd_results)
+
+
+def _rebuild_command(sub: Any) -> None:
     rb = sub.add_parser("rebuild", help="write the records kept as JSON in run dirs into the store")
     rb.add_argument(
         "root",
@@ -280,6 +300,9 @@ def parser() -> argparse.ArgumentParser:
     )
     _store_option(rb)
     rb.set_defaults(func=cmd_rebuild)
+
+
+def _collate_command(sub: Any) -> None:
     co = sub.add_parser("collate", help="write the study's plots and tables (sweet spots, error tables, ...)")
     co.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="e.g. algo=dqn,ppo env=cartpole quant.method=ptq")
     _store_option(co)
@@ -303,6 +326,9 @@ def parser() -> argparse.ArgumentParser:
     co.add_argument("--log-y", action="store_true", help="weight histograms on a log count axis")
     co.add_argument("--force", action="store_true", help="draw again even when --out is up to date")
     co.set_defaults(func=cmd_collate)
+
+
+def _export_command(sub: Any) -> None:
     ex = sub.add_parser(
         "export",
         help="write one stored policy as a standalone ONNX file, a full-integer LiteRT model or a C policy",
@@ -339,14 +365,23 @@ def parser() -> argparse.ArgumentParser:
     )
     _store_option(ex)
     ex.set_defaults(func=cmd_export)
+
+
+def _plan_command(sub: Any) -> None:
     pl = sub.add_parser("plan", help="list the cells a run.py sweep would run, and which are done, without running")
     pl.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="run.py overrides, e.g. +sweep=smoke")
     pl.add_argument("--store", type=Path, default=None, help="store to check (default: the config's store.path)")
     pl.set_defaults(func=cmd_plan)
+
+
+def _status_command(sub: Any) -> None:
     st = sub.add_parser("status", help="done / failed / running / skipped per cell, read from the store")
     st.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="e.g. algo=dqn")
     _store_option(st)
     st.set_defaults(func=cmd_status)
+
+
+def _report_command(sub: Any) -> None:
     rp = sub.add_parser("report", help="write the reproduction report (published vs quarl) from archived records")
     rp.add_argument(
         "records",
@@ -370,6 +405,9 @@ def parser() -> argparse.ArgumentParser:
         help="first copy the done records under ROOT (run dirs) into the records folder",
     )
     rp.set_defaults(func=cmd_report)
+
+
+def _sensitivity_command(sub: Any) -> None:
     se = sub.add_parser(
         "sensitivity",
         help="each layer (and the input) quantized alone at each width, and the smallest "
@@ -395,10 +433,12 @@ def parser() -> argparse.ArgumentParser:
     se.add_argument("--out", type=Path, default=None, help="folder to write into (default outputs/sensitivity/<cell>)")
     se.add_argument("--no-search", action="store_true", help="the study only")
     se.set_defaults(func=cmd_sensitivity)
+
+
+def _matrix_command(sub: Any) -> None:
     mx = sub.add_parser("matrix", help="which algorithm runs on which env (tuned, default, n/a)")
     mx.add_argument("--suite", default=None, help=f"only this suite: {', '.join(SUITES)}")
     mx.set_defaults(func=cmd_matrix)
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:
