@@ -24,14 +24,13 @@ from quarl.evaluate.fidelity import STATES, Fidelity, executed_fidelity, greedy_
 from quarl.progress import activity
 from quarl.quantize import calibration
 from quarl.quantize.weights import policy_bytes, quantize_policy
-from quarl.rl.algos import check_action_kind
-from quarl.rl.envs import action_kind, fp32_flag, make_env
-from quarl.rl.matrix import check_zoo
+from quarl.rl.envs import fp32_flag, make_env
+from quarl.rl.matrix import check_runnable
 from quarl.store import provenance
+from quarl.store.locks import taking_turns
 from quarl.store.records import Context, make_record, store_record
 from quarl.store.sqlite import Store, make_folder
 from quarl.train.cache import CachedPolicy, obtain
-from quarl.train.locks import taking_turns
 from quarl.train.trainer import MODEL_FILE
 
 log = logging.getLogger(__name__)
@@ -260,13 +259,13 @@ def _run_marked(ctx: Context, store: Store, key: str, status: str | None) -> Non
     """Run the cell behind a `running` marker (for `quarl status`) that its record replaces; an
     interrupted or failed single run leaves no marker."""
     cfg = ctx.cfg
+    started = provenance.now()
+    if status is None:
+        store.write(make_record(cfg, "running", started, ctx.run_dir))
     threads = torch_threads(cfg)
     torch.set_num_threads(threads)
     with open_dict(cfg):
         cfg.train.threads = threads  # recorded as run (not part of any key: quarl.config.cells.torch_threads)
-    started = provenance.now()
-    if status is None:
-        store.write(make_record(cfg, "running", started, ctx.run_dir))
     try:
         _run(ctx, store, started)
     except KeyboardInterrupt:
@@ -304,8 +303,7 @@ def _run(ctx: Context, store: Store, started: str) -> None:
     method = methods.of(cfg)
     method.prepare(cfg)
     name = label(cfg)
-    check_action_kind(cfg.algo.name, cfg.env.id, action_kind(cfg.env), cfg.quant.method)
-    check_zoo(cfg)
+    check_runnable(cfg)
     measured = method.own_cell(ctx)
     if measured is not None:  # the method ran the cell itself (ActorQ): recorded like every cell
         record = make_record(

@@ -10,7 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from quarl import CONF_DIR
 from quarl.config import methods, schema
 from quarl.errors import IncompatibleCell, QuarlError
-from quarl.rl.algos import ALGOS
+from quarl.rl.algos import ALGOS, check_action_kind
 from quarl.rl.envs import SUITES, action_kind
 
 LEGEND = {
@@ -57,6 +57,13 @@ def zoo_pairs(zoo: str, conf_dir: Path = CONF_DIR) -> list[str]:
     """The 'algo/env' pairs zoo `zoo` has hyperparameters for (conf/tuned/<zoo>/<algo>/<env>.yaml)."""
     root = conf_dir / "tuned" / zoo
     return sorted(p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.yaml"))
+
+
+def check_runnable(cfg: DictConfig) -> None:
+    """Raise IncompatibleCell (the paper's n/a: a sweep records it as skipped) where the cell's
+    algorithm cannot act in its env's action space, or its zoo has no hyperparameters for the pair."""
+    check_action_kind(cfg.algo.name, cfg.env.id, action_kind(cfg.env), cfg.quant.method)
+    check_zoo(cfg)
 
 
 def check_zoo(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> None:

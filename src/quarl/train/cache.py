@@ -29,10 +29,10 @@ from quarl.config.keys import policy_key, slug, train_steps
 from quarl.errors import QuarlError
 from quarl.rl import algos
 from quarl.rl.envs import make_env
+from quarl.store.locks import taking_turns
 from quarl.store.sqlite import make_folder
 from quarl.train import pretrained
 from quarl.train.curves import CURVES_DIR
-from quarl.train.locks import taking_turns
 from quarl.train.trainer import CURVE_FILE, META_FILE, MODEL_FILE, NORMALIZE_FILE, train
 
 log = logging.getLogger(__name__)
