@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 import torch
@@ -99,6 +99,31 @@ class RangeObserver:
         return float(np.percentile(sample, PERCENTILE_LOW)), float(np.percentile(sample, PERCENTILE))
 
 
+def greedy_observations(
+    model: BaseAlgorithm,
+    env_cfg: Any,
+    seeds: list[int],
+    obs_transform: Optional[Callable[[np.ndarray], np.ndarray]] = None,
+) -> Iterator[np.ndarray]:
+    """The raw observations `model` acts on greedily, one episode per seed, each as a batch of one,
+    yielded before the model acts on it."""
+    env = make_env(env_cfg)
+    try:
+        for seed in seeds:
+            obs, _ = env.reset(seed=seed)
+            done = False
+            while not done:
+                batch = np.asarray(obs)[None]
+                yield batch
+                action = model.predict(
+                    obs_transform(batch) if obs_transform is not None else batch, deterministic=True
+                )[0][0]
+                obs, _, terminated, truncated, _ = env.step(action)
+                done = terminated or truncated
+    finally:
+        env.close()
+
+
 def calibrate(
     model: BaseAlgorithm,
     env_cfg: Any,
@@ -111,21 +136,9 @@ def calibrate(
     layers = inference_layers(model)
     observers = {name: RangeObserver(method, seed=i) for i, name in enumerate(layers)}
     handles = [layer.register_forward_pre_hook(observers[name]) for name, layer in layers.items()]
-    env = make_env(env_cfg)
-    steps = 0
     try:
-        for seed in seeds:
-            obs, _ = env.reset(seed=seed)
-            done = False
-            while not done:
-                batch = np.asarray(obs)[None]
-                action = model.predict(
-                    obs_transform(batch) if obs_transform is not None else batch, deterministic=True
-                )[0][0]
-                obs, _, terminated, truncated, _ = env.step(action)
-                done, steps = terminated or truncated, steps + 1
+        steps = sum(1 for _ in greedy_observations(model, env_cfg, seeds, obs_transform))  # the hooks observe
     finally:
-        env.close()
         for handle in handles:
             handle.remove()
     log.info("Calibrated activation ranges (%s) on %d steps of %d fp32 episodes.", method, steps, len(seeds))

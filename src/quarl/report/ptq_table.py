@@ -45,13 +45,9 @@ def ptq_table(runs: pd.DataFrame, reasons: dict[str, str]) -> list[Row]:
     return rows
 
 
-def _ptq_rows(cells: pd.DataFrame, series: str, env: str, pub: pd.Series, reasons: dict[str, str]) -> list[Row]:
-    """The published quantities of one series (a training of an algo; its label in the table's algo
-    column) on `env` against its records; `reasons` are looked up by the plain algo name."""
-    algo = trainings.base_algo(series)
-    fp32 = select(cells, quant="fp32")
-    fp16 = select(cells, quant="fp16")
-    int8 = select(
+def int8_cells(cells: pd.DataFrame) -> pd.DataFrame:
+    """The PTQ table's int8 records: symmetric per-tensor 8-bit weights, biases in fp32."""
+    return select(
         cells,
         quant="ptq",
         quant__bits=8,
@@ -59,6 +55,15 @@ def _ptq_rows(cells: pd.DataFrame, series: str, env: str, pub: pd.Series, reason
         quant__granularity="per_tensor",
         quant__quantize_bias=False,
     )
+
+
+def _ptq_rows(cells: pd.DataFrame, series: str, env: str, pub: pd.Series, reasons: dict[str, str]) -> list[Row]:
+    """The published quantities of one series (a training of an algo; its label in the table's algo
+    column) on `env` against its records; `reasons` are looked up by the plain algo name."""
+    algo = trainings.base_algo(series)
+    fp32 = select(cells, quant="fp32")
+    fp16 = select(cells, quant="fp16")
+    int8 = int8_cells(cells)
     measured = {
         "fp32": (fp32, "reward_mean", 1.0, None),
         "fp16": (fp16, "reward_mean", 1.0, fp16),

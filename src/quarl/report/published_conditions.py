@@ -9,7 +9,7 @@ import pandas as pd
 
 from quarl.collate import published
 from quarl.collate.stats import seed_interval
-from quarl.report.ptq_table import NO_REASON, _verdict
+from quarl.report.ptq_table import NO_REASON, _verdict, int8_cells
 from quarl.report.records import _values, select
 from quarl.report.text import FRACTION, _markdown, fmt, shown
 
@@ -32,14 +32,7 @@ def _int8(runs: pd.DataFrame, algo: str, env: str, min_elements: int) -> tuple[p
     """(fp32 records, int8 records) of a pair: the PTQ table's int8 (symmetric, per tensor, fp32 biases)."""
     cells = select(runs, algo=algo, env=env, train__keep_best=True)
     fp32 = select(cells, quant="fp32")
-    int8 = select(
-        cells,
-        quant="ptq",
-        quant__bits=8,
-        quant__scheme="symmetric",
-        quant__granularity="per_tensor",
-        quant__quantize_bias=False,
-    )
+    int8 = int8_cells(cells)
     return fp32, _rule(int8, min_elements)
 
 

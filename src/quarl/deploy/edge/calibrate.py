@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 
+from quarl.quantize.calibration import greedy_observations
 from quarl.rl.envs import make_env
 
 log = logging.getLogger(__name__)
@@ -22,25 +23,10 @@ def visited_states(
 ) -> np.ndarray:
     """Raw observations `model` acts on, greedily, for one episode per seed (as
     `quarl.quantize.calibration.calibrate` steps them), stacked into one array."""
-    env = make_env(env_cfg)
-    states: list[np.ndarray] = []
-    try:
-        for seed in seeds:
-            obs, _ = env.reset(seed=seed)
-            done = False
-            while not done:
-                batch = np.asarray(obs)[None]
-                states.append(batch[0].copy())
-                action = model.predict(
-                    obs_transform(batch) if obs_transform is not None else batch, deterministic=True
-                )[0][0]
-                obs, _, terminated, truncated, _ = env.step(action)
-                done = terminated or truncated
-    finally:
-        env.close()
+    states = [batch[0].copy() for batch in greedy_observations(model, env_cfg, seeds, obs_transform)]
     log.info("Collected %d calibration states from %d fp32 episodes.", len(states), len(seeds))
     if not states:
-        return np.zeros((0, *(env.observation_space.shape or ())), dtype=np.float32)
+        return np.zeros((0, *(make_env(env_cfg).observation_space.shape or ())), dtype=np.float32)
     return np.stack(states)
 
 
