@@ -105,47 +105,12 @@ def cmd_export(args: argparse.Namespace) -> None:
     model = policy.load()
     quantize_policy(model, cfg.quant, calibrate=calibrator(cfg, policy))  # the record's own calibration
     if args.format != "onnx":
-        print(_export_edge(args, cfg, policy, model, args.precision or precision.replace("fp32", "int8")))
+        from quarl.deploy.edge.export import export_record
+
+        edge_precision = args.precision or precision.replace("fp32", "int8")
+        print(export_record(model, cfg, policy, args.out, args.format, edge_precision).text())
         return
     print(export(model, args.out, precision=precision, obs_transform=policy.obs_transform(), env_id=cfg.env.id))
-
-
-EDGE_CHECK_STATES = 10_000  # recorded states an edge export is checked on (the record's, then random ones)
-
-
-def _export_edge(args: argparse.Namespace, cfg: Any, policy: Any, model: Any, precision: str) -> str:
-    """A full-integer .tflite file or C policy of the record's policy, checked against the integer
-    reference on the states its fp32 policy visited (calibration and evaluation), topped up with
-    random-action states to EDGE_CHECK_STATES."""
-    import numpy as np
-
-    from quarl.config.keys import cell_key
-    from quarl.config.methods import fp32_config
-    from quarl.deploy.edge import calibration_states
-    from quarl.deploy.edge.export import export_edge
-    from quarl.rl.envs import random_observations
-
-    states = calibration_states(cfg, policy)
-    recorded = [states]
-    evaluated = policy.folder / f"eval-states-{cell_key(fp32_config(cfg))}.npz"
-    if evaluated.exists():
-        with np.load(evaluated) as data:
-            recorded.append(data["states"])
-    check = np.concatenate(recorded)
-    if len(check) < EDGE_CHECK_STATES:
-        check = np.concatenate([check, random_observations(cfg.env, EDGE_CHECK_STATES - len(check))])
-    report = export_edge(
-        model,
-        args.out,
-        args.format,
-        obs_transform=policy.obs_transform(),
-        calibration_obs=states,
-        statistic=str(cfg.quant.get("calibration", "minmax")),
-        precision=precision,
-        check_obs=check,
-        metadata={"env_id": cfg.env.id},
-    )
-    return report.text()
 
 
 def cmd_plan(args: argparse.Namespace) -> None:
