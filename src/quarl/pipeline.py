@@ -30,8 +30,8 @@ from quarl.store import provenance
 from quarl.store.locks import taking_turns
 from quarl.store.records import Context, make_record, store_record
 from quarl.store.sqlite import Store, make_folder
+from quarl.train import MODEL_FILE
 from quarl.train.cache import CachedPolicy, obtain
-from quarl.train.trainer import MODEL_FILE
 
 log = logging.getLogger(__name__)
 

@@ -653,7 +653,7 @@ def test_plots_stay_readable(tmp_path: Path):
 
     scale = plots.bit_scale([2, 3, 4, 5, 6, 7, 8, 16, 32])
     assert np.allclose(np.diff([scale[b] for b in sorted(scale)]), 1.0)
-    assert plots._wrap("ptq (scheme=quarl_code) 4") == "ptq\nscheme=\nquarl_code\n4 bits"
+    assert agg_plots._wrap("ptq (scheme=quarl_code) 4") == "ptq\nscheme=\nquarl_code\n4 bits"
     levels = np.linspace(-1, 1, 256)
     drawn, every = weights._drawn_levels(levels, ax_width_px=320, span=2.2)
     assert every > 1 and len(drawn) < 256 and np.median(np.diff(drawn)) / 2.2 * 320 >= weights.MIN_TICK_PX
@@ -798,7 +798,9 @@ def test_what_counts_as_another_training(tmp_path: Path):
 
 
 def test_the_campaign_records_hold_one_training_per_algo_and_env():
-    """The committed records collate as before: no (algo, env) of theirs but ActorQ's holds two trainings."""
+    """The committed records of quarl's default trainings collate as before: no (algo, env) of theirs
+    but ActorQ's holds two trainings; the published agents' (zoo=sb2) and the robust ones are told
+    apart from them by exactly that setting."""
     from quarl.collate import trainings
     from quarl.store.sqlite import rebuild
 
@@ -807,8 +809,13 @@ def test_the_campaign_records_hold_one_training_per_algo_and_env():
         rebuild(ROOT / "docs/reproduction/records", store)
         runs = store.runs()
     runs = runs[(runs["status"] == "done") & (runs["quant"] != "actorq")]
-    labels, found = trainings.trainings(runs)
-    assert found == [] and (labels == runs["algo"]).all()
+    zoo = runs["zoo"].fillna("rl_zoo3") if "zoo" in runs.columns else pd.Series("rl_zoo3", index=runs.index)
+    robust = runs["train.robust"] if "train.robust" in runs.columns else pd.Series(None, index=runs.index)
+    defaults = runs[(zoo == "rl_zoo3") & robust.isna()]
+    labels, found = trainings.trainings(defaults)
+    assert found == [] and (labels == defaults["algo"]).all()
+    _, every = trainings.trainings(runs)
+    assert {key for t in every for key in t.keys} <= {"zoo", "train.robust"}
 
 
 def test_notebook_keeps_trainings_apart(tmp_path: Path, monkeypatch):

@@ -19,7 +19,7 @@ from quarl.quantize.weights import fake_quantize, quantize_policy
 from quarl.rl.envs import random_observations
 from quarl.store import query as results
 from tests.conftest import FAST, run_quarl
-from tests.test_deploy import STANDALONE, Frames
+from tests.deploy.test_backends import STANDALONE, Frames
 
 WIDE = dict(net_arch=dict(pi=[256, 256], vf=[64]))
 

@@ -33,7 +33,7 @@ from quarl.collate.frame import Notes, Study
 from quarl.collate.plots import new_figure, styled
 from quarl.collate.trainings import title
 from quarl.errors import QuarlError
-from quarl.train.trainer import META_FILE
+from quarl.train import META_FILE
 
 if TYPE_CHECKING:  # torch, SB3 and the quantizer load only when weights are read (collation imports this module)
     import torch

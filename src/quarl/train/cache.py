@@ -31,9 +31,9 @@ from quarl.rl import algos
 from quarl.rl.envs import make_env
 from quarl.store.locks import taking_turns
 from quarl.store.sqlite import make_folder
-from quarl.train import pretrained
+from quarl.train import CURVE_FILE, META_FILE, MODEL_FILE, NORMALIZE_FILE, pretrained
 from quarl.train.curves import CURVES_DIR
-from quarl.train.trainer import CURVE_FILE, META_FILE, MODEL_FILE, NORMALIZE_FILE, train
+from quarl.train.trainer import train
 
 log = logging.getLogger(__name__)
 

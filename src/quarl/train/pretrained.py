@@ -174,7 +174,7 @@ def load_checked(model_zip: Path, cfg: Any, shown: Optional[str] = None) -> Base
 
 def install(cfg: Any, folder: Path, tmp: Path, downloads: Path) -> None:
     """Check the pretrained model `cfg.policy` names and write it into `tmp` in the cache's layout."""
-    from quarl.train.trainer import META_FILE, MODEL_FILE, NORMALIZE_FILE
+    from quarl.train import META_FILE, MODEL_FILE, NORMALIZE_FILE
 
     source = cfg.policy.path if cfg.policy.source == "path" else download(cfg.policy.repo, downloads)
     found = locate(source, cfg.env.id)

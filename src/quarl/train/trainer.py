@@ -27,17 +27,12 @@ from quarl.progress import Progress
 from quarl.rl import algos
 from quarl.rl.envs import training_envs
 from quarl.store import provenance
-from quarl.train import checkpoint
+from quarl.train import CURVE_FILE, META_FILE, MODEL_FILE, NORMALIZE_FILE, checkpoint
 from quarl.train.curves import CURVES_DIR, Curves, CurvesOutput, RunName, launch_dir, open_curves, sweep_group
 from quarl.train.keep_best import KeepBest
 
 log = logging.getLogger(__name__)
 
-# The files of a policy folder in the cache (quarl.train.cache), written here.
-MODEL_FILE = "model.zip"  # SB3's format
-NORMALIZE_FILE = "vecnormalize.pkl"  # observation normalisation, where the policy was trained with it
-META_FILE = "meta.json"  # key, spec, training time, versions, the kept step
-CURVE_FILE = "curve.json"  # return and length of every training episode
 
 CURVE_ROWS = 250  # the algorithm's logged scalars are written about this many times per training
 RECENT = 20  # training episodes averaged in the progress line's "return"

@@ -12,7 +12,7 @@ from quarl.deploy.backends import EDGE, LOW
 from quarl.errors import QuarlError
 from quarl.store import query as results
 from tests.conftest import FAST, run_quarl
-from tests.test_edge_c import Trained, make_cartpole
+from tests.deploy.edge.test_cgen import Trained, make_cartpole
 from tests.test_run import log_of
 
 

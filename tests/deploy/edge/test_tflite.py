@@ -10,7 +10,7 @@ import pytest
 
 from quarl.deploy.edge import fixedpoint
 from quarl.errors import QuarlError
-from tests.test_edge_c import N_STATES, PTQ8, Trained, make_cartpole, make_pendulum
+from tests.deploy.edge.test_cgen import N_STATES, PTQ8, Trained, make_cartpole, make_pendulum
 
 litert = pytest.importorskip(
     "ai_edge_litert.interpreter", reason="ai-edge-litert is not installed: pip install 'quarl[edge]'"
