@@ -38,7 +38,7 @@ from quarl.actorq.networks import policy_network
 from quarl.actorq.replay import Chunk
 from quarl.actorq.settings import ActorSpec
 from quarl.collate.actorq import smoothed
-from quarl.store import Store
+from quarl.store.sqlite import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 HIDDEN = (2048, 2048, 2048)

@@ -29,7 +29,7 @@ two tuned policies (rl-zoo3's PPO CartPole-v1, 64x64, and PPO MountainCarContinu
 VecNormalize; trained through quarl's cache): `tflite`, the LiteRT int8 model under ai-edge-litert's
 builtin kernels, and `c`, the C policy compiled by the host cc and called through ctypes, both at
 batch 1, each calibrated on the states the trained fp32 policy visits in quarl's calibration
-episodes (`quarl.calibration.calibration_seeds`). `c (native)` is the same C policy timed in C,
+episodes (`quarl.quantize.calibration.calibration_seeds`). `c (native)` is the same C policy timed in C,
 without the Python call. Their `flash bytes` / `RAM bytes`: the C policy for a Cortex-M4
 (arm-none-eabi-gcc -Os: .text + .rodata, and .data + .bss + stack), the .tflite file and TFLite
 Micro's tensor arena; their reward is the executed full-integer policy's.
@@ -62,15 +62,15 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from stable_baselines3 import PPO
 
-from quarl import schema
-from quarl.envs import make_env, random_observations
 from quarl.app import CONF_DIR
+from quarl.config import schema
 from quarl.deploy import ActingNetwork, Runner, acting_network, compile_network, measure
 from quarl.deploy.backends import TorchRunner
-from quarl.evaluate import episode_seeds, evaluate
-from quarl.calibration import calibration_seeds
-from quarl.policies import obtain
-from quarl.quantize import LAYER_TYPES, fake_quantize
+from quarl.evaluate.episodes import episode_seeds, evaluate
+from quarl.quantize.calibration import calibration_seeds
+from quarl.quantize.weights import LAYER_TYPES, fake_quantize
+from quarl.rl.envs import make_env, random_observations
+from quarl.train.cache import obtain
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT.parent / "shared" / "paper" / "deployment_int8.csv"
@@ -153,7 +153,7 @@ def cartpole_obs(n: int = 512, seed: int = 1) -> np.ndarray:
 
 def episodes_reward(act, episodes: int, seed: int) -> float:
     """Mean return of `episodes` CartPole-v1 episodes, episode i reset with quarl's evaluation seed
-    i (`quarl.evaluate.episode_seeds`), all stepped side by side through `act` (batched)."""
+    i (`quarl.evaluate.episodes.episode_seeds`), all stepped side by side through `act` (batched)."""
     envs = [gym.make("CartPole-v1") for _ in range(episodes)]
     obs = [env.reset(seed=s)[0] for env, s in zip(envs, episode_seeds(seed, episodes))]
     totals, running = [0.0] * episodes, list(range(episodes))

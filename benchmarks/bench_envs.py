@@ -5,7 +5,7 @@
    ratio (the cost of the preprocessing). The two are measured in alternating rounds so that drift
    of a shared machine hits both alike. On Atari a quarl step is 4 emulator frames (frame skip),
    so the table also gives the ratio per emulator frame.
-2. Evaluation episodes/s with `quarl.evaluate.evaluate` (4 episodes stepped side by side, batched
+2. Evaluation episodes/s with `quarl.evaluate.episodes.evaluate` (4 episodes stepped side by side, batched
    inference) for fp32 SB3 `predict`, PTQ 8-bit fake quantization (SB3 `predict` on quantized
    weights), real int8 execution (`onnx_int8`) and quarl's default backend (`auto`), on
    (a) a PPO CartPole-v1 policy from quarl's policy cache (trained once, 50k steps; it balances
@@ -42,13 +42,13 @@ import torch
 from hydra import compose, initialize_config_dir
 from stable_baselines3 import PPO
 
-from quarl import schema
 from quarl.app import CONF_DIR
+from quarl.config import schema
 from quarl.deploy import compile_policy
-from quarl.envs import make_env, random_observations, require_suite
-from quarl.evaluate import evaluate
-from quarl.policies import obtain
-from quarl.quantize import quantize_policy
+from quarl.evaluate.episodes import evaluate
+from quarl.quantize.weights import quantize_policy
+from quarl.rl.envs import make_env, random_observations, require_suite
+from quarl.train.cache import obtain
 
 ROOT = Path(__file__).resolve().parents[1]
 log = logging.getLogger("bench_envs")
@@ -237,7 +237,7 @@ def main() -> None:
     where = f"{cpu_name()}, one thread, torch {torch.__version__}, gymnasium {gym.__version__}"
     print(f"\n## Env steps/s per suite: random actions, {args.steps} steps x {args.rounds} alternating rounds ({where})\n")
     print(envs.to_markdown(index=False, floatfmt=".4g"))
-    print(f"\n## Evaluation throughput: quarl.evaluate, 4 envs side by side, {args.rounds} alternating rounds "
+    print(f"\n## Evaluation throughput: quarl.evaluate.episodes, 4 envs side by side, {args.rounds} alternating rounds "
           f"of {args.episodes} CartPole / {args.atari_episodes} Pong episodes ({where})\n")
     print(pd.DataFrame(cartpole + atari).to_markdown(index=False, floatfmt=".4g"))
     print(f"\n{time.perf_counter() - start:.0f} s in all")

@@ -42,10 +42,10 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-from quarl import results
-from quarl.envs import make_env
-from quarl.evaluate import default_workers, evaluate
-from quarl.schema import EnvConfig
+from quarl.config.schema import EnvConfig
+from quarl.evaluate.episodes import default_workers, evaluate
+from quarl.rl.envs import make_env
+from quarl.store import query as results
 
 ROOT = Path(__file__).resolve().parents[1]
 CARTPOLE = OmegaConf.structured(EnvConfig(name="cartpole", id="CartPole-v1"))
@@ -58,11 +58,12 @@ BY_HAND = textwrap.dedent(
     """
     import sys, time, torch
     from hydra import compose, initialize_config_dir
-    from quarl import algos, schema
+    from quarl.rl import algos
+    from quarl.config import schema
     from quarl.app import CONF_DIR
-    from quarl.envs import training_envs
-    from quarl.evaluate import default_workers, evaluate
-    from quarl.quantize import quantize_policy
+    from quarl.rl.envs import training_envs
+    from quarl.evaluate.episodes import default_workers, evaluate
+    from quarl.quantize.weights import quantize_policy
 
     steps, episodes = int(sys.argv[1]), int(sys.argv[2])
     torch.set_num_threads(1)  # as a cell runs (train.threads)

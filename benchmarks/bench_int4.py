@@ -35,12 +35,11 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 import pandas as pd
+from bench_deploy import ROOT, cartpole_obs, ptq, trained_models
 
 from quarl.deploy import Runner, acting_network, compile_network, measure, nbits, onnx_io
 from quarl.deploy.backends import NbitsRunner, OnnxRunner, action_agreement
-from quarl.envs import random_observations
-
-from bench_deploy import ROOT, cartpole_obs, ptq, trained_models
+from quarl.rl.envs import random_observations
 
 NETWORK = "MLP 3x2048"
 INT8, INT4 = "int8 onnx_int8 (quarl)", "int4 onnx_int4 (quarl)"
@@ -80,8 +79,14 @@ def ort_int8(fp32: bytes, calibration: np.ndarray, layout: str) -> bytes:
     """`fp32` quantized to int8 by ONNX Runtime's quantizer (preprocessed as quarl does) in `layout`:
     "dynamic_s8" (int8 weights per channel), "qoperator" or "qdq" (static, calibrated, uint8 activations)."""
     import onnx
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quant_pre_process
-    from onnxruntime.quantization import quantize_dynamic, quantize_static
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quant_pre_process,
+        quantize_dynamic,
+        quantize_static,
+    )
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:

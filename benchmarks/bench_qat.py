@@ -21,7 +21,7 @@ from omegaconf import OmegaConf
 from stable_baselines3 import DQN, PPO
 from stable_baselines3.common.env_util import make_vec_env
 
-from quarl import qat
+from quarl.quantize import fake_quant as qat
 
 QUANT = OmegaConf.create(dict(method="qat", bits=8, act_bits=8, scheme="affine", granularity="per_tensor",
                               quantize_bias=False))

@@ -1,4 +1,4 @@
-"""Hand-made records written through `quarl.store.Store`: collation and query tests without training.
+"""Hand-made records written through `quarl.store.sqlite.Store`: collation and query tests without training.
 
 The numbers are invented but shaped like real ones (a reward per seed, E against that seed's fp32
 record, action agreement rising with bits); every config key a real record has for the tested
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from quarl.store import Store, write_json
+from quarl.store.sqlite import Store, write_json
 
 ENV_IDS = {"cartpole": "CartPole-v1", "acrobot": "Acrobot-v1", "mountaincar_continuous": "MountainCarContinuous-v0",
            "pendulum": "Pendulum-v1"}

@@ -7,10 +7,12 @@ import json
 
 import pytest
 
-from quarl import cli, results
+from quarl import cli
 from quarl.deploy.export import record_precision
 from quarl.errors import QuarlError
-from quarl.store import Store
+from quarl.store import listing
+from quarl.store import query as results
+from quarl.store.sqlite import Store
 from tests.conftest import FAST, run_quarl
 from tests.records import record, write
 
@@ -54,13 +56,13 @@ def test_records_that_differ_only_in_how_they_were_evaluated_hold_one_policy(tmp
         record("ppo", "cartpole", "ptq", 8, 0, episodes=20),
     ])
     df = results.load(path)
-    chosen, note = results.one_record(df, "algo=ppo")
+    chosen, note = listing.one_record(df, "algo=ppo")
     assert chosen["quant.backend"] == "onnx_int8"  # the most recent
     assert note == (f"3 finished records match algo=ppo; they differ only in eval.episodes, quant.backend, which "
                     f"do not change the policy: exporting the most recent ({chosen['cell_key']}).")
     write(Store(path), [record("ppo", "cartpole", "ptq", 8, 1)])
     with pytest.raises(QuarlError, match=r"4 finished records match algo=ppo; they differ in seed \(0, 1\): add e.g. "):
-        results.one_record(results.load(path), "algo=ppo")
+        listing.one_record(results.load(path), "algo=ppo")
 
 
 @pytest.mark.parametrize("quant, bits, expected", [

@@ -7,8 +7,9 @@ import io
 
 import pandas as pd
 
-from quarl import cli, results
-from quarl.store import Store
+from quarl import cli
+from quarl.store import listing
+from quarl.store.sqlite import Store
 from tests.records import record, write
 
 LONG_NET = [2048, 2048, 2048, 1024, 1024, 512, 512, 256]
@@ -40,7 +41,7 @@ def wide_store(path):
 def test_status_fits_the_terminal_and_lists_only_what_tells_cells_apart(tmp_path, capsys, monkeypatch):
     path = tmp_path / "r.sqlite"
     wide_store(path)
-    grid, _ = results.status(path)
+    grid, _ = listing.status(path)
     assert not [c for c in grid.columns if "actor_bits" in c]  # PTQ records agree on it; ActorQ's show it as bits
     assert {"actorq 8b", "actorq 32b"} <= set(grid.columns)
     assert "ptq 8b act_bits=8 scheme=affine" in grid.columns and "fp32" in grid.columns

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from quarl import cli
-from quarl.store import Store
+from quarl.store.sqlite import Store
 from tests.conftest import FAST, run_quarl
 from tests.records import record, write
-from tests.test_store import _damage, _filled_store, read_only
+from tests.store.test_sqlite import _damage, _filled_store, read_only
 
 COMMANDS = [["results"], ["status"], ["export", "--out", "x.onnx"], ["rebuild", "runs"]]
 

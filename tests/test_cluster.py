@@ -16,10 +16,10 @@ from typing import Callable
 
 import pytest
 
-from quarl import results
+from quarl.store import query as results
+from tests.actorq.test_actorq import run_killing_actor_0
 from tests.cluster import services
 from tests.conftest import ENV, FAST, ROOT
-from tests.test_actorq import run_killing_actor_0
 
 TINY = FAST[1:]  # two evaluation episodes, no collation
 # DQN trains in chunks of 256 env steps and checkpoints on chunk boundaries: 64 chunks, a checkpoint every 8.

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from quarl.algos import check_action_kind, runnable
 from quarl.errors import IncompatibleCell
+from quarl.rl.algos import check_action_kind, runnable
 from tests.conftest import ENV, ROOT
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from hydra import initialize_config_dir
 
-from quarl import schema
 from quarl.app import CONF_DIR
+from quarl.config import schema
 from quarl.sweeps import Composer, expand, plan
 
 pytest.importorskip("ale_py")  # the atari extra: planning opens each game to read its action space
@@ -63,7 +63,7 @@ def _zoo_repo(folder: Path, cfg: Any) -> Path:
     """A model-hub repo as rl-zoo3 pushes it: <algo>-<EnvId>.zip, config.yml, and files that are no model."""
     from stable_baselines3 import DQN
 
-    from quarl.envs import make_env
+    from quarl.rl.envs import make_env
 
     env = make_env(cfg.env)
     try:

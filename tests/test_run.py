@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from quarl import results
+from quarl.store import query as results
 from tests.conftest import ENV, FAST, ROOT, run_quarl
 
 
@@ -182,7 +182,7 @@ def test_qat_cell_lands_with_its_training_curve(scratch):
     cell = df[df["quant"] == "qat"].iloc[0]
     assert cell["quant.delay"] == 750 and cell["quant.act_bits"] == 8  # default delay: half of train.steps
     assert cell["fp32_reward"] == df[df["quant"] == "fp32"].iloc[0]["reward_mean"]
-    from quarl.store import Store
+    from quarl.store.sqlite import Store
 
     curves = Store(store).curves()
     assert set(curves["cell_key"]) == set(df["cell_key"])  # the QAT and the fp32 training curves
@@ -294,8 +294,8 @@ def test_impossible_backends_are_refused(scratch, args, message):
 
 
 def test_schema_backends_are_the_deploy_backends():
+    from quarl.config.schema import exec_backends
     from quarl.deploy import CHOICES
-    from quarl.schema import exec_backends
 
     assert exec_backends() == ("fake", *CHOICES)
 
@@ -338,7 +338,7 @@ def test_a_seed_out_of_range_gets_one_sentence_naming_the_bounds(scratch, seed):
 def test_a_cached_policy_that_fails_for_another_reason_is_kept(tmp_path, monkeypatch):
     """Only a damaged file earns the advice to delete a policy that may have taken hours to train."""
     from quarl.errors import QuarlError
-    from quarl.policies import obtain
+    from quarl.train.cache import obtain
     from tests.conftest import compose_cfg
 
     policy = obtain(compose_cfg("train.steps=600", "eval.episodes=1"), tmp_path)

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from quarl import results
 from quarl.app import CONF_DIR
+from quarl.store import query as results
 from quarl.sweeps import expand, plan, status
 from tests.conftest import ENV, FAST, ROOT, run_quarl
 
@@ -101,7 +101,7 @@ def test_plan_composes_each_job_exactly_as_hydra_does():
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from quarl import schema
+    from quarl.config import schema
     from quarl.sweeps import Composer
 
     schema.register()
@@ -123,7 +123,7 @@ def test_launcher_configs_are_hydras_own_with_one_composition_per_group_choice()
     from hydra.types import RunMode
     from omegaconf import OmegaConf
 
-    from quarl import schema
+    from quarl.config import schema
     from quarl.sweeps import SweepConfigs
 
     schema.register()

@@ -14,10 +14,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from quarl import CONF_DIR, schema
-from quarl.cells import label
+from quarl import CONF_DIR
+from quarl.config import schema
+from quarl.config.cells import label
 from quarl.errors import QuarlError
-from quarl.records import Context
+from quarl.store.records import Context
 
 log = logging.getLogger("quarl")
 

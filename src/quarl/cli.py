@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shutil
 import signal
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from quarl.errors import QuarlError
-from quarl.results import DEFAULT_STORE, load, one_record, shown, summary_columns, weight_bits
-from quarl.store import Store, rebuild
+from quarl.rl.envs import SUITES
+from quarl.store.listing import one_record, pack, shorten, shown, status_lines, summary_columns, terminal_width
+from quarl.store.query import DEFAULT_STORE, load, weight_bits
+from quarl.store.sqlite import Store, rebuild
 
 log = logging.getLogger("quarl")
 
@@ -84,12 +84,12 @@ def cmd_export(args: argparse.Namespace) -> None:
 
     from omegaconf import OmegaConf
 
-    from quarl.calibration import calibrator
+    from quarl.config.methods import policy_config
     from quarl.deploy import export
     from quarl.deploy.export import record_precision
-    from quarl.methods import policy_config
-    from quarl.policies import cached
-    from quarl.quantize import quantize_policy
+    from quarl.quantize.calibration import calibrator
+    from quarl.quantize.weights import quantize_policy
+    from quarl.train.cache import cached
 
     df = load(args.store, _filters(args.filters))
     record, note = one_record(df[df["status"] == "done"], " ".join(args.filters) or "(no filter)")
@@ -105,47 +105,12 @@ def cmd_export(args: argparse.Namespace) -> None:
     model = policy.load()
     quantize_policy(model, cfg.quant, calibrate=calibrator(cfg, policy))  # the record's own calibration
     if args.format != "onnx":
-        print(_export_edge(args, cfg, policy, model, args.precision or precision.replace("fp32", "int8")))
+        from quarl.deploy.edge.export import export_record
+
+        edge_precision = args.precision or precision.replace("fp32", "int8")
+        print(export_record(model, cfg, policy, args.out, args.format, edge_precision).text())
         return
     print(export(model, args.out, precision=precision, obs_transform=policy.obs_transform(), env_id=cfg.env.id))
-
-
-EDGE_CHECK_STATES = 10_000  # recorded states an edge export is checked on (the record's, then random ones)
-
-
-def _export_edge(args: argparse.Namespace, cfg: Any, policy: Any, model: Any, precision: str) -> str:
-    """A full-integer .tflite file or C policy of the record's policy, checked against the integer
-    reference on the states its fp32 policy visited (calibration and evaluation), topped up with
-    random-action states to EDGE_CHECK_STATES."""
-    import numpy as np
-
-    from quarl.deploy.edge import calibration_states
-    from quarl.deploy.edge.export import export_edge
-    from quarl.envs import random_observations
-    from quarl.keys import cell_key
-    from quarl.methods import fp32_config
-
-    states = calibration_states(cfg, policy)
-    recorded = [states]
-    evaluated = policy.folder / f"eval-states-{cell_key(fp32_config(cfg))}.npz"
-    if evaluated.exists():
-        with np.load(evaluated) as data:
-            recorded.append(data["states"])
-    check = np.concatenate(recorded)
-    if len(check) < EDGE_CHECK_STATES:
-        check = np.concatenate([check, random_observations(cfg.env, EDGE_CHECK_STATES - len(check))])
-    report = export_edge(
-        model,
-        args.out,
-        args.format,
-        obs_transform=policy.obs_transform(),
-        calibration_obs=states,
-        statistic=str(cfg.quant.get("calibration", "minmax")),
-        precision=precision,
-        check_obs=check,
-        metadata={"env_id": cfg.env.id},
-    )
-    return report.text()
 
 
 def cmd_plan(args: argparse.Namespace) -> None:
@@ -165,7 +130,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> None:
-    from quarl.results import status
+    from quarl.store.listing import status
 
     grid, failed = status(args.store, _filters(args.filters))
     if grid.empty:
@@ -174,7 +139,7 @@ def cmd_status(args: argparse.Namespace) -> None:
     width = terminal_width()
     grid.index = grid.index.map(lambda key: tuple(shorten(str(v)) for v in key) if isinstance(key, tuple) else key)
     table = grid.to_string()
-    print(table if max(map(len, table.splitlines())) <= width else "\n".join(_status_lines(grid, width)))
+    print(table if max(map(len, table.splitlines())) <= width else "\n".join(status_lines(grid, width)))
     if not failed.empty:
         print(f"\n{len(failed)} failed (traceback in each run dir's error.txt):")
         for _, row in failed.iterrows():
@@ -188,73 +153,14 @@ def cmd_status(args: argparse.Namespace) -> None:
             print(pack([f"in {row.get('run_dir')}"], width, indent="    ", first="  "))
 
 
-def _status_lines(grid: pd.DataFrame, width: int) -> list[str]:
-    """A status grid too wide for the terminal, as a block per row: its keys, then each state
-    and the quant settings in it (`done: fp32, ptq 2b, ...`)."""
-    lines = []
-    names = list(grid.index.names)
-    keys = grid.index.to_frame(index=False).astype(str)
-    pair = [n for n in ("algo", "env") if n in names]
-    # a row names the keys that tell it apart from the other rows of its algorithm and env
-    apart = keys.groupby(pair)[[n for n in names if n not in pair]].transform("nunique").gt(1) if pair else None
-    for i, (key, row) in enumerate(grid.iterrows()):
-        values = key if isinstance(key, tuple) else (key,)
-        head = [
-            v if n in pair else f"{n}={v}"
-            for n, v in zip(names, map(str, values))
-            if n in pair or apart is None or apart.at[i, n]
-        ]
-        lines.append(pack(head, width, sep=" ", indent="    "))
-        states: dict[str, list[str]] = {}
-        for setting, state in row.items():
-            if state != "-":
-                states.setdefault(str(state), []).append(str(setting))
-        for state in sorted(states, key=lambda s: (STATE_ORDER.index(s) if s in STATE_ORDER else len(STATE_ORDER), s)):
-            lines.append(pack(states[state], width, indent="      ", first=f"  {state}: "))
-    return lines
-
-
 #: The order `quarl status` lists states in.
-STATE_ORDER = ("done", "running", "failed", "skipped")
 #: The fewest characters a shortened value keeps.
 MIN_VALUE = 24
 
 
-def terminal_width() -> int:
-    """The terminal's width in characters (100 where the output is not a terminal; $COLUMNS wins)."""
-    return shutil.get_terminal_size((100, 24)).columns
-
-
-def shorten(text: str, limit: int = 32) -> str:
-    """`text`, cut to `limit` characters with '...' where longer."""
-    return text if len(text) <= limit else text[: max(limit - 3, 1)] + "..."
-
-
-def pack(items: list[str], width: int, sep: str = ", ", indent: str = "", first: str = "") -> str:
-    """`items` joined by `sep` into lines of at most `width` characters, broken between items (an
-    item longer than a line is broken between words), the first line starting with `first`, the
-    others with `indent`."""
-    lines, line = [], first
-    for i, item in enumerate(items):
-        piece = item + (sep.rstrip() if i < len(items) - 1 else "")
-        gap = "" if line in (first, indent) else " " if sep.endswith(" ") else ""
-        if len(line) + len(gap) + len(piece) <= width or line in (first, indent):
-            if len(line) + len(gap) + len(piece) > width:  # alone on its line and still too long
-                wrapped = textwrap.wrap(piece, width, initial_indent=line, subsequent_indent=indent)
-                lines += wrapped[:-1]
-                line = wrapped[-1] if wrapped else line
-                continue
-            line += gap + piece
-        else:
-            lines.append(line)
-            line = indent + piece
-    lines.append(line)
-    return "\n".join(lines)
-
-
 def cmd_matrix(args: argparse.Namespace) -> None:
     from quarl.app import CONF_DIR
-    from quarl.compat import LEGEND, matrix
+    from quarl.rl.matrix import LEGEND, matrix
 
     table = matrix(CONF_DIR, args.suite)
     with pd.option_context("display.max_rows", None, "display.width", 250):
@@ -263,21 +169,22 @@ def cmd_matrix(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    from quarl import reproduction
+    from quarl.report import build as report
+    from quarl.report.records import REPORT
 
     folder, sweeps = args.records.parent, args.sweeps
     if args.archive is not None:
-        print(f"{args.records} holds {reproduction.archive(args.archive, args.records)} records")
+        print(f"{args.records} holds {report.archive(args.archive, args.records)} records")
     if args.check:
-        diff = reproduction.check(args.records, folder, sweeps)
+        diff = report.check(args.records, folder, sweeps)
         if diff:
             raise QuarlError(
-                f"{folder / reproduction.REPORT} differs from what {args.records} gives "
+                f"{folder / REPORT} differs from what {args.records} gives "
                 f"({len(diff)} diff lines, first: {diff[0]!r}): run `quarl report` and commit it."
             )
-        print(f"{folder / reproduction.REPORT} matches {args.records}.")
+        print(f"{folder / REPORT} matches {args.records}.")
         return
-    print(f"Wrote {reproduction.write(args.records, folder, sweeps)}")
+    print(f"Wrote {report.write(args.records, folder, sweeps)}")
 
 
 def cmd_sensitivity(args: argparse.Namespace) -> None:
@@ -308,6 +215,20 @@ def _store_option(command: argparse.ArgumentParser) -> None:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="quarl", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
+    _run_command(sub)
+    _results_command(sub)
+    _rebuild_command(sub)
+    _collate_command(sub)
+    _export_command(sub)
+    _plan_command(sub)
+    _status_command(sub)
+    _report_command(sub)
+    _sensitivity_command(sub)
+    _matrix_command(sub)
+    return p
+
+
+def _run_command(sub: Any) -> None:
     # No option prefix ("\0" never starts an argument): -m, --cfg, --help and the rest all go to Hydra.
     run = sub.add_parser(
         "run",
@@ -317,6 +238,9 @@ def parser() -> argparse.ArgumentParser:
     )
     run.add_argument("overrides", nargs=argparse.REMAINDER, metavar="ARGS", help="run.py's arguments and overrides")
     run.set_defaults(func=cmd_run)
+
+
+def _results_command(sub: Any) -> None:
     results = sub.add_parser("results", help="print the run records, filtered by config keys")
     results.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="e.g. algo=dqn quant.bits=4")
     _store_option(results)
@@ -328,6 +252,9 @@ def parser() -> argparse.ArgumentParser:
         "percent; booleans as 1 / 0",
     )
     results.set_defaults(func=cmd_results)
+
+
+def _rebuild_command(sub: Any) -> None:
     rb = sub.add_parser("rebuild", help="write the records kept as JSON in run dirs into the store")
     rb.add_argument(
         "root",
@@ -338,6 +265,9 @@ def parser() -> argparse.ArgumentParser:
     )
     _store_option(rb)
     rb.set_defaults(func=cmd_rebuild)
+
+
+def _collate_command(sub: Any) -> None:
     co = sub.add_parser("collate", help="write the study's plots and tables (sweet spots, error tables, ...)")
     co.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="e.g. algo=dqn,ppo env=cartpole quant.method=ptq")
     _store_option(co)
@@ -361,6 +291,9 @@ def parser() -> argparse.ArgumentParser:
     co.add_argument("--log-y", action="store_true", help="weight histograms on a log count axis")
     co.add_argument("--force", action="store_true", help="draw again even when --out is up to date")
     co.set_defaults(func=cmd_collate)
+
+
+def _export_command(sub: Any) -> None:
     ex = sub.add_parser(
         "export",
         help="write one stored policy as a standalone ONNX file, a full-integer LiteRT model or a C policy",
@@ -397,14 +330,23 @@ def parser() -> argparse.ArgumentParser:
     )
     _store_option(ex)
     ex.set_defaults(func=cmd_export)
+
+
+def _plan_command(sub: Any) -> None:
     pl = sub.add_parser("plan", help="list the cells a run.py sweep would run, and which are done, without running")
     pl.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="run.py overrides, e.g. +sweep=smoke")
     pl.add_argument("--store", type=Path, default=None, help="store to check (default: the config's store.path)")
     pl.set_defaults(func=cmd_plan)
+
+
+def _status_command(sub: Any) -> None:
     st = sub.add_parser("status", help="done / failed / running / skipped per cell, read from the store")
     st.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="e.g. algo=dqn")
     _store_option(st)
     st.set_defaults(func=cmd_status)
+
+
+def _report_command(sub: Any) -> None:
     rp = sub.add_parser("report", help="write the reproduction report (published vs quarl) from archived records")
     rp.add_argument(
         "records",
@@ -428,6 +370,9 @@ def parser() -> argparse.ArgumentParser:
         help="first copy the done records under ROOT (run dirs) into the records folder",
     )
     rp.set_defaults(func=cmd_report)
+
+
+def _sensitivity_command(sub: Any) -> None:
     se = sub.add_parser(
         "sensitivity",
         help="each layer (and the input) quantized alone at each width, and the smallest "
@@ -453,10 +398,12 @@ def parser() -> argparse.ArgumentParser:
     se.add_argument("--out", type=Path, default=None, help="folder to write into (default outputs/sensitivity/<cell>)")
     se.add_argument("--no-search", action="store_true", help="the study only")
     se.set_defaults(func=cmd_sensitivity)
+
+
+def _matrix_command(sub: Any) -> None:
     mx = sub.add_parser("matrix", help="which algorithm runs on which env (tuned, default, n/a)")
-    mx.add_argument("--suite", default=None, help="only this suite: classic, box2d, atari, bullet, mujoco, dmc")
+    mx.add_argument("--suite", default=None, help=f"only this suite: {', '.join(SUITES)}")
     mx.set_defaults(func=cmd_matrix)
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,23 +14,24 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, open_dict
 
-from quarl import calibration, methods, provenance, schema
-from quarl.algos import check_action_kind
-from quarl.cells import finished, label, log_skip, torch_threads
-from quarl.compat import check_zoo
-from quarl.envs import action_kind, fp32_flag, make_env
+from quarl.config import methods, schema
+from quarl.config.cells import finished, label, log_skip, torch_threads
+from quarl.config.keys import cell_key
+from quarl.config.methods import fp32_config
 from quarl.errors import IncompatibleCell, QuarlError
-from quarl.evaluate import Evaluation, evaluate_cell
-from quarl.fidelity import STATES, Fidelity, executed_fidelity, greedy_actions, policy_fidelity
-from quarl.keys import cell_key
-from quarl.locks import taking_turns
-from quarl.methods import fp32_config
-from quarl.policies import CachedPolicy, obtain
-from quarl.policy_files import MODEL_FILE
+from quarl.evaluate.episodes import Evaluation, evaluate_cell
+from quarl.evaluate.fidelity import STATES, Fidelity, executed_fidelity, greedy_actions, policy_fidelity
 from quarl.progress import activity
-from quarl.quantize import policy_bytes, quantize_policy
-from quarl.records import Context, make_record, store_record
-from quarl.store import Store, make_folder
+from quarl.quantize import calibration
+from quarl.quantize.weights import policy_bytes, quantize_policy
+from quarl.rl.envs import fp32_flag, make_env
+from quarl.rl.matrix import check_runnable
+from quarl.store import provenance
+from quarl.store.locks import taking_turns
+from quarl.store.records import Context, make_record, store_record
+from quarl.store.sqlite import Store, make_folder
+from quarl.train import MODEL_FILE
+from quarl.train.cache import CachedPolicy, obtain
 
 log = logging.getLogger(__name__)
 
@@ -258,13 +259,13 @@ def _run_marked(ctx: Context, store: Store, key: str, status: str | None) -> Non
     """Run the cell behind a `running` marker (for `quarl status`) that its record replaces; an
     interrupted or failed single run leaves no marker."""
     cfg = ctx.cfg
-    threads = torch_threads(cfg)
-    torch.set_num_threads(threads)
-    with open_dict(cfg):
-        cfg.train.threads = threads  # recorded as run (not part of any key: quarl.cells.torch_threads)
     started = provenance.now()
     if status is None:
         store.write(make_record(cfg, "running", started, ctx.run_dir))
+    threads = torch_threads(cfg)
+    torch.set_num_threads(threads)
+    with open_dict(cfg):
+        cfg.train.threads = threads  # recorded as run (not part of any key: quarl.config.cells.torch_threads)
     try:
         _run(ctx, store, started)
     except KeyboardInterrupt:
@@ -302,9 +303,13 @@ def _run(ctx: Context, store: Store, started: str) -> None:
     method = methods.of(cfg)
     method.prepare(cfg)
     name = label(cfg)
-    check_action_kind(cfg.algo.name, cfg.env.id, action_kind(cfg.env), cfg.quant.method)
-    check_zoo(cfg)
-    if method.run_cell(ctx, store, started):
+    check_runnable(cfg)
+    measured = method.own_cell(ctx)
+    if measured is not None:  # the method ran the cell itself (ActorQ): recorded like every cell
+        record = make_record(
+            cfg, "done", started, ctx.run_dir, evaluation=measured.evaluation, curve=measured.curve, **measured.fields
+        )
+        store_record(store, {**record, **measured.extra}, ctx.run_dir / "record.json")
         return
     progress = cfg.train.progress and ctx.interactive
     policies = ctx.path(cfg.store.policies)

@@ -33,13 +33,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from omegaconf import OmegaConf, open_dict
 
-from quarl import methods
-from quarl.calibration import calibrate, calibration_seeds
+from quarl.config import methods
+from quarl.config.methods import fp32_config
 from quarl.errors import QuarlError
-from quarl.evaluate import evaluate_cell
-from quarl.fidelity import STATES, policy_fidelity
-from quarl.methods import fp32_config
-from quarl.quantize import inference_layers, layer_bytes, policy_bytes, quantize_policy
+from quarl.evaluate.episodes import evaluate_cell
+from quarl.evaluate.fidelity import STATES, policy_fidelity
+from quarl.quantize.calibration import calibrate, calibration_seeds
+from quarl.quantize.weights import inference_layers, layer_bytes, policy_bytes, quantize_policy
 
 log = logging.getLogger(__name__)
 
@@ -328,7 +328,7 @@ def compose_cell(conf_dir: Path, overrides: list[str]) -> Any:
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
-    from quarl import schema
+    from quarl.config import schema
 
     schema.register()
     chosen = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") == "quant"]
@@ -357,10 +357,10 @@ def run_study(
 ) -> list[Path]:
     """`quarl sensitivity`: obtain the cell's fp32 policy (trained if not cached), study it, search,
     and write the outputs (see `write`) into `out` (default outputs/sensitivity/<algo>-<env>-seed<seed>-<policy>)."""
-    from quarl.algos import check_action_kind
-    from quarl.envs import action_kind
-    from quarl.keys import slug
-    from quarl.policies import obtain
+    from quarl.config.keys import slug
+    from quarl.rl.algos import check_action_kind
+    from quarl.rl.envs import action_kind
+    from quarl.train.cache import obtain
 
     bits, bound = check_bits(bits), Bound(min_agreement, max_error)
     check_bound(bound)

@@ -19,10 +19,10 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from quarl import schema
+from quarl.config import schema
+from quarl.config.keys import cell_key
 from quarl.errors import IncompatibleCell, QuarlError
-from quarl.keys import cell_key
-from quarl.store import Store
+from quarl.store.sqlite import Store
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -71,14 +71,14 @@ def expand(conf_dir: Path, args: list[str]) -> list[list[str]]:
 
 
 def _state(cfg: Any, store: Store) -> tuple[str, str]:
-    from quarl.algos import spec  # SB3 and torch: only where a plan needs them
-    from quarl.envs import action_kind
+    from quarl.rl.algos import spec  # SB3 and torch: only where a plan needs them
+    from quarl.rl.envs import action_kind
 
     try:
         schema.check(cfg)
     except QuarlError as exc:
         return "invalid", str(exc)
-    from quarl.compat import check_zoo
+    from quarl.rl.matrix import check_zoo
 
     if action_kind(cfg.env) not in spec(cfg.algo.name).action_kinds:
         return "n/a", f"{cfg.algo.name} cannot act in {cfg.env.id}"
@@ -193,7 +193,7 @@ def finished_jobs(configs: dict[int, DictConfig], cwd: Path) -> dict[int, str]:
     """The stored status of each of a sweep's composed jobs (by index) whose cell is in the store
     already (done or skipped as n/a, force off); `cwd` is the launch folder that relative store paths
     are against. A job that cannot be keyed here is left to run, where it is reported."""
-    from quarl.cells import finished
+    from quarl.config.cells import finished
 
     stores: dict[Path, Store] = {}
     found: dict[int, str] = {}
@@ -244,7 +244,7 @@ def plan(conf_dir: Path, args: list[str], store_path: Path | None = None) -> pd.
 
 
 def status(store_path: Path, filters: dict[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A grid of cell states and the failed cells' errors (`quarl.results.status`)."""
-    from quarl import results
+    """A grid of cell states and the failed cells' errors (`quarl.store.listing.status`)."""
+    from quarl.store import listing
 
-    return results.status(store_path, filters)
+    return listing.status(store_path, filters)

@@ -80,7 +80,7 @@ class QuarlSweeper(Sweeper):
         """The jobs whose cell is invalid (a value out of range, an unknown key): logged and kept in
         `self.invalid`, never launched. An n/a cell (an algorithm that cannot act in the env) is valid:
         its job records it as skipped."""
-        from quarl import schema
+        from quarl.config import schema
         from quarl.errors import QuarlError
 
         refused = set()
@@ -95,8 +95,8 @@ class QuarlSweeper(Sweeper):
         return refused
 
     def _pending(self, batch: Sequence[Sequence[str]]) -> list[Sequence[str]]:
-        from quarl.cells import log_skip
-        from quarl.keys import cell_key
+        from quarl.config.cells import log_skip
+        from quarl.config.keys import cell_key
         from quarl.sweeps import finished_jobs
 
         assert self.config is not None
@@ -191,7 +191,7 @@ POLL_S = 2.0  # seconds between looks at the store while a launcher runs the cel
 def _count_recorded(cells: list[tuple[Path, str]], stop: threading.Event) -> None:
     """Until `stop`, count the `cells` (store, key) the store holds as done, skipped or failed."""
     from quarl.progress import Progress
-    from quarl.store import Store
+    from quarl.store.sqlite import Store
 
     counted = 0
     with Progress(len(cells), "Cells of this sweep recorded", unit="cell", logger=log) as progress:

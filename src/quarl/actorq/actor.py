@@ -25,7 +25,7 @@ from omegaconf import OmegaConf
 from quarl.actorq import execution, params
 from quarl.actorq.replay import Chunk, NStepAdder
 from quarl.actorq.settings import ActorSpec
-from quarl.envs import make_env
+from quarl.rl.envs import make_env
 
 log = logging.getLogger(__name__)
 

@@ -19,17 +19,16 @@ from quarl.actorq.dqn import DQNLearner
 from quarl.actorq.learner import TrainResult, open_run_curves, train
 from quarl.actorq.settings import Settings, resolve
 from quarl.actorq.transport import LocalTransport, Transport
-from quarl.envs import make_env
-from quarl.evaluate import Evaluation, evaluate
-from quarl.fidelity import STATES, executed_fidelity, greedy_actions
-from quarl.records import Context, make_record, store_record
-from quarl.store import Store
+from quarl.evaluate.episodes import Evaluation, evaluate
+from quarl.evaluate.fidelity import STATES, executed_fidelity, greedy_actions
+from quarl.rl.envs import make_env
+from quarl.store.records import Context, Measured
 
 log = logging.getLogger(__name__)
 
 
 class GreedyPolicy:
-    """A policy function as SB3's `predict` (for `quarl.evaluate.evaluate`): greedy Q-values, or
+    """A policy function as SB3's `predict` (for `quarl.evaluate.episodes.evaluate`): greedy Q-values, or
     D4PG actions scaled from [-1, 1] to the env's bounds."""
 
     def __init__(self, forward: Any, settings: Settings) -> None:
@@ -118,10 +117,29 @@ def _fields(result: TrainResult, actor_ev: Evaluation) -> dict[str, Any]:
     }
 
 
-def run_actorq_cell(ctx: Context, store: Store, started: str) -> None:
+def run_actorq_cell(ctx: Context) -> Measured:
     """Train `ctx.cfg` with ActorQ, evaluate the learner's fp32 policy and the actors' quantized
-    copy of it greedily, and record reward, curve and per-actor breakdown."""
+    copy of it greedily; what it measured (reward, curve, per-actor breakdown) for the pipeline to record."""
     cfg = ctx.cfg
+    settings, learner, device = _start(cfg)
+    with sigterm_as_interrupt(), learner_threads(settings, device) as threads:
+        log.debug("Learner on %d CPU threads.", threads)
+        result = train(
+            settings,
+            learner,
+            make_transport(settings),
+            progress=cfg.train.progress and ctx.interactive,
+            curves=open_run_curves(cfg, ctx.run_dir),
+        )
+    ev, actor_ev, fidelity = _evaluate_both(cfg, settings, learner, device)
+    fields = {**_fields(result, actor_ev), **fidelity.fields("actor_"), "training_device": str(device)}
+    _log_actors(result)
+    _log_summary(cfg, settings, result, ev, actor_ev, fidelity.agreement, fields["actor_steps_per_s"])
+    return Measured(ev, fields, result.curve, {"actors": result.actors})
+
+
+def _start(cfg: Any) -> tuple[Settings, Any, torch.device]:
+    """The run's settings and its learner on the device that really runs it (said in the log)."""
     settings = resolve(cfg)
     if settings.backend == "ray":
         from quarl.actorq.ray_transport import _ray
@@ -142,15 +160,14 @@ def run_actorq_cell(ctx: Context, store: Store, started: str) -> None:
         device,
         spec.total_steps,
     )
-    with sigterm_as_interrupt(), learner_threads(settings, device) as threads:
-        log.debug("Learner on %d CPU threads.", threads)
-        result = train(
-            settings,
-            learner,
-            make_transport(settings),
-            progress=cfg.train.progress and ctx.interactive,
-            curves=open_run_curves(cfg, ctx.run_dir),
-        )
+    return settings, learner, device
+
+
+def _evaluate_both(
+    cfg: Any, settings: Settings, learner: Any, device: torch.device
+) -> tuple[Evaluation, Evaluation, Any]:
+    """The fp32 learner's and the actor-precision policy's seeded greedy episodes (the latter as the
+    actors run it, one observation per call), and the actors' action fidelity to the learner."""
     run_eval = dict(
         episodes=cfg.eval.episodes,
         seed=cfg.seed,
@@ -163,17 +180,18 @@ def run_actorq_cell(ctx: Context, store: Store, started: str) -> None:
         lambda x: learner.policy(torch.as_tensor(x, device=device)).detach().cpu().numpy(), settings
     )
     ev = evaluate(fp32_policy, cfg.env, desc="fp32 learner eval", keep_states=STATES, **run_eval)
-    actor_policy = _actor_policy(learner, settings)  # executed as the actors run it: one observation per call
+    actor_policy = _actor_policy(learner, settings)
     actor_ev = evaluate(actor_policy, cfg.env, desc="actor-precision eval", per_observation=True, **run_eval)
     assert ev.states is not None
     env = make_env(cfg.env)
     space = env.action_space
     env.close()
     fidelity = executed_fidelity(greedy_actions(fp32_policy, ev.states), actor_policy, ev.states, space)
-    fields = {**_fields(result, actor_ev), **fidelity.fields("actor_"), "training_device": str(device)}
-    record = make_record(cfg, "done", started, ctx.run_dir, evaluation=ev, curve=result.curve, **fields)
-    record["actors"] = result.actors
-    store_record(store, record, ctx.run_dir / "record.json")
+    return ev, actor_ev, fidelity
+
+
+def _log_actors(result: TrainResult) -> None:
+    """Each actor's steps and where its time went."""
     for a in result.actors:
         log.info(
             "actor %d: %d steps, %.0f steps/s; inference %.1f s, env %.1f s, pull %.2f s, deserialize %.2f s, "
@@ -189,20 +207,33 @@ def run_actorq_cell(ctx: Context, store: Store, started: str) -> None:
             a["pulls"],
             a["restarts"],
         )
+
+
+def _log_summary(
+    cfg: Any,
+    settings: Settings,
+    result: TrainResult,
+    ev: Evaluation,
+    actor_ev: Evaluation,
+    agreement: float,
+    actor_steps_per_s: float,
+) -> None:
+    """The cell's one-line summary."""
+    precision = PRECISIONS[settings.actor.actor_bits]
     log.info(
         "%s/%s ActorQ %s actors: reward %.2f ± %.2f (fp32 learner), %.2f (%s actor policy, action agreement "
         "%.3f) | %d env steps in %.1f s, %.0f actor steps/s, %d learner steps, %d bytes per publish",
         cfg.algo.name,
         cfg.env.name,
-        PRECISIONS[spec.actor_bits],
+        precision,
         ev.mean,
         ev.std,
         actor_ev.mean,
-        PRECISIONS[spec.actor_bits],
-        fidelity.agreement,
+        precision,
+        agreement,
         result.env_steps,
         result.wall_s,
-        fields["actor_steps_per_s"],
+        actor_steps_per_s,
         result.learner_steps,
         result.bytes_per_publish,
     )

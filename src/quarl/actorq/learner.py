@@ -26,7 +26,7 @@ from quarl.actorq.settings import Settings
 from quarl.actorq.transport import Transport
 from quarl.errors import QuarlError
 from quarl.progress import Progress
-from quarl.tracking import CURVES_DIR, Curves, RunName, launch_dir, open_curves, sweep_group
+from quarl.train.curves import CURVES_DIR, Curves, RunName, launch_dir, open_curves, sweep_group
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class TrainResult:
 
 
 def open_run_curves(cfg: Any, run_dir: Path) -> Curves:
-    """The curve writers of an ActorQ run: CSV in `<run dir>/curves` (quarl.tracking),
+    """The curve writers of an ActorQ run: CSV in `<run dir>/curves` (quarl.train.curves),
     plus the trackers `train.tracking` turns on, the run named by algo, env, seed and actor precision."""
     name = f"actorq-{cfg.algo.name}-{cfg.env.name.replace('/', '-')}-seed{cfg.seed}-actor{cfg.quant.actor_bits}"
     tags = {
@@ -139,112 +139,147 @@ def train(
 
     `progress`: a bar on a terminal; otherwise a progress line every `actorq.log_interval_s`. With
     `curves`, every training episode and the learner's mean losses go to them (closed at the end)."""
-    spec = settings.actor
-    budget = spec.total_steps
-    replay = Replay(settings.replay_size, seed=spec.seed)
-    limiter = RateLimiter(
-        settings.samples_per_insert,
-        settings.min_replay,
-        settings.hyper["batch_size"],
-        slack=SLACK_CHUNKS * spec.chunk_size * settings.actors,
-    )
-    quantizer = ParameterQuantizer(spec.layer_shapes, spec.comm_bits)
-    book = ActorBook()
-    curve: list[dict[str, float]] = []
-    env_steps, version, publish_s, losses = 0, 0, 0.0, {}
-    start = time.perf_counter()
-
-    def publish() -> None:
-        nonlocal publish_s
-        t0 = time.perf_counter()
-        transport.publish(version, quantizer.pack(learner.policy))
-        publish_s += time.perf_counter() - t0
-
-    precision = f"int{spec.actor_bits}" if spec.actor_bits == 8 else f"fp{spec.actor_bits}"
-    bar = Progress(
-        budget,
-        f"ActorQ {spec.algo} {precision}",
-        unit="env step",
-        interval_s=settings.log_interval_s,
-        interactive=progress or None,
-        logger=log,
-    )
-    window, dump_every, last_dump = LossWindow(), max(1, budget // CURVE_ROWS), 0
+    loop = _Loop(settings, learner, transport, progress, curves)
     try:
-        for actor_id in range(settings.actors):
-            log.info("Actor %d started (%s)", actor_id, transport.start(actor_id))
-        publish()  # after every start: the actors wait for the first weights, so none gets a head start
-        last_progress = time.perf_counter()
-        while env_steps < budget and not _reached(settings, curve, env_steps):
-            can_train = limiter.can_sample(replay.inserted)
-            chunks = transport.receive(0.0 if can_train else WAIT_S) if limiter.can_insert(replay.inserted) else []
-            now = time.perf_counter()
-            for chunk in chunks:
-                seen = len(curve)
-                env_steps += _take(chunk, replay, book, curve, env_steps, now - start)
-                if curves is not None:
-                    for point in curve[seen:]:
-                        curves.episode(
-                            int(point["step"]),
-                            point["reward"],
-                            int(point["length"]),
-                            point["wall_s"],
-                            actor=point["actor"],
-                        )
-            if chunks or can_train:
-                last_progress = now
-            for _ in range(UPDATES_PER_DRAIN):
-                if not limiter.can_sample(replay.inserted):
-                    break
-                limiter.sample()
-                losses = learner.update(replay.sample(limiter.batch))
-                window.add(losses)
-                if learner.updates % settings.publish_period == 0:
-                    version += 1
-                    publish()
-            _watch(settings, transport, book)
-            if now - last_progress > settings.stall_timeout_s:
-                raise QuarlError(
-                    f"No experience from any actor for {settings.stall_timeout_s:.0f} s "
-                    "(actorq.stall_timeout_s): the actors are stuck or cannot start; see the log above."
-                )
-            recent = [c["reward"] for c in curve[-20:]]
-            bar.update(
-                min(budget, env_steps) - bar.done,
-                **{
-                    "learner steps": learner.updates,
-                    "replay": len(replay),
-                    "return": float(np.mean(recent)) if recent else "n/a",
-                },
-            )
-            if curves is not None and env_steps - last_dump >= dump_every:
-                last_dump = env_steps
-                curves.scalars(
-                    env_steps,
-                    {
-                        **window.take(),
-                        "train/learner_steps": learner.updates,
-                        "train/replay": len(replay),
-                        "train/publishes": version + 1,
-                    },
-                    wall_s=now - start,
-                )
+        loop.start_actors()
+        while loop.env_steps < loop.budget and not _reached(settings, loop.curve, loop.env_steps):
+            now, moved = loop.take_experience()
+            loop.update()
+            loop.watch(now, moved)
+            loop.report(now)
     finally:
-        bar.close()
-        transport.stop()
-        if curves is not None:
-            curves.close()
-    return TrainResult(
-        curve,
-        book.rows(),
-        env_steps,
-        learner.updates,
-        version + 1,
-        quantizer.nbytes,
-        publish_s,
-        time.perf_counter() - start,
-        losses,
-    )
+        loop.close()
+    return loop.result()
+
+
+class _Loop:
+    """The learner's side of a run: replay, rate limiter, parameter quantizer, the actors' book,
+    curve and progress; one pass of `train`'s loop calls its steps in order."""
+
+    def __init__(
+        self, settings: Settings, learner: Learner, transport: Transport, progress: bool, curves: Optional[Curves]
+    ) -> None:
+        spec = settings.actor
+        self.settings, self.learner, self.transport, self.curves = settings, learner, transport, curves
+        self.budget = spec.total_steps
+        self.replay = Replay(settings.replay_size, seed=spec.seed)
+        self.limiter = RateLimiter(
+            settings.samples_per_insert,
+            settings.min_replay,
+            settings.hyper["batch_size"],
+            slack=SLACK_CHUNKS * spec.chunk_size * settings.actors,
+        )
+        self.quantizer = ParameterQuantizer(spec.layer_shapes, spec.comm_bits)
+        self.book = ActorBook()
+        self.curve: list[dict[str, float]] = []
+        self.env_steps, self.version, self.publish_s = 0, 0, 0.0
+        self.losses: dict[str, float] = {}
+        self.start = self.last_progress = time.perf_counter()
+        precision = f"int{spec.actor_bits}" if spec.actor_bits == 8 else f"fp{spec.actor_bits}"
+        self.bar = Progress(
+            self.budget,
+            f"ActorQ {spec.algo} {precision}",
+            unit="env step",
+            interval_s=settings.log_interval_s,
+            interactive=progress or None,
+            logger=log,
+        )
+        self.window, self.dump_every, self.last_dump = LossWindow(), max(1, self.budget // CURVE_ROWS), 0
+
+    def publish(self) -> None:
+        """Quantize the learner's weights once and hand them to the transport."""
+        t0 = time.perf_counter()
+        self.transport.publish(self.version, self.quantizer.pack(self.learner.policy))
+        self.publish_s += time.perf_counter() - t0
+
+    def start_actors(self) -> None:
+        for actor_id in range(self.settings.actors):
+            log.info("Actor %d started (%s)", actor_id, self.transport.start(actor_id))
+        self.publish()  # after every start: the actors wait for the first weights, so none gets a head start
+        self.last_progress = time.perf_counter()
+
+    def take_experience(self) -> tuple[float, bool]:
+        """Insert the chunks the actors sent (waiting a little where the learner cannot train yet);
+        the time after receiving, and whether any experience came or the learner can train."""
+        can_train = self.limiter.can_sample(self.replay.inserted)
+        can_insert = self.limiter.can_insert(self.replay.inserted)
+        chunks = self.transport.receive(0.0 if can_train else WAIT_S) if can_insert else []
+        now = time.perf_counter()
+        for chunk in chunks:
+            seen = len(self.curve)
+            self.env_steps += _take(chunk, self.replay, self.book, self.curve, self.env_steps, now - self.start)
+            if self.curves is not None:
+                for point in self.curve[seen:]:
+                    self.curves.episode(
+                        int(point["step"]), point["reward"], int(point["length"]), point["wall_s"], actor=point["actor"]
+                    )
+        return now, bool(chunks) or can_train
+
+    def update(self) -> None:
+        """Learner updates while the rate limiter allows, publishing every actorq.publish_period."""
+        for _ in range(UPDATES_PER_DRAIN):
+            if not self.limiter.can_sample(self.replay.inserted):
+                break
+            self.limiter.sample()
+            self.losses = self.learner.update(self.replay.sample(self.limiter.batch))
+            self.window.add(self.losses)
+            if self.learner.updates % self.settings.publish_period == 0:
+                self.version += 1
+                self.publish()
+
+    def watch(self, now: float, moved: bool) -> None:
+        """Restart dead actors; end the run when no experience came for actorq.stall_timeout_s."""
+        if moved:
+            self.last_progress = now
+        _watch(self.settings, self.transport, self.book)
+        if now - self.last_progress > self.settings.stall_timeout_s:
+            raise QuarlError(
+                f"No experience from any actor for {self.settings.stall_timeout_s:.0f} s "
+                "(actorq.stall_timeout_s): the actors are stuck or cannot start; see the log above."
+            )
+
+    def report(self, now: float) -> None:
+        """Progress, and the learner's mean losses into the curve every dump_every env steps."""
+        recent = [c["reward"] for c in self.curve[-20:]]
+        self.bar.update(
+            min(self.budget, self.env_steps) - self.bar.done,
+            **{
+                "learner steps": self.learner.updates,
+                "replay": len(self.replay),
+                "return": float(np.mean(recent)) if recent else "n/a",
+            },
+        )
+        if self.curves is not None and self.env_steps - self.last_dump >= self.dump_every:
+            self.last_dump = self.env_steps
+            self.curves.scalars(
+                self.env_steps,
+                {
+                    **self.window.take(),
+                    "train/learner_steps": self.learner.updates,
+                    "train/replay": len(self.replay),
+                    "train/publishes": self.version + 1,
+                },
+                wall_s=now - self.start,
+            )
+
+    def close(self) -> None:
+        self.bar.close()
+        self.transport.stop()
+        if self.curves is not None:
+            self.curves.close()
+
+    def result(self) -> TrainResult:
+        return TrainResult(
+            self.curve,
+            self.book.rows(),
+            self.env_steps,
+            self.learner.updates,
+            self.version + 1,
+            self.quantizer.nbytes,
+            self.publish_s,
+            time.perf_counter() - self.start,
+            self.losses,
+        )
 
 
 def _reached(settings: Settings, curve: list[dict[str, float]], env_steps: int) -> bool:

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from quarl.quantize import qparams, ranges
+from quarl.quantize.weights import qparams, ranges
 
 WIRE_DTYPES = {32: np.float32, 16: np.float16, 8: np.uint8}
 ALIGN = 16  # every array starts at a multiple of 16 bytes, so views into the buffer are aligned
@@ -42,7 +42,7 @@ class Layer:
 
 def quantize_uint8(w: torch.Tensor) -> tuple[torch.Tensor, float, int]:
     """Affine per-tensor uint8 quantization: (q, scale, zero_point) with w ≈ (q - zero_point) * scale,
-    the scale and zero point of PTQ's affine scheme (`quarl.quantize.qparams`)."""
+    the scale and zero point of PTQ's affine scheme (`quarl.quantize.weights.qparams`)."""
     scale, zero_point, qmin, qmax = qparams(*ranges(w), 8, "affine")
     q = torch.clamp(torch.round(w / scale) + zero_point, qmin, qmax).to(torch.uint8)
     return q, float(scale), int(zero_point)

@@ -23,8 +23,8 @@ from quarl.actorq.actor import run_actor
 from quarl.actorq.replay import Chunk
 from quarl.actorq.settings import ActorSpec
 from quarl.actorq.transport import JOIN_S, QUEUE_CHUNKS, Transport
-from quarl.envs import make_env
 from quarl.errors import QuarlError
+from quarl.rl.envs import make_env
 
 log = logging.getLogger(__name__)
 

@@ -13,10 +13,9 @@ from typing import Any, Optional
 
 import gymnasium as gym
 
-from quarl.envs import make_env
+from quarl.config.keys import as_dict, train_steps
 from quarl.errors import QuarlError
-from quarl.keys import train_steps
-from quarl.plain import as_dict
+from quarl.rl.envs import make_env
 
 # SB3's DQN defaults, used where the tuned config leaves a hyperparameter out.
 DQN_DEFAULTS: dict[str, Any] = {
@@ -62,7 +61,7 @@ class ActorSpec:
     """What an actor process needs to act: its env, its policy's shape and precision, its exploration."""
 
     algo: str  # dqn or d4pg
-    env: dict[str, Any]  # the env config as plain values (quarl.envs.make_env takes it back)
+    env: dict[str, Any]  # the env config as plain values (quarl.rl.envs.make_env takes it back)
     obs_dim: int
     n_out: int  # DQN: number of actions; D4PG: action dimensions
     hidden: tuple[int, ...]

@@ -38,7 +38,7 @@ import pandas as pd
 
 from quarl.collate.frame import Notes, Study, prepare, select
 from quarl.errors import QuarlError
-from quarl.results import read_runs
+from quarl.store.query import read_runs
 
 __all__ = ["collate", "load", "prepare", "select", "Study"]
 
@@ -94,7 +94,7 @@ def collate(
 ) -> list[Path]:
     """Write every plot and table of the selected records under `out_dir`; returns the files written.
 
-    `filters` select records by config key (the grammar of `quarl.results`; ``"dqn,ppo"`` means
+    `filters` select records by config key (the grammar of `quarl.store.query`; ``"dqn,ppo"`` means
     either); `sweep` (a sweep dir) keeps only that sweep's own cells (`quarl.collate.sweep.sweep_cells`);
     `bits` is the bit width of the grid in the weight report (2..16); `log_y` draws the weight
     histograms on a log count axis; `command` is recorded in the README (the command that makes the

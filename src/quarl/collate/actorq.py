@@ -28,8 +28,8 @@ from quarl.collate import plots, tables, trainings
 from quarl.collate.frame import Study
 from quarl.collate.published import bare_name, packaged
 from quarl.collate.stats import t_quantile
-from quarl.keys import slug
-from quarl.store import Store
+from quarl.config.keys import slug
+from quarl.store.sqlite import Store
 
 GRID = 100  # wall-time points per convergence curve
 ORDER = ["fp32", "fp16", "int8"]  # precisions in plots and tables

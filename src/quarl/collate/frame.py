@@ -14,8 +14,9 @@ from quarl.collate import trainings
 from quarl.collate.bounds import ReturnRange, return_range
 from quarl.collate.ptq_keys import effective_quant_columns
 from quarl.collate.trainings import select
-from quarl.keys import result_keys
-from quarl.results import FIDELITY_COLUMNS, FLOAT_BITS, config_keys, value_text
+from quarl.config.keys import result_keys
+from quarl.store.listing import FIDELITY_COLUMNS, config_keys, value_text
+from quarl.store.query import FLOAT_BITS
 
 log = logging.getLogger(__name__)
 

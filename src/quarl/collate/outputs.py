@@ -11,12 +11,12 @@ from typing import Any, Callable, Mapping
 
 from matplotlib.figure import Figure
 
-from quarl.collate import actorq, plots, precision, stats, tables, training, weights
+from quarl.collate import actorq, aggregate_plots, curves, plots, precision, stats, tables, weights
 from quarl.collate.frame import FLOAT_BITS, Study
 from quarl.collate.steps import Steps
 from quarl.collate.trainings import stem, title
+from quarl.config.keys import slug
 from quarl.errors import QuarlError
-from quarl.keys import slug
 
 #: The list of files a collation wrote, kept in its folder: the next collation there replaces exactly them.
 MANIFEST = ".quarl-collate.json"
@@ -146,15 +146,15 @@ def _agreement_table(study: Study, algo: str, folder: Path) -> list[Path]:
 def write_aggregate(study: Study, out: Path) -> list[Path]:
     """The aggregate table and plot (IQM and mean of 1 - E) and the heat map of E."""
     folder = out / "aggregate"
-    table = plots.aggregate_table(study)
+    table = aggregate_plots.aggregate_table(study)
     folder.mkdir(parents=True, exist_ok=True)
     table.to_csv(folder / "aggregate.csv", index=False)
     written = [folder / "aggregate.csv"]
     if table.empty:
         study.notes.add("No quantized record with an E: no aggregate plot or heat map.")
         return written
-    written += _figure(plots.aggregate(table, study.quantizers()), folder / "aggregate")
-    written += _figure(plots.heatmap(study), folder / "heatmap_E")
+    written += _figure(aggregate_plots.aggregate(table, study.quantizers()), folder / "aggregate")
+    written += _figure(aggregate_plots.heatmap(study), folder / "heatmap_E")
     return written
 
 
@@ -348,7 +348,7 @@ def write_all(
             ("the error tables", lambda: write_tables(study, out)),
             ("the aggregate plots", lambda: write_aggregate(study, out)),
             ("the action-agreement plots", lambda: write_agreement(study, out)),
-            ("the training curves", lambda: training.write_training_curves(study, out)),
+            ("the training curves", lambda: curves.write_training_curves(study, out)),
             ("the weight report", lambda: write_weights(study, out, bits, log_y)),
             ("the precision grids", lambda: precision.write_precision(study, out)),
         ]

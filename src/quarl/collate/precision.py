@@ -17,7 +17,8 @@ from quarl.collate.ptq_keys import effective_quant_columns
 from quarl.collate.trainings import stem, title
 
 CAPTION = (
-    "PTQ with static activation and input ranges (quarl.calibration). Each cell: mean over seeds of the reward "
+    "PTQ with static activation and input ranges (quarl.quantize.calibration). Each cell: mean over seeds of "
+    "the reward "
     "and, in brackets, of the action agreement with the fp32 policy; 32 = not quantized. Weights x activations: "
     "records with fp32 inputs; inputs: every activation width, weights at each width shown."
 )

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from quarl.config.keys import cell_key
 from quarl.errors import QuarlError
-from quarl.keys import cell_key
-from quarl.store import find_records
+from quarl.store.sqlite import find_records
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ import pandas as pd
 from quarl.collate import published, stats
 from quarl.collate.frame import FLOAT_BITS, Study
 from quarl.collate.trainings import base_algo
-from quarl.keys import slug
+from quarl.config.keys import slug
 
 INT_BITS = 8  # the paper's "int8": quant=ptq at 8 bits (any scheme)
 MEAN_ROW = "mean"

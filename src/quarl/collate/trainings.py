@@ -4,7 +4,7 @@ A mean over seeds pools only records that differ in nothing but the seed and the
 setting being compared. Records of one (algo, env) from different trainings (another budget,
 hyperparameters, env settings, keep-best, pretrained source, training device) are separate series.
 
-A training is read from each record's stored config, mirroring `quarl.keys.training_spec` less the
+A training is read from each record's stored config, mirroring `quarl.config.keys.training_spec` less the
 seed and less the quantization method's own settings (they are what collation compares):
 
 - ``algo.*``: hyperparameters, n_envs, policy, normalize, ... (not ``algo.name``, the series'
@@ -41,10 +41,10 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-from quarl import results
-from quarl.budget import keep_best_every, train_steps
-from quarl.keys import MEASUREMENT_ONLY_ENV_KEYS, slug
-from quarl.store import flatten
+from quarl.config.keys import MEASUREMENT_ONLY_ENV_KEYS, keep_best_every, slug, train_steps
+from quarl.store import listing
+from quarl.store import query as results
+from quarl.store.sqlite import flatten
 
 #: Prefixes of the config keys that shape a trained policy.
 PREFIXES = ("algo.", "env.")
@@ -107,7 +107,7 @@ def _whole(value: Any) -> int | None:
 
 
 def _budgets(flat: Mapping[str, Any]) -> tuple[int | None, int | None]:
-    """The effective budget and keep-best interval (`quarl.budget`), None where nothing gives them."""
+    """The effective budget and keep-best interval (`quarl.config.keys`), None where nothing gives them."""
     steps, default = _whole(flat.get(BUDGET)), _whole(flat.get("algo.n_timesteps"))
     if steps is None and default is None:
         return None, None
@@ -116,7 +116,7 @@ def _budgets(flat: Mapping[str, Any]) -> tuple[int | None, int | None]:
 
 
 class _Node(dict):
-    """The few config nodes `quarl.budget` reads, as attributes (a whole OmegaConf per record is slow)."""
+    """The few config nodes `quarl.config.keys` reads, as attributes (a whole OmegaConf per record is slow)."""
 
     def __getattr__(self, name: str) -> Any:
         return self[name]
@@ -137,7 +137,7 @@ def identity(flat: Mapping[str, Any]) -> dict[str, Any]:
         spec.update({k: v for k, v in flat.items() if k.startswith("actorq.") and k not in ACTORQ_OPERATIONAL})
     spec[ZOO] = flat.get(ZOO, ABSENT_MEANS[ZOO])
     spec[ROBUST] = flat.get(ROBUST, ABSENT_MEANS[ROBUST])
-    if spec[ROBUST] in ROBUST_SETTING:  # quarl.robust: the technique and its one setting
+    if spec[ROBUST] in ROBUST_SETTING:  # quarl.rl.robust: the technique and its one setting
         spec[ROBUST_SETTING[spec[ROBUST]]] = flat.get(ROBUST_SETTING[spec[ROBUST]], ABSENT)
     steps, every = _budgets(flat)
     spec[BUDGET] = steps
@@ -159,7 +159,7 @@ def text(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    return results.value_text(value)
+    return listing.value_text(value)
 
 
 def _identities(records: pd.DataFrame) -> pd.DataFrame:
@@ -306,7 +306,7 @@ def effective(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def select(runs: pd.DataFrame, filters: Mapping[str, Any]) -> pd.DataFrame:
-    """`quarl.results.select`, where `train.steps` and `train.eval_every` also match their effective
+    """`quarl.store.query.select`, where `train.steps` and `train.eval_every` also match their effective
     values: `train.steps=100000` selects a record trained on the algorithm's 100000-step default
     (as a series label names it), and `train.steps=null` still selects it as well."""
     wanted = dict(filters)

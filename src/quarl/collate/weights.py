@@ -3,7 +3,7 @@
 For every policy in a `Study` the trained fp32 model is loaded from its folder (the record's
 `policy_dir`; for a record written before runs recorded it, `store.policies` resolved against the
 current folder) and each layer
-it acts with (`quarl.quantize.inference_layers`) is described: min, max, range, std, excess
+it acts with (`quarl.quantize.weights.inference_layers`) is described: min, max, range, std, excess
 kurtosis, the grid step at n bits and the fraction of weights that n-bit quantization clips (moves
 by more than half a step) or collapses to zero. The paper's analysis ("wider weight distributions
 quantize worse") becomes a number: the correlation across policies between the widest layer's
@@ -33,7 +33,7 @@ from quarl.collate.frame import Notes, Study
 from quarl.collate.plots import new_figure, styled
 from quarl.collate.trainings import title
 from quarl.errors import QuarlError
-from quarl.policy_files import META_FILE
+from quarl.train import META_FILE
 
 if TYPE_CHECKING:  # torch, SB3 and the quantizer load only when weights are read (collation imports this module)
     import torch
@@ -93,7 +93,7 @@ def grid(w: torch.Tensor | np.ndarray, bits: int, scheme: str) -> np.ndarray:
     """The representable values of `w`'s per-tensor quantizer at `bits` within w's range (sorted)."""
     import torch
 
-    from quarl.quantize import fake_quantize
+    from quarl.quantize.weights import fake_quantize
 
     flat = torch.as_tensor(w).detach().flatten().double()
     probe = torch.linspace(float(flat.min()), float(flat.max()), 4 * 2**bits, dtype=torch.float64)
@@ -112,7 +112,7 @@ def layer_stats(
     of weights clipped (moved by more than half a step) or collapsed to zero at `bits`."""
     import torch
 
-    from quarl.quantize import fake_quantize
+    from quarl.quantize.weights import fake_quantize
 
     w = torch.as_tensor(w).detach().double()
     values = w.flatten().numpy()
@@ -155,8 +155,8 @@ def load_policy(row: pd.Series) -> dict[str, np.ndarray]:
     """The weights of the layers a record's fp32 policy acts with, loaded from its `policy_dir`, or,
     for a record without one, from its `store.policies` cache resolved against the current folder;
     QuarlError when it is not there."""
-    from quarl import policies  # torch and SB3 load only here, when a policy is read
-    from quarl.quantize import inference_layers
+    from quarl.quantize.weights import inference_layers
+    from quarl.train import cache as policies  # torch and SB3 load only here, when a policy is read
 
     cfg = OmegaConf.create(json.loads(row["config"]))
     folder = recorded_dir(row)

@@ -36,10 +36,11 @@ from stable_baselines3.dqn.policies import DQNPolicy
 from stable_baselines3.sac.policies import SACPolicy
 from stable_baselines3.td3.policies import TD3Policy
 
-from quarl import qat
 from quarl.errors import QuarlError
-from quarl.layers import replace_submodule
-from quarl.quantize import qparams
+from quarl.quantize import fake_quant as qat
+from quarl.quantize.activations import ActivationFakeQuant
+from quarl.quantize.layers import replace_submodule
+from quarl.quantize.weights import qparams
 
 log = logging.getLogger(__name__)
 
@@ -77,34 +78,6 @@ class Preprocess(nn.Module):
 
     def extra_repr(self) -> str:
         return f"scale_images={self.scale_images}"
-
-
-class ActivationFakeQuant(nn.Module):
-    """A QAT layer's input fake quantization with its frozen range (per tensor, affine).
-
-    The arithmetic of `torch.fake_quantize_per_tensor_affine`, written with plain ops so it exports
-    to ONNX at any bit width: (clamp(round(x * (1 / scale)) + zp, qmin, qmax) - zp) * scale.
-    """
-
-    scale: torch.Tensor  # buffers, registered in __init__
-    inv_scale: torch.Tensor
-
-    def __init__(self, scale: float, zero_point: int, qmin: int, qmax: int) -> None:
-        super().__init__()
-        self.register_buffer("scale", torch.tensor(scale, dtype=torch.float32))
-        self.register_buffer("inv_scale", torch.tensor(1.0, dtype=torch.float32) / self.scale)
-        self.zero_point, self.qmin, self.qmax = float(zero_point), float(qmin), float(qmax)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x32 = x.float()
-        q = torch.clamp(torch.round(x32 * self.inv_scale) + self.zero_point, self.qmin, self.qmax)
-        return ((q - self.zero_point) * self.scale).to(x.dtype)
-
-    def extra_repr(self) -> str:
-        return (
-            f"scale={self.scale.item():.6g}, zero_point={int(self.zero_point)}, "
-            f"range=[{int(self.qmin)}, {int(self.qmax)}]"
-        )
 
 
 class Argmax(nn.Module):
@@ -292,7 +265,7 @@ def acting_network(model: BaseAlgorithm, obs_transform: ObsTransform = None) -> 
 
     Args:
         model: a trained SB3 model (DQN, A2C, PPO, DDPG, TD3, SAC), fp32, PTQ (weights fake-quantized
-            in place by `quarl.quantize.quantize_policy`) or QAT (its QuantLayers on and frozen).
+            in place by `quarl.quantize.weights.quantize_policy`) or QAT (its QuantLayers on and frozen).
         obs_transform: the observation normalisation the policy was trained with: a VecNormalize,
             its bound `normalize_obs` (what `CachedPolicy.obs_transform()` returns), or None.
 

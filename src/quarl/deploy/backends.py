@@ -53,37 +53,30 @@ from __future__ import annotations
 
 import copy
 import logging
-from abc import ABC, abstractmethod
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 import torch
 import torch.nn as nn
 from stable_baselines3.common.base_class import BaseAlgorithm
 
+from quarl.config.schema import EXEC_BACKENDS
 from quarl.deploy import nbits, onnx_io
 from quarl.deploy.acting import ActingNetwork, ActivationFakeQuant, BoxAction, ObsTransform, acting_network
 from quarl.deploy.latency import quick_median_ms
+from quarl.deploy.runner import Runner
 from quarl.errors import QuarlError
 
 log = logging.getLogger(__name__)
 
-BACKENDS: dict[str, str] = {  # backend -> precision
-    "torch": "fp32",
-    "onnx": "fp32",
-    "onnx_int8": "int8",
-    "onnx_int4": "int4",
-    "onnx_int2": "int2",
-    "torch_fp16": "fp16",
-    "torch_bf16": "bf16",
-    "c": "int8",
-    "tflite": "int8",
-}
+BACKENDS = EXEC_BACKENDS  # backend -> precision (the names are config: quarl.config.schema)
 EDGE = ("c", "tflite")  # full-integer backends (quarl.deploy.edge)
 CHOICES: tuple[str, ...] = ("auto", *BACKENDS)
 NBITS = {"onnx_int4": 4, "onnx_int2": 2}  # weight-only backends (ONNX Runtime MatMulNBits) -> bits
 LOW = ("onnx_int8", *NBITS)  # the backends auto weighs against fp32
-AGREEMENT_TOLERANCE = 0.05  # continuous actions agree within this fraction of the action range (as quarl.fidelity)
+AGREEMENT_TOLERANCE = (
+    0.05  # continuous actions agree within this fraction of the action range (as quarl.evaluate.fidelity)
+)
 AGREEMENT_MIN_OBS = 64  # observations min_agreement needs
 INT8_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 CONV_LAYERS = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
@@ -91,58 +84,6 @@ HALF = {"torch_fp16": torch.float16, "torch_bf16": torch.bfloat16}
 # auto runs int8 only when it takes at most this fraction of the fastest fp32 backend's time: closer
 # than that is within run-to-run noise, and fp32 is the exact policy.
 AUTO_MARGIN = 0.9
-
-
-class Runner(ABC):
-    """A compiled policy: `runner(obs)` -> actions for a batch of raw observations.
-
-    Attributes:
-        backend: the backend that runs it (a key of BACKENDS).
-        precision: "fp32", "int8", "int4", "int2", "fp16" or "bf16".
-        nbytes: bytes of the stored tensors it computes with (weights as stored by the backend:
-            int8 weights 1 byte each plus their scales and zero points; 4-/2-bit weights packed two
-            / four to a byte plus a float32 scale and a packed zero point per block; layers left in
-            fp32, biases and normalisation constants included).
-        threads: intra-op threads (ONNX Runtime runners; torch runners use torch's setting).
-        net: the float32 acting network it was compiled from (shapes, dtypes, action kind).
-        reason: why this backend runs it (set by backend="auto").
-        timings_ms: median ms per batch-1 call of each backend "auto" measured ({} otherwise).
-    """
-
-    backend: str
-    precision: str
-    nbytes: int
-    threads: int
-    net: ActingNetwork
-    reason: str = ""
-    timings_ms: dict[str, float]
-
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        """Actions (int64 for discrete, float32 for continuous) for a batch of observations
-        (or one observation, given a batch axis)."""
-        return self._run(self.net.batch(obs))
-
-    @abstractmethod
-    def _run(self, obs: np.ndarray) -> np.ndarray: ...
-
-    def predict(
-        self, observation: np.ndarray, state: Any = None, episode_start: Any = None, deterministic: bool = True
-    ) -> tuple[np.ndarray, None]:
-        """SB3's `predict` signature, so a runner can stand in for the model in
-        `quarl.evaluate.evaluate` (pass obs_transform=None there: the runner normalises itself)."""
-        if not deterministic:
-            raise QuarlError("A compiled policy acts greedily: evaluate it with eval.deterministic=true.")
-        single = np.shape(observation) == self.net.obs_shape
-        actions = self(observation)
-        return (actions[0] if single else actions), None
-
-    @property
-    def onnx_model(self) -> Optional[bytes]:
-        """The serialized ONNX model this runner executes (None for torch runners)."""
-        return None
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(backend={self.backend}, precision={self.precision}, nbytes={self.nbytes})"
 
 
 class TorchRunner(Runner):
@@ -277,9 +218,9 @@ def _build_edge(net: ActingNetwork, backend: str, example: np.ndarray, calibrate
 
 def calibrated_int8_ranges(net: ActingNetwork) -> Optional[list[tuple[float, int]]]:
     """(scale, zero point) of every weight layer's input where a PTQ policy calibrated all of them at
-    8 bits (quant.act_bits=8 quant.input_bits=8: `quarl.calibration`), in layer order; else None.
+    8 bits (quant.act_bits=8 quant.input_bits=8: `quarl.quantize.calibration`), in layer order; else None.
     onnx_int8 then runs static int8 with exactly these ranges instead of dynamic activations."""
-    from quarl.calibration import CalibratedFakeQuant  # it builds on this package
+    from quarl.quantize.calibration import CalibratedFakeQuant  # it builds on this package
 
     quants = [m for m in net.body.modules() if isinstance(m, CalibratedFakeQuant)]
     layers = [m for m in net.body.modules() if isinstance(m, INT8_LAYERS)]

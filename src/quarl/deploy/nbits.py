@@ -17,7 +17,7 @@ How the weights of a layer become codes:
   activations (per block, symmetric, computed per call). Measured on 2048 states of random-action
   episodes: PPO policies (actor 256-256) at PTQ 4-bit (affine per tensor, symmetric per channel)
   and 2-bit act as their fake-quant versions on 2048 of 2048 CartPole states, and Pendulum actions
-  are within 1e-4 of the action range (mean 2e-5); tests/test_deploy_int4.py asserts >= 97% and
+  are within 1e-4 of the action range (mean 2e-5); tests/deploy/test_nbits.py asserts >= 97% and
   2% (mean 0.5%).
 - *rtn*: any other weights (fp32, or more than 2^bits levels) are rounded to the nearest of 2^bits
   levels per block (quarl's `affine` scheme per block: range [min(0, block), max(0, block)], integer

@@ -8,8 +8,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from quarl.config.methods import QuantConfig, QuantMethod, one_of
 from quarl.errors import QuarlError
-from quarl.methods.base import QuantConfig, QuantMethod, one_of
 
 ALGOS = ("dqn", "d4pg")  # discrete and continuous actions
 BACKENDS = ("local", "ray")
@@ -89,11 +89,10 @@ class ActorQ(QuantMethod):
             if a[name] is not None and a[name] < 0:
                 raise QuarlError(f"actorq.{name}={a[name]} must be >= 0.")
 
-    def run_cell(self, ctx: Any, store: Any, started: str) -> bool:
+    def own_cell(self, ctx: Any) -> Any:
         from quarl.actorq.cell import run_actorq_cell  # torch.multiprocessing and Ray only when used
 
-        run_actorq_cell(ctx, store, started)
-        return True
+        return run_actorq_cell(ctx)
 
 
 METHODS = (ActorQ(),)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from omegaconf import DictConfig
 
-from quarl.methods.base import Calibrate, QuantConfig, QuantMethod
+from quarl.config.methods import Calibrate, QuantConfig, QuantMethod
 
 if TYPE_CHECKING:
     import torch
@@ -42,7 +42,7 @@ class HalfPrecision(QuantMethod):
     def quantize(self, model: BaseAlgorithm, quant: DictConfig, calibrate: Optional[Calibrate] = None) -> None:
         import torch
 
-        from quarl.quantize import quantize_weights
+        from quarl.quantize.weights import quantize_weights
 
         dtype = getattr(torch, self.dtype)
         quantize_weights(model, quant, lambda t, granularity, bits: t.to(dtype).to(t.dtype), with_bias=True)

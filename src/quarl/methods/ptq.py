@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from quarl.errors import QuarlError
-from quarl.methods.base import (
+from quarl.config.methods import (
     GRANULARITIES,
     SCHEMES,
     Calibrate,
@@ -18,6 +17,7 @@ from quarl.methods.base import (
     QuantMethod,
     one_of,
 )
+from quarl.errors import QuarlError
 
 if TYPE_CHECKING:
     import torch
@@ -82,7 +82,7 @@ class IntegerWeights(QuantMethod):
         return f"{self.name} {quant.bits}-bit {quant.scheme} {quant.granularity}"
 
     def tensor_bytes(self, t: torch.Tensor, quant: DictConfig, granularity: str, bits: int) -> int:
-        from quarl.quantize import integer_tensor_bytes
+        from quarl.quantize.weights import integer_tensor_bytes
 
         return integer_tensor_bytes(t, quant, granularity, bits)
 
@@ -178,7 +178,7 @@ class PTQ(IntegerWeights):
                     f"quant.layer_bits.{layer}={bits}: use layer bits <= 8, or quant.backend=auto."
                 )
         if q.layer_bits:
-            from quarl.layers import (
+            from quarl.quantize.layers import (
                 check_layer_names,  # builds the policy network: only where layers are named
             )
 
@@ -186,14 +186,14 @@ class PTQ(IntegerWeights):
 
     def quantize(self, model: BaseAlgorithm, quant: DictConfig, calibrate: Optional[Calibrate] = None) -> None:
         """Weights to `quant.bits`; with activation or input bits below 32, every layer's input too,
-        with static ranges `calibrate` (quarl.calibration.calibrator) measures on the fp32 model."""
-        from quarl.quantize import fake_quantize, quantize_weights
+        with static ranges `calibrate` (quarl.quantize.calibration.calibrator) measures on the fp32 model."""
+        from quarl.quantize.weights import fake_quantize, quantize_weights
 
         ranges = None
         if activation_bits(quant) != (32, 32):
             if calibrate is None:
                 raise ValueError(
-                    "quant.act_bits / quant.input_bits below 32 need calibrate= (quarl.calibration.calibrator)"
+                    "quant.act_bits / quant.input_bits below 32 need calibrate= (quarl.quantize.calibration.calibrator)"
                 )
             ranges = calibrate(model)  # on the fp32 weights, before they are quantized
         quantize_weights(
@@ -203,7 +203,7 @@ class PTQ(IntegerWeights):
             with_bias=bool(quant.quantize_bias),
         )
         if ranges is not None:
-            from quarl.calibration import quantize_activations
+            from quarl.quantize.calibration import quantize_activations
 
             quantize_activations(model, ranges, *activation_bits(quant))
 

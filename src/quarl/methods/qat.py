@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from omegaconf import DictConfig
 
-from quarl.budget import train_steps
+from quarl.config.keys import train_steps
+from quarl.config.methods import QuantConfig, TrainingHook
 from quarl.errors import QuarlError
-from quarl.methods.base import QuantConfig, TrainingHook
 from quarl.methods.ptq import IntegerWeights, check_integer_weights
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ class QATHook(TrainingHook):
     """QAT's fake-quant graph on the model and the schedule that turns it on and freezes it."""
 
     def __init__(self, model: BaseAlgorithm, cfg: DictConfig) -> None:
-        from quarl import qat
+        from quarl.quantize import fake_quant as qat
 
         self.callback = self.schedule = qat.QATSchedule(
             qat.attach(model, cfg.quant), delay(cfg), cfg.quant.freeze_after
@@ -60,7 +60,7 @@ class QATHook(TrainingHook):
     def save(self, model: BaseAlgorithm, folder: Path) -> None:
         import torch
 
-        from quarl import qat
+        from quarl.quantize import fake_quant as qat
 
         torch.save(qat.detach(model), folder / STATE_FILE)
 
@@ -112,7 +112,7 @@ class QAT(IntegerWeights):
         """The fake-quant graph back on the loaded policy, on and frozen: it comes quantized."""
         import torch
 
-        from quarl import qat
+        from quarl.quantize import fake_quant as qat
 
         qat.restore(model, quant, torch.load(folder / STATE_FILE, weights_only=True))
 

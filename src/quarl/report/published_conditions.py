@@ -9,7 +9,9 @@ import pandas as pd
 
 from quarl.collate import published
 from quarl.collate.stats import seed_interval
-from quarl.reproduction import FRACTION, _markdown, _values, _verdict, fmt, select, shown
+from quarl.report.ptq_table import NO_REASON, _verdict, int8_cells
+from quarl.report.records import _values, select
+from quarl.report.text import FRACTION, _markdown, fmt, shown
 
 PAIRS = (("dqn", "cartpole"), ("a2c", "cartpole"), ("ppo", "cartpole"), ("ddpg", "mountaincar_continuous"))
 TFLITE_RULE = 1024  # kWeightsMinNumElementsDefault in TensorFlow Lite's weight quantization
@@ -30,14 +32,7 @@ def _int8(runs: pd.DataFrame, algo: str, env: str, min_elements: int) -> tuple[p
     """(fp32 records, int8 records) of a pair: the PTQ table's int8 (symmetric, per tensor, fp32 biases)."""
     cells = select(runs, algo=algo, env=env, train__keep_best=True)
     fp32 = select(cells, quant="fp32")
-    int8 = select(
-        cells,
-        quant="ptq",
-        quant__bits=8,
-        quant__scheme="symmetric",
-        quant__granularity="per_tensor",
-        quant__quantize_bias=False,
-    )
+    int8 = int8_cells(cells)
     return fp32, _rule(int8, min_elements)
 
 
@@ -49,18 +44,20 @@ def _quantized_share(int8: pd.DataFrame) -> str:
     return fmt(float(ratio.mean()))
 
 
-def rows(defaults: pd.DataFrame, published_runs: pd.DataFrame) -> list[dict]:
-    """One row per pair and condition: fp32 and int8 reward, E_int8, agreement, bytes, verdict."""
-    out = []
+def rows(defaults: pd.DataFrame, published_runs: pd.DataFrame, reasons: dict[str, str] | None = None) -> list[dict]:
+    """One row per pair and condition: fp32 and int8 reward, E_int8, agreement, bytes, verdict (quarl's
+    defaults with the reasons of `reasons.yaml`; the published network's with what its rows measure)."""
+    out: list[dict] = []
     for algo, env in PAIRS:
         paper = published.lookup(algo, env)
         if paper is None:
             continue
+        pair: list[dict] = []
         for name, which, min_elements in CONDITIONS:
             fp32, int8 = _int8(defaults if which == "defaults" else published_runs, algo, env, min_elements)
             error = seed_interval(_values(int8, "rel_error", 100.0)) if not int8.empty else seed_interval([])
             value = float(paper["e_int8_pct"])
-            out.append(
+            pair.append(
                 {
                     "algo": algo,
                     "env": env,
@@ -71,10 +68,35 @@ def rows(defaults: pd.DataFrame, published_runs: pd.DataFrame) -> list[dict]:
                     "published": value,
                     "agreement": seed_interval(_values(int8, "action_agreement")) if not int8.empty else None,
                     "bytes": _quantized_share(int8),
-                    "verdict": _verdict(algo, env, "E_int8 (%)", value, error, fp32, int8, {}),
+                    "verdict": _verdict(
+                        algo,
+                        env,
+                        "E_int8 (%)",
+                        value,
+                        error,
+                        fp32,
+                        int8,
+                        (reasons or {}) if which == "defaults" else {},
+                    ),
                 }
             )
+        out += _explained(pair)
     return out
+
+
+UNQUANTIZED = "1.00"  # an int8 policy with fp32's bytes: no weight was quantized
+
+
+def _explained(pair: list[dict]) -> list[dict]:
+    """The published network's full-int8 disagreement read from the rule's row: where TFLite's rule
+    quantizes none of its weights, the published int8 column was the fp32 policy."""
+    full, rule = pair[1], pair[2]
+    if rule["bytes"] == UNQUANTIZED and full["verdict"].startswith("disagrees: " + NO_REASON):
+        full["verdict"] = (
+            "disagrees: every weight is int8 here, while TFLite's rule, which made the published column, "
+            "quantizes none of this network's weights (the next row)"
+        )
+    return pair
 
 
 def finding(table: list[dict]) -> str:
@@ -92,7 +114,7 @@ def finding(table: list[dict]) -> str:
         ]
         text = f"**{algo} on {env}** (published {fmt(mine[0]['published'])}%): " + "; ".join(parts) + "."
         rule = mine[-1]
-        if rule["bytes"] == "1.00":
+        if rule["bytes"] == UNQUANTIZED:
             text += (
                 " Under TFLite's rule no weight of this network is quantized (its int8 policy has fp32's "
                 "bytes), so its published int8 column is the fp32 policy itself."
@@ -104,9 +126,9 @@ def finding(table: list[dict]) -> str:
     return "\n\n".join(lines)
 
 
-def section(defaults: pd.DataFrame, published_runs: pd.DataFrame) -> str:
+def section(defaults: pd.DataFrame, published_runs: pd.DataFrame, reasons: dict[str, str] | None = None) -> str:
     """The Markdown of the section (its table and finding)."""
-    table = rows(defaults, published_runs)
+    table = rows(defaults, published_runs, reasons)
     body = _markdown(
         [
             "algo",

@@ -8,18 +8,9 @@ from __future__ import annotations
 import pandas as pd
 
 from quarl.collate.stats import Interval, seed_interval
-from quarl.reproduction import (
-    FRACTION,
-    KEEP_FRACTION,
-    SWEET_BITS,
-    _by_seed,
-    _markdown,
-    _summary,
-    _values,
-    extension_finding,
-    select,
-    shown,
-)
+from quarl.report.records import _by_seed, _values, select
+from quarl.report.sweet_spots import KEEP_FRACTION, SWEET_BITS, _summary, extension_finding
+from quarl.report.text import FRACTION, _markdown, shown
 
 TASKS = (("dqn", "cartpole"), ("dqn", "acrobot"), ("dqn", "box2d/lunarlander"), ("sac", "pendulum"))
 TECHNIQUES = {"sam": "SAM", "noise": "pseudo-quantization noise"}

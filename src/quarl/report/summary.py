@@ -9,17 +9,12 @@ from collections import Counter
 import pandas as pd
 
 from quarl.collate import actorq
-from quarl.reproduction import (
-    CARTPOLE_ALGOS,
-    Campaign,
-    Row,
-    extension_finding,
-    extension_pairs,
-    fmt,
-    qat_vs_ptq,
-    series_of,
-    sweet_spot,
-)
+from quarl.report.extensions import extension_pairs
+from quarl.report.ptq_table import Row
+from quarl.report.qat_vs_ptq import qat_vs_ptq
+from quarl.report.records import CARTPOLE_ALGOS, Campaign, series_of
+from quarl.report.sweet_spots import extension_finding, sweet_spot
+from quarl.report.text import fmt
 
 MAX_LINES = 12
 

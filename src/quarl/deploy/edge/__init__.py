@@ -7,7 +7,8 @@ and the targets checked against it bit for bit: a C99 policy for microcontroller
 """
 
 from quarl.deploy.edge.calibrate import calibration_states, visited_states
-from quarl.deploy.edge.integer import SUPPORTED, Dense, IntegerPolicy, Quant, integer_policy
+from quarl.deploy.edge.convert import integer_policy
+from quarl.deploy.edge.integer import SUPPORTED, Dense, IntegerPolicy, Quant
 
 __all__ = [
     "SUPPORTED",

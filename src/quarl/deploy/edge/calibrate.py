@@ -1,5 +1,5 @@
 """The states quarl's calibration sees: the fp32 policy's greedy episodes on the record's
-calibration seeds (`quarl.calibration.calibration_seeds`, disjoint from the evaluation seeds)."""
+calibration seeds (`quarl.quantize.calibration.calibration_seeds`, disjoint from the evaluation seeds)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any, Callable, Optional
 import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 
-from quarl.envs import make_env
+from quarl.quantize.calibration import greedy_observations
+from quarl.rl.envs import make_env
 
 log = logging.getLogger(__name__)
 
@@ -21,34 +22,19 @@ def visited_states(
     obs_transform: Optional[Callable[[np.ndarray], np.ndarray]] = None,
 ) -> np.ndarray:
     """Raw observations `model` acts on, greedily, for one episode per seed (as
-    `quarl.calibration.calibrate` steps them), stacked into one array."""
-    env = make_env(env_cfg)
-    states: list[np.ndarray] = []
-    try:
-        for seed in seeds:
-            obs, _ = env.reset(seed=seed)
-            done = False
-            while not done:
-                batch = np.asarray(obs)[None]
-                states.append(batch[0].copy())
-                action = model.predict(
-                    obs_transform(batch) if obs_transform is not None else batch, deterministic=True
-                )[0][0]
-                obs, _, terminated, truncated, _ = env.step(action)
-                done = terminated or truncated
-    finally:
-        env.close()
+    `quarl.quantize.calibration.calibrate` steps them), stacked into one array."""
+    states = [batch[0].copy() for batch in greedy_observations(model, env_cfg, seeds, obs_transform)]
     log.info("Collected %d calibration states from %d fp32 episodes.", len(states), len(seeds))
     if not states:
-        return np.zeros((0, *(env.observation_space.shape or ())), dtype=np.float32)
+        return np.zeros((0, *(make_env(env_cfg).observation_space.shape or ())), dtype=np.float32)
     return np.stack(states)
 
 
 def calibration_states(cfg: Any, policy: Any) -> np.ndarray:
     """The states the fp32 policy of record config `cfg` visits in its calibration episodes
     (`quant.calibration_episodes`, default 5). `policy`: its CachedPolicy
-    (`quarl.policies.cached(quarl.methods.policy_config(cfg), root)`)."""
-    from quarl.calibration import calibration_seeds
+    (`quarl.train.cache.cached(quarl.methods.policy_config(cfg), root)`)."""
+    from quarl.quantize.calibration import calibration_seeds
 
     episodes = int(cfg.quant.get("calibration_episodes", 5))
     seeds = calibration_seeds(int(cfg.seed), episodes, int(cfg.eval.episodes))

@@ -24,7 +24,9 @@ import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 
 from quarl.deploy.acting import ObsTransform, acting_network
-from quarl.deploy.edge.integer import IntegerPolicy, check_model, integer_policy
+from quarl.deploy.edge.calibrate import calibration_states
+from quarl.deploy.edge.convert import check_model, integer_policy
+from quarl.deploy.edge.integer import IntegerPolicy
 from quarl.errors import QuarlError
 
 log = logging.getLogger(__name__)
@@ -178,3 +180,39 @@ def _refuse_differences(report: EdgeExport) -> None:
             + ", ".join(f"{t} differs on {n} of {report.states} states" for t, n in bad.items())
             + ". Nothing was written; please report this with the record."
         )
+
+
+EDGE_CHECK_STATES = 10_000  # recorded states an edge export is checked on (the record's, then random ones)
+
+
+def export_record(
+    model: BaseAlgorithm, cfg: Any, policy: Any, path: Union[str, Path], fmt: str, precision: str
+) -> EdgeExport:
+    """`export_edge` of a stored record's policy (`model`, quantized as the record says; `policy`:
+    its CachedPolicy): calibrated on the states its fp32 policy visits in the record's calibration
+    episodes, checked on those and its evaluation states, topped up with random-action states to
+    EDGE_CHECK_STATES."""
+    from quarl.config.keys import cell_key
+    from quarl.config.methods import fp32_config
+    from quarl.rl.envs import random_observations
+
+    states = calibration_states(cfg, policy)
+    recorded = [states]
+    evaluated = policy.folder / f"eval-states-{cell_key(fp32_config(cfg))}.npz"
+    if evaluated.exists():
+        with np.load(evaluated) as data:
+            recorded.append(data["states"])
+    check = np.concatenate(recorded)
+    if len(check) < EDGE_CHECK_STATES:
+        check = np.concatenate([check, random_observations(cfg.env, EDGE_CHECK_STATES - len(check))])
+    return export_edge(
+        model,
+        path,
+        fmt,
+        obs_transform=policy.obs_transform(),
+        calibration_obs=states,
+        statistic=str(cfg.quant.get("calibration", "minmax")),
+        precision=precision,
+        check_obs=check,
+        metadata={"env_id": cfg.env.id},
+    )

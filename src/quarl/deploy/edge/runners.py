@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from quarl.deploy.acting import ActingNetwork
-from quarl.deploy.backends import Runner
-from quarl.deploy.edge.integer import MIN_CALIBRATION_OBS, IntegerPolicy, integer_policy
+from quarl.deploy.edge.convert import integer_policy
+from quarl.deploy.edge.integer import MIN_CALIBRATION_OBS, IntegerPolicy
+from quarl.deploy.runner import Runner
 
 
 def edge_policy(net: ActingNetwork, example: np.ndarray, calibrated: bool, rounding: str) -> IntegerPolicy:

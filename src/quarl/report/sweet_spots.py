@@ -1,0 +1,231 @@
+"""DOC"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from quarl.collate.stats import seed_interval
+from quarl.config import methods
+from quarl.evaluate.fidelity import AGREEMENT_TOLERANCE
+from quarl.report.records import FIGURES, _of, _values, select, threshold
+from quarl.report.text import FRACTION, _markdown, fmt, note, shown
+
+SWEET_FIGURE = "sweet_spot_cartpole.png"
+
+SWEET_BITS = (2, 3, 4, 5, 6, 7, 8, 32)
+
+
+def sweet_spot(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataFrame:
+    """Reward and action agreement per bit width (the released code's formula) and fp16, across the
+    seeds of one series (`algo`: the algo, or a training's label where `runs` has several)."""
+    base = _of(runs, algo, env, train__keep_best=True)
+    out = []
+    for bits in SWEET_BITS:
+        cells = select(base, quant="ptq", quant__bits=bits, quant__scheme="quarl_code")
+        out.append(_summary(str(bits), cells))
+    out.append(_summary("fp16", select(base, quant="fp16")))
+    return pd.DataFrame(out)
+
+
+def _summary(label: str, cells: pd.DataFrame) -> dict[str, Any]:
+    reward = seed_interval(_values(cells, "reward_mean")) if not cells.empty else seed_interval([])
+    agreement = seed_interval(_values(cells, "action_agreement")) if not cells.empty else seed_interval([])
+    mad = _values(cells, "action_mad") if not cells.empty and "action_mad" in cells.columns else np.empty(0)
+    errors = _values(cells, "rel_error") if not cells.empty else np.empty(0)
+    agree = _values(cells, "action_agreement") if not cells.empty else np.empty(0)
+    return {
+        "bits": label,
+        "reward": reward,
+        "agreement": agreement,
+        "n": reward.n_runs,
+        "mad": seed_interval(mad),  # continuous actions: mean |a_q - a_fp32| as a fraction of the range
+        "sd_E": float(np.std(errors, ddof=1)) if errors.size > 1 else float("nan"),
+        "sd_agreement": float(np.std(agree, ddof=1)) if agree.size > 1 else float("nan"),
+    }
+
+
+def keeps_fp32(reward: float, fp32: float, env: str) -> bool:
+    """Whether `reward` keeps the fp32 reward: within 5% of the env's reward threshold below it."""
+    limit = threshold(env)
+    return reward >= fp32 - (0.05 * abs(limit) if limit else 0.0)
+
+
+KEEP_FRACTION = 0.05  # an extension's width keeps fp32's reward within this fraction of the env's return scale
+
+
+def extension_finding(table: pd.DataFrame, scale: float) -> str:
+    """Which of 2..8 bits keep the fp32 (32-bit) mean reward, to within KEEP_FRACTION of the env's
+    return scale, and whether they are every width down to the fewest (a sweet spot) or not."""
+    fp32 = table.loc[table["bits"] == "32", "reward"]
+    if fp32.empty or fp32.iloc[0].n_runs == 0:
+        return "Sweet spot: n/a (no fp32 cell yet)."
+    reference, tolerance = fp32.iloc[0].estimate, KEEP_FRACTION * scale
+    run = {int(b): r for b, r in zip(table["bits"], table["reward"]) if b.isdigit() and int(b) <= 8 and r.n_runs}
+    kept = [bits for bits in sorted(run, reverse=True) if run[bits].estimate >= reference - tolerance]
+    share = f"{KEEP_FRACTION:.0%} of the env's return scale"
+    rule = f"mean reward within {tolerance:g} ({share}) of the fp32 mean {fmt(reference)}"
+    if not kept:
+        return f"Sweet spot: none of {min(run)}..{max(run)} bits keeps the {rule}."
+    widths = ", ".join(str(b) for b in kept)
+    if kept == [b for b in sorted(run, reverse=True) if b >= kept[-1]]:
+        return f"Sweet spot: {kept[-1]} bits, the fewest of the widths that keep the {rule} ({widths})."
+    wider = ", ".join(str(b) for b in sorted(run, reverse=True) if b > kept[-1] and b not in kept)
+    seeds = run[kept[-1]].n_runs
+    why = f"with {seeds} seeds a width's mean moves with a single seed" if seeds > 1 else "each width is one policy"
+    return f"No clean sweet spot: {widths} bits keep the {rule}, but {wider} bits, wider, do not; {why}."
+
+
+def sweet_table(table: pd.DataFrame) -> str:
+    """A `sweet_spot` table as Markdown: reward and action agreement per bit width, with intervals,
+    and for continuous actions the mean action difference (agreement only counts a state within 5%)."""
+    continuous = "mad" in table.columns and any(m.n_runs for m in table["mad"])
+    header = ["weight bits", "reward [95% CI]", "action agreement [95% CI]"]
+    header += ["action MAD, fraction of range [95% CI]"] if continuous else []
+    return _markdown(
+        [*header, "n", "sd of E", "sd of agreement"],
+        [
+            [
+                r["bits"],
+                shown(r["reward"]),
+                shown(r["agreement"], 3, FRACTION),
+                *([shown(r["mad"], 3, FRACTION)] if continuous else []),
+                str(r["n"]),
+                fmt(r["sd_E"], 4),
+                fmt(r["sd_agreement"], 4),
+            ]
+            for _, r in table.iterrows()
+        ],
+    )
+
+
+AGREEMENT_LOW = 0.5  # a width whose reward holds with agreement below this is explained by its MAD
+
+
+def agreement_reading(table: pd.DataFrame, scale: float) -> str:
+    """For continuous actions: the widths whose reward holds while agreement is low, read with the
+    mean action difference ('' where there are none)."""
+    fp32 = table.loc[table["bits"] == "32", "reward"]
+    if fp32.empty or fp32.iloc[0].n_runs == 0 or not any(m.n_runs for m in table["mad"]):
+        return ""
+    reference, tolerance = fp32.iloc[0].estimate, KEEP_FRACTION * scale
+    low = [
+        f"{r['bits']} bits (agreement {fmt(r['agreement'].estimate, 3)}, MAD {fmt(r['mad'].estimate, 3)}: "
+        + (
+            "the actions move by more than the band on average)"
+            if r["mad"].estimate > AGREEMENT_TOLERANCE
+            else "within the band on average, but many states just outside it)"
+        )
+        for _, r in table.iterrows()
+        if r["bits"].isdigit()
+        and r["mad"].n_runs
+        and r["agreement"].estimate < AGREEMENT_LOW
+        and r["reward"].estimate >= reference - tolerance
+    ]
+    if not low:
+        return ""
+    return (
+        f" Agreement is low while the reward holds at {'; '.join(low)}. Agreement counts a state only where "
+        f"every action is within {AGREEMENT_TOLERANCE:.0%} of the range of fp32's (the band); the task tolerates "
+        "these moves, so agreement is a threshold here and the MAD says how far the actions moved."
+    )
+
+
+def noise(runs: pd.DataFrame) -> pd.DataFrame:
+    """How much E and action agreement each move between seeds, cell by cell: their standard
+    deviations across seeds for every quantized cell measured on two seeds or more."""
+    quantized = runs[runs["quant"].isin(["ptq", "fp16", "bf16", "qat"])]
+    if quantized.empty or "action_agreement" not in quantized.columns:
+        return pd.DataFrame()
+    if "series" in quantized.columns:  # one training's seeds per row: its label stands as the algo
+        quantized = quantized.assign(algo=quantized["series"])
+    cell = [c for c in ("algo", "env", "quant", "quant.bits", "quant.scheme") if c in quantized.columns]
+    rows = []
+    for key, group in quantized.groupby(cell, sort=True, dropna=False):
+        errors, agree = _values(group, "rel_error", 100.0), _values(group, "action_agreement", 100.0)
+        if min(errors.size, agree.size) < 2:
+            continue
+        rows.append(
+            {
+                **dict(zip(cell, key)),
+                "n": int(min(errors.size, agree.size)),
+                "sd_E": float(np.std(errors, ddof=1)),
+                "sd_agreement": float(np.std(agree, ddof=1)),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def figure(runs: pd.DataFrame, algos: list[str], out: Path) -> Path:
+    """Reward and action agreement vs bits for each algorithm on CartPole (the released code's
+    formula), mean and 95% interval over seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tables = {a: sweet_spot(runs, a) for a in algos}
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    x = np.arange(len(SWEET_BITS) + 1)
+    labels = [*map(str, SWEET_BITS[:-1]), "fp32", "fp16"]
+    for algo, table in tables.items():
+        for ax, column in zip(axes, ("reward", "agreement")):
+            mean = np.array([ci.estimate for ci in table[column]])
+            err = np.array(
+                [[ci.estimate - ci.low, ci.high - ci.estimate] if ci.has_ci else [0, 0] for ci in table[column]]
+            ).T
+            n = int(table["n"].max())
+            ax.errorbar(x, mean, yerr=err, marker="o", capsize=3, label=f"{algo} (n={n} seeds)")
+    for ax, title in zip(axes, ("reward (mean, 95% t-interval)", "action agreement with fp32")):
+        ax.set_xticks(x, labels)
+        ax.set_xlabel("weight bits (quant.scheme=quarl_code, per tensor, biases fp32)")
+        ax.set_title(f"CartPole: {title}")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / SWEET_FIGURE
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return path
+
+
+def _sweet_section(runs: pd.DataFrame, algos: list[str], folder: Path, figures: bool) -> str:
+    """The sweet-spot table of each series on CartPole, and its figure (drawn when `figures`)."""
+    sweet = [f"**{algo}** on CartPole:\n\n" + sweet_table(sweet_spot(runs, algo)) for algo in algos]
+    has_sweet = any((sweet_spot(runs, a)["n"] > 0).any() for a in algos)
+    if has_sweet and figures:
+        figure(runs, algos, folder / FIGURES)
+    return (
+        "## PTQ sweet spots\n\n"
+        + note("sweet")
+        + "\n\n"
+        + "\n\n".join(sweet)
+        + (f"\n\n![sweet spots]({FIGURES}/{SWEET_FIGURE})" if has_sweet else "")
+    )
+
+
+def _noise_section(runs: pd.DataFrame) -> str:
+    """How much E and agreement move between seeds ('' when no cell has two seeds)."""
+    spread = noise(runs)
+    if spread.empty:
+        return ""
+
+    def label(r: pd.Series) -> str:  # an integer method's cells differ in bits and scheme: name them
+        integer = methods.get(str(r["quant"])).integer
+        return f"{r['quant']} {int(r['quant.bits'])}-bit {r['quant.scheme']}" if integer else str(r["quant"])
+
+    return (
+        "## How much E and action agreement move between seeds\n\n"
+        + note("noise")
+        + "\n\n"
+        + _markdown(
+            ["algo", "env", "cell", "seeds", "sd of E (points of %)", "sd of agreement (points of %)"],
+            [
+                [r["algo"], r["env"], label(r), str(r["n"]), fmt(r["sd_E"]), fmt(r["sd_agreement"])]
+                for _, r in spread.iterrows()
+            ],
+        )
+    )

@@ -1,0 +1,152 @@
+"""Python access to the results store, and the one query that every command uses.
+
+Filter grammar (``quarl results``, ``status``, ``export``, ``collate`` and `load` alike): ``KEY=VALUE``
+selects the records whose column KEY holds VALUE. ``a,b`` means either (as in a Hydra sweep
+override); a number matches whatever type the column holds (``quant.bits=4`` matches 4 and 4.0);
+``true`` / ``false`` match booleans (stored as 1 / 0); ``null`` matches a missing value (so
+``train.steps=null`` picks the records trained on the algorithm's default budget). An unknown KEY
+is refused with the nearest column names.
+
+Reading never creates a store: a missing path is one sentence, and no file is made.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+from omegaconf import OmegaConf
+
+from quarl.errors import QuarlError
+from quarl.store.sqlite import Store
+
+DEFAULT_STORE = Path("outputs/results.sqlite")
+#: Methods without a bit width, and the width they stand for.
+FLOAT_BITS = {"fp32": 32, "fp16": 16, "bf16": 16}
+_NULL = ("null", "none", "nan", "")
+_BOOLS = {"true": 1.0, "false": 0.0}
+
+
+def weight_bits(quant: Any) -> int:
+    """The width of a record's policy weights (its `quant` config): the width its method uses where
+    that is not quant.bits (fp16: 16, whatever an older record stores; ActorQ: its actors'), else the
+    widest of quant.bits and the quant.layer_bits of single layers."""
+    from quarl.config import methods  # light: the method modules import no torch
+
+    known = methods.REGISTRY.get(str(quant.get("method")))
+    node = quant if OmegaConf.is_config(quant) else OmegaConf.create(dict(quant))
+    used = known.used_bits(node) if known is not None else None
+    if used is not None:
+        return used
+    layers = quant.get("layer_bits") or {}
+    return max([int(quant.get("bits", 32)), *(int(b) for b in layers.values())])
+
+
+def _norm(value: Any) -> Any:
+    """A stored or typed value in the form filters compare: numbers as float, text as text, None for missing."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return None if isinstance(value, float) and math.isnan(value) else float(value)
+    text = str(value).strip()
+    if text.lower() in _NULL:
+        return None
+    if text.lower() in _BOOLS:
+        return _BOOLS[text.lower()]
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return number if math.isfinite(number) else text
+
+
+def _wanted(value: Any) -> set[Any]:
+    """A filter value as the set of normalised values it accepts (``"dqn,ppo"``: either)."""
+    if isinstance(value, (list, tuple, set)):
+        items: Iterable[Any] = value
+    else:
+        text = str(value) if not isinstance(value, (bool, int, float)) else None
+        items = [value] if text is None or text[:1] in "[{" else [v.strip() for v in text.split(",")]
+    return {_norm(v) for v in items}
+
+
+def select(df: pd.DataFrame, filters: Mapping[str, Any]) -> pd.DataFrame:
+    """Rows of `df` that match every filter (the grammar is in this module's docstring)."""
+    for key, value in filters.items():
+        if key not in df.columns:
+            near = difflib.get_close_matches(key, [str(c) for c in df.columns], n=3, cutoff=0.5)
+            hint = f" (did you mean {', '.join(near)}?)" if near else ""
+            raise QuarlError(f"No column '{key}' in the store to filter by{hint}; `quarl results --all` lists them.")
+        wanted = _wanted(value)
+        values = df[key].map(_norm)
+        match = values.isin(wanted - {None})
+        if None in wanted:
+            match |= values.isna()
+        df = df[match]
+    return df
+
+
+def open_store(store: str | Path) -> Store:
+    """The existing store at `store`; a missing file is one sentence (and no file is created)."""
+    path = Path(store)
+    if not path.is_file():
+        raise QuarlError(f"There is no results store at {path}: run `python run.py` first, or pass --store PATH.")
+    return Store(path)
+
+
+def as_run(runs: pd.DataFrame) -> pd.DataFrame:
+    """Records as they ran: a method that overrides quant.bits (fp16, bf16, fp32; ActorQ: its
+    actors') shows the width it used, whatever a record written before that rule stores (a named
+    sweep's fp16 records said quant.bits=8). Their cell keys are untouched."""
+    from quarl.config import methods
+
+    if runs.empty or "quant.bits" not in runs.columns:
+        return runs
+    out = runs.copy()
+    config = [c for c in runs.columns if c.startswith("quant.")]
+    for name, rows in runs.groupby("quant"):
+        method = methods.REGISTRY.get(str(name))
+        if method is None or method.used_bits(_quant_of(rows.iloc[0], config)) is None:
+            continue  # quant.bits is the method's own setting (PTQ, QAT)
+        out.loc[rows.index, "quant.bits"] = [method.used_bits(_quant_of(row, config)) for _, row in rows.iterrows()]
+    return out
+
+
+def _quant_of(row: pd.Series, columns: list[str]) -> Any:
+    """A record's quant settings (its `quant.*` columns) as a config node."""
+    values = {c.split(".", 1)[1]: v.item() if hasattr(v, "item") else v for c, v in row[columns].items()}
+    return OmegaConf.create(
+        {k: v for k, v in values.items() if "." not in k and not (isinstance(v, float) and math.isnan(v))}
+    )
+
+
+def read_runs(store: str | Path) -> pd.DataFrame:
+    """Every record of the existing store at `store`, as it ran (`as_run`)."""
+    return as_run(open_store(store).runs())
+
+
+def query(store: str | Path, filters: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """The records of `store` that match `filters`, one row each: the query behind every command."""
+    return select(read_runs(store), dict(filters or {})).reset_index(drop=True)
+
+
+def load(store: str | Path = DEFAULT_STORE, filters: Mapping[str, Any] | None = None, **kw: Any) -> pd.DataFrame:
+    """Run records as a DataFrame, filtered by config keys.
+
+    `filters` maps column names (``"quant.bits"``) to values; keyword arguments do the same with
+    ``__`` for the dot: ``load(algo="dqn", quant__bits=4)``. Values follow the filter grammar
+    (``{"algo": "dqn,ppo", "train.steps": None}``).
+    """
+    wanted = dict(filters or {})
+    wanted.update({k.replace("__", "."): v for k, v in kw.items()})
+    return query(store, wanted)
+
+
+def episodes(store: str | Path = DEFAULT_STORE) -> pd.DataFrame:
+    """Per-episode rewards (cell_key, episode, seed, reward, length)."""
+    return open_store(store).episodes()

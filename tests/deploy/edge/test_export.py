@@ -1,0 +1,88 @@
+"""From a stored PTQ record to a .tflite file and a C policy, the way `quarl export --format
+tflite|c` does it: the record's config, its cached fp32 policy, its own calibration states."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from quarl.config.methods import policy_config
+from quarl.deploy.edge import calibration_states
+from quarl.deploy.edge.export import export_edge
+from quarl.quantize.calibration import calibration_seeds
+from quarl.quantize.weights import quantize_policy
+from quarl.store import query as results
+from quarl.train.cache import cached
+from tests.conftest import FAST, run_quarl
+
+
+def _record(scratch: Path, shared_policies: Path):
+    run_quarl(scratch, *FAST, policies=shared_policies)
+    df = results.load(scratch / "outputs/results.sqlite", quant="ptq")
+    cfg = OmegaConf.create(json.loads(df.iloc[0]["config"]))
+    policy = cached(policy_config(cfg), Path(cfg.store.policies))
+    model = policy.load()
+    quantize_policy(model, cfg.quant)
+    return cfg, policy, model
+
+
+def test_a_records_calibration_states_are_its_fp32_policys_calibration_episodes(scratch, shared_policies):
+    cfg, policy, _ = _record(scratch, shared_policies)
+    states = calibration_states(cfg, policy)
+    assert states.shape[1:] == (4,) and len(states) >= 5 * 8  # five CartPole episodes
+    seeds = calibration_seeds(int(cfg.seed), int(cfg.quant.calibration_episodes), int(cfg.eval.episodes))
+    import gymnasium as gym
+
+    first, _ = gym.make("CartPole-v1").reset(seed=seeds[0])
+    assert np.array_equal(states[0], first)  # the first calibration episode's first state
+
+
+@pytest.mark.parametrize("fmt", ["c", "tflite"])
+def test_export_from_a_record_writes_a_checked_policy(fmt, scratch, shared_policies):
+    if fmt == "tflite":
+        pytest.importorskip("ai_edge_litert", reason="ai-edge-litert is not installed: pip install 'quarl[edge]'")
+    cfg, policy, model = _record(scratch, shared_policies)
+    states = calibration_states(cfg, policy)
+    out = scratch / ("policy.tflite" if fmt == "tflite" else "policy")
+    report = export_edge(model, out, fmt, obs_transform=policy.obs_transform(), calibration_obs=states,
+                         statistic=cfg.quant.calibration, metadata={"env_id": cfg.env.id})
+    assert out.exists() and all(v == 0 for v in report.checked.values()) and report.checked
+    text = report.text()
+    assert str(out) in text and "identical to the integer reference" in text
+
+
+@pytest.mark.parametrize("fmt", ["c", "tflite"])
+def test_quarl_export_format_writes_from_the_store_and_refuses_an_existing_path(fmt, scratch, shared_policies):
+    import subprocess
+    import sys
+
+    from tests.conftest import ENV
+
+    if fmt == "tflite":
+        pytest.importorskip("ai_edge_litert", reason="ai-edge-litert is not installed: pip install 'quarl[edge]'")
+    run_quarl(scratch, *FAST, policies=shared_policies)
+    out = scratch / ("policy.tflite" if fmt == "tflite" else "policy")
+    cli = [sys.executable, "-m", "quarl.cli", "export", "quant=ptq", "--format", fmt, "--out", str(out)]
+    done = subprocess.run(cli, cwd=scratch, capture_output=True, text=True, env=ENV, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "identical to the integer reference on 10000 states" in done.stdout  # record's states, then random
+    assert out.exists()
+    again = subprocess.run(cli, cwd=scratch, capture_output=True, text=True, env=ENV, timeout=600)
+    assert again.returncode == 1 and "already exists" in again.stderr and "Traceback" not in again.stderr
+
+
+def test_a_record_without_activation_ranges_executes_on_the_c_backend(scratch, shared_policies):
+    """The default PTQ cell (weights only) has no activation ranges: the pipeline calibrates the
+    full-integer policy on the states its fp32 policy visits."""
+    from quarl.deploy.edge.toolchain import available
+
+    missing = available("cc")
+    if missing:
+        pytest.skip(missing)
+    run_quarl(scratch, *FAST, "quant.backend=c", policies=shared_policies)
+    row = results.load(scratch / "outputs/results.sqlite", quant="ptq").iloc[0]
+    assert row["backend"] == "c" and row["backend_reward"] > 0 and 0 <= row["backend_action_agreement"] <= 1

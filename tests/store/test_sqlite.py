@@ -1,0 +1,310 @@
+"""The results store: records, filters, JSON copies, rebuild, parallel writers, bad paths."""
+
+import multiprocessing as mp
+import sqlite3
+
+import pytest
+
+from quarl.errors import QuarlError
+from quarl.store import listing
+from quarl.store import query as results
+from quarl.store.sqlite import Store, find_records, flatten, rebuild, write_json
+from tests.conftest import ROOT
+
+
+def make_record(key: str, bits: int = 8, reward: float = 100.0) -> dict:
+    config = {"algo": {"name": "dqn", "hyperparams": {"net": [64, 64]}}, "quant": {"method": "ptq", "bits": bits},
+              "seed": 0}
+    return {
+        "run": {"cell_key": key, "status": "done", "algo": "dqn", "env": "cartpole", "quant": "ptq",
+                "reward_mean": reward, "n_episodes": 2, "versions": {"torch": "x"}},
+        "config": config,
+        "episodes": [{"episode": 0, "seed": 11, "reward": reward - 1, "length": 9},
+                     {"episode": 1, "seed": 12, "reward": reward + 1, "length": 10}],
+    }
+
+
+def test_flatten_dots_nested_keys():
+    assert flatten({"a": {"b": 1, "c": {"d": "x"}}, "e": [1, 2]}) == {"a.b": 1, "a.c.d": "x", "e": "[1, 2]"}
+
+
+def test_record_lands_with_every_config_key_as_a_column(tmp_path):
+    store = Store(tmp_path / "r.sqlite")
+    store.write(make_record("k1", bits=4))
+    df = store.runs()
+    assert df.loc[0, "quant.bits"] == 4 and df.loc[0, "algo.name"] == "dqn"
+    assert df.loc[0, "algo.hyperparams.net"] == "[64, 64]"
+    assert store.status("k1") == "done" and store.reward("k1") == 100.0
+    eps = store.episodes()
+    assert list(eps["reward"]) == [99.0, 101.0] and list(eps["seed"]) == [11, 12]
+
+
+def test_rewriting_a_cell_replaces_it(tmp_path):
+    store = Store(tmp_path / "r.sqlite")
+    store.write(make_record("k1", reward=1.0))
+    store.write(make_record("k1", reward=2.0))
+    assert len(store.runs()) == 1 and store.reward("k1") == 2.0
+    assert len(store.episodes()) == 2
+
+
+def test_load_filters_by_config_keys(tmp_path):
+    path = tmp_path / "r.sqlite"
+    store = Store(path)
+    for bits in (2, 4, 8):
+        store.write(make_record(f"k{bits}", bits=bits))
+    assert len(results.load(path)) == 3
+    assert list(results.load(path, {"quant.bits": "4"})["cell_key"]) == ["k4"]
+    assert list(results.load(path, algo="dqn", quant__bits=8)["cell_key"]) == ["k8"]
+    with pytest.raises(QuarlError, match="No column 'quant.bitz'"):
+        results.load(path, {"quant.bitz": 4})
+    with pytest.raises(QuarlError, match="There is no results store"):
+        results.load(tmp_path / "missing.sqlite")
+
+
+def _writer(path: str, worker: int, count: int) -> None:
+    store = Store(path)
+    for i in range(count):
+        record = make_record(f"w{worker}-{i}", bits=2 + i % 7)
+        record["config"][f"only_worker_{worker}"] = i  # new columns appear concurrently too
+        store.write(record)
+
+
+def test_eight_processes_writing_at_once_lose_no_row(tmp_path):
+    path = str(tmp_path / "r.sqlite")
+    Store(path)
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(path, w, 25)) for w in range(8)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    store = Store(path)
+    assert len(store.runs()) == 200 and len(store.episodes()) == 400
+
+
+def test_unusable_store_paths_get_a_clear_error(tmp_path):
+    with pytest.raises(QuarlError, match="store.path=.* cannot be opened"):
+        Store("/proc/no/such/dir/r.sqlite")
+    bad = tmp_path / "not-a-db.sqlite"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(QuarlError, match=r"not-a-db.sqlite is damaged \(file is not a database\).*quarl rebuild"):
+        Store(bad)
+    assert bad.read_bytes() == b"this is not sqlite" * 100  # left as it was
+    with pytest.raises(QuarlError, match="is a folder"):
+        Store(tmp_path)
+
+
+def _filled_store(path, records=40):
+    """A store of `records` records, closed (its WAL folded into the file), and the file's bytes."""
+    store = Store(path)
+    for i in range(records):
+        store.write(make_record(f"k{i}", bits=2 + i % 7))
+    return path.read_bytes()
+
+
+def _damage(path, how):
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    else:  # every page after the first (the header and the schema) overwritten with garbage
+        path.write_bytes(data[:4096] + bytes(range(256)) * ((len(data) - 4096) // 256))
+
+
+@pytest.mark.parametrize("how", ["truncated", "overwritten"])
+def test_a_damaged_store_is_one_sentence_and_left_as_it_is(tmp_path, monkeypatch, how):
+    path = tmp_path / "r.sqlite"
+    _filled_store(path)
+    _damage(path, how)
+    damaged = path.read_bytes()
+    monkeypatch.setattr(Store, "_ready", set())  # as a new process opens it
+    for use in (lambda s: s.runs(), lambda s: s.status("k1"), lambda s: s.write(make_record("new")),
+                lambda s: s.delete("k1"), lambda s: s.episodes()):
+        with pytest.raises(QuarlError) as err:
+            use(Store(path))
+        message = str(err.value)
+        assert f"The results store {path} is damaged (" in message
+        assert "restore it from a backup" in message and f"quarl rebuild outputs --store {path}" in message
+        assert err.value.__cause__ is None and "\n" not in message
+    assert path.read_bytes() == damaged
+
+
+def read_only(monkeypatch):
+    """Open every store through a read-only SQLite URI: a read-only file, even for root."""
+    def connect(self):
+        con = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=1, isolation_level=None)
+        con.execute("PRAGMA journal_mode = WAL")
+        return con
+
+    monkeypatch.setattr(Store, "_connect", connect)
+    monkeypatch.setattr(Store, "_ready", set())
+
+
+def test_a_read_only_store_reads_and_refuses_writes_in_one_sentence(tmp_path, monkeypatch):
+    path = tmp_path / "r.sqlite"
+    _filled_store(path, records=3)
+    before = Store(path).runs()
+    read_only(monkeypatch)
+    assert Store(path).runs().equals(before)  # reading a store you may not write works
+    for use in (lambda s: s.write(make_record("new")), lambda s: s.delete("k1")):
+        with pytest.raises(QuarlError) as err:
+            use(Store(path))
+        assert str(err.value).startswith(f"The results store {path} cannot be written (attempt to write a readonly")
+        assert "make the file and its folder writable" in str(err.value) and "--store PATH" in str(err.value)
+    monkeypatch.undo()
+    assert Store(path).runs().equals(before)
+
+
+def test_an_uncreatable_store_or_policy_folder_names_its_setting(tmp_path):
+    from quarl.store.sqlite import make_folder
+
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where a folder should be")
+    with pytest.raises(QuarlError, match=rf"store.path={blocker}/sub/r.sqlite cannot be opened: its folder "):
+        Store(blocker / "sub" / "r.sqlite")
+    with pytest.raises(QuarlError, match=rf"^store.policies={blocker}/policies cannot be created \(Not a directory\)"):
+        make_folder(blocker / "policies", "store.policies")
+    assert make_folder(tmp_path / "a" / "b", "store.policies").is_dir()
+    assert blocker.read_text() == "a file where a folder should be"
+
+
+def test_rebuild_from_json_copies(tmp_path):
+    for i in range(3):
+        write_json(make_record(f"k{i}"), tmp_path / "outputs" / f"run{i}" / "record.json")
+    write_json(make_record("kb"), tmp_path / "outputs" / "run0" / "baseline.record.json")
+    (tmp_path / "outputs" / "junk.record.json").write_text("{not json")
+    assert len(list(find_records(tmp_path / "outputs"))) == 4
+    store = Store(tmp_path / "rebuilt.sqlite")
+    assert rebuild(tmp_path / "outputs", store) == 4
+    assert sorted(store.runs()["cell_key"]) == ["k0", "k1", "k2", "kb"]
+    assert len(store.episodes()) == 8
+
+
+def test_store_is_sqlite_with_wal(tmp_path):
+    Store(tmp_path / "r.sqlite")
+    with sqlite3.connect(tmp_path / "r.sqlite") as con:
+        assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+# ---------------------------------------------------------------- one filter grammar, read-only commands
+
+def _grammar_store(tmp_path):
+    from tests.records import record, write
+
+    path = tmp_path / "r.sqlite"
+    store = Store(path)
+    write(store, [record("dqn", "cartpole", bits=4, seed=0), record("ppo", "cartpole", bits=8, seed=1),
+                  record("a2c", "acrobot", bits=2, seed=2, steps=None)])
+    with sqlite3.connect(path) as con:  # a bit width stored as REAL, as an older writer could
+        con.execute("""UPDATE runs SET "quant.bits" = 4.0 WHERE algo = 'dqn'""")
+    return path
+
+
+def test_one_filter_grammar_for_every_command_and_the_python_api(tmp_path):
+    from quarl.collate import frame
+    from quarl.collate import load as collate_load
+
+    path = _grammar_store(tmp_path)
+    runs = results.load(path)
+    for filters in ({"quant.bits": "4"}, {"algo": "dqn,ppo"}, {"train.steps": "null"}, {"quant.quantize_bias": "0"}):
+        assert frame.select(runs, filters).equals(results.select(runs, filters))  # collation's grammar is the same
+    assert list(results.load(path, {"quant.bits": "4"})["algo"]) == ["dqn"]      # 4 matches 4.0
+    assert list(results.load(path, {"quant.bits": 4.0})["algo"]) == ["dqn"]
+    assert sorted(results.load(path, {"algo": "dqn,ppo"})["algo"]) == ["dqn", "ppo"]  # a,b means either
+    assert list(results.load(path, {"train.steps": "null"})["algo"]) == ["a2c"]      # null: the default budget
+    assert list(results.load(path, {"train.steps": None})["algo"]) == ["a2c"]
+    assert len(results.load(path, {"quant.quantize_bias": "false"})) == 3
+    assert len(results.load(path, {"train.steps": "1000,null"})) == 3
+    study = collate_load(path, {"quant.bits": "4", "algo": "dqn,a2c"})
+    assert list(study.done["algo"]) == ["dqn"]
+    grid, _ = listing.status(path, {"quant.bits": "2,4"})
+    assert sorted(grid.index.get_level_values("algo")) == ["a2c", "dqn"]
+    with pytest.raises(QuarlError, match="No column 'quant.bitz'.*quant.bits"):
+        results.load(path, {"quant.bitz": 4})
+
+
+@pytest.mark.parametrize("command", [["status"], ["results"], ["export", "--out", "x.onnx"], ["collate"]])
+def test_read_only_commands_never_create_a_store(tmp_path, command, caplog, monkeypatch):
+    from quarl import cli
+
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level("ERROR"):
+        assert cli.main([*command, "--store", "missing.sqlite"]) == 1
+    assert "There is no results store at missing.sqlite" in caplog.text
+    assert len(caplog.records) == 1 and "Traceback" not in caplog.text
+    assert not (tmp_path / "missing.sqlite").exists() and not list(tmp_path.iterdir())
+
+
+def test_results_and_status_show_every_key_that_tells_records_apart(tmp_path, capsys):
+    from quarl import cli
+    from tests.records import record, write
+
+    path = tmp_path / "r.sqlite"
+    recs = [record("ppo", "cartpole", "fp32", seed=0, steps=s) for s in (500, 1000)]
+    recs += [record("ppo", "cartpole", "ptq", b, seed=0, steps=s) for b in (2, 3, 32, 8) for s in (500, 1000)]
+    recs += [record("ppo", "cartpole", "ptq", 4, seed=0, steps=500, episodes=3)]
+    write(Store(path), recs)
+    assert cli.main(["results", "--store", str(path), "quant.bits=2"]) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[0].split()
+    assert "train.steps" in header                                 # it differs among the selected records
+    assert "eval.episodes" not in header and "algo.n_envs" not in header  # these do not
+    assert len(out.splitlines()) == 3                              # two budgets: two rows, not duplicates
+    assert cli.main(["results", "--store", str(path), "quant.bits=4,2"]) == 0
+    assert "eval.episodes" in capsys.readouterr().out.splitlines()[0].split()
+    grid, _ = listing.status(path, {})
+    assert list(grid.columns) == ["fp32", "ptq 2b", "ptq 3b", "ptq 4b", "ptq 8b", "ptq 32b"]  # as numbers
+    assert grid.index.names[:3] == ["algo", "env", "seed"]
+    assert set(grid.index.names[3:]) == {"train.steps", "eval.episodes"}
+    rows = grid.reset_index()
+    assert list(rows["eval.episodes"]) == ["3", "10", "10"] and list(rows["train.steps"]) == ["500", "500", "1000"]
+    assert cli.main(["status", "--store", str(path)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.index("ptq 3b") < printed.index("ptq 32b") and "train.steps" in printed
+
+
+def test_export_names_the_keys_that_tell_matches_apart(tmp_path, caplog):
+    from quarl import cli
+    from tests.records import record, write
+
+    path = tmp_path / "r.sqlite"
+    write(Store(path), [record("ppo", "cartpole", "ptq", 8, seed=s, steps=st) for s in (0, 1) for st in (500, None)])
+    with caplog.at_level("ERROR"):
+        assert cli.main(["export", "--store", str(path), "--out", str(tmp_path / "p.onnx"), "algo=ppo"]) == 1
+    message = caplog.records[-1].getMessage()
+    assert "4 finished records match algo=ppo" in message
+    assert "seed (0, 1)" in message and "train.steps (500, null)" in message
+    assert "add e.g. seed=1 train.steps=null (the most recent record)" in message  # seed 1 started last
+    assert len(results.load(path, {"algo": "ppo", "seed": 0, "train.steps": "null"})) == 1  # null: the default budget
+
+
+def test_records_without_the_new_columns_still_show(tmp_path, capsys):
+    from quarl import cli
+    from tests.records import record, write
+
+    path = tmp_path / "r.sqlite"
+    write(Store(path), [record("ppo", "cartpole", bits=8), record("ppo", "cartpole", bits=4, seed=1,
+                                                                      action_agreement=0.97, agreement_states=100)])
+    assert cli.main(["results", "--store", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "action_agreement" in lines[0].split() and "0.97" in lines[2] and "0.97" not in lines[1]
+    write(Store(path), [record("ddpg", "mountaincar_continuous", bits=8, seed=2, reward=-0.5, fp32=-0.03,
+                               run={"rel_error": None, "rel_error_note": "|R_fp32| 0.03 < 0.1 (1% of the range)"})])
+    table = listing.summary(results.load(path))
+    row = table[table["algo"] == "ddpg"].iloc[0]
+    assert row["rel_error"] == "n/a" and row["rel_error_note"].startswith("|R_fp32|")
+
+
+def test_old_fp16_records_are_read_at_the_width_they_ran(tmp_path):
+    """The committed campaign records of a named sweep's fp16 cells say quant.bits=8 (written before
+    a record stored the width a method uses): read, filtered and collated as 16 bits, keys unchanged."""
+    store = tmp_path / "old.sqlite"
+    rebuild(ROOT / "docs/reproduction/records", Store(store))
+    with sqlite3.connect(store) as con:
+        query = "SELECT COUNT(*) FROM runs WHERE quant = 'fp16' AND config LIKE '%\"bits\": 8%'"
+        stored = con.execute(query).fetchone()[0]
+    assert stored > 0  # the old records as written
+    assert results.load(store, {"quant": "fp16", "quant.bits": 8}).empty
+    assert len(results.load(store, {"quant": "fp16", "quant.bits": 16})) >= stored
+    actorq = results.load(store, {"quant": "actorq"})
+    assert (actorq["quant.bits"] == actorq["quant.actor_bits"]).all()  # ActorQ: its actors' width

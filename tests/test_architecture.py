@@ -1,0 +1,71 @@
+"""The package's folders are its architecture: every import runs down the floors defined here, never
+back up (a lazy import inside a function counts too), and the top level holds only entry points,
+one-cell orchestration and two shared utilities."""
+
+import ast
+from pathlib import Path
+
+import quarl
+
+PACKAGE = Path(quarl.__file__).resolve().parent
+#: Each subpackage's floor: a module may import its own floor and the floors below, nothing above.
+#: The method plugins sit on top of what they use; nothing imports them but the registry, by name.
+FLOORS = {
+    "errors": 0, "progress": 0, "__init__": 0,
+    "config": 1,
+    "rl": 2,
+    "quantize": 3,
+    "deploy": 4,
+    "evaluate": 5,
+    "store": 6,
+    "train": 7,
+    "actorq": 8,
+    "methods": 9,
+    "collate": 10,
+    "report": 11,
+    "sensitivity": 12, "sweeps": 12, "pipeline": 12,
+    "app": 13, "cli": 14,
+}
+TOP_LEVEL = {"__init__", "app", "cli", "pipeline", "sweeps", "sensitivity", "errors", "progress"}
+
+
+def _room(module: str) -> str:
+    """The floor key of a dotted module inside quarl ('quarl.train.cache' -> 'train')."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "quarl":
+            if node.module == "quarl":
+                found.update(f"quarl.{a.name}" for a in node.names)
+            else:
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "quarl")
+    return found
+
+
+def test_every_import_runs_down_the_floors():
+    climbs = []
+    for path in PACKAGE.rglob("*.py"):
+        room = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+        assert room in FLOORS, f"{room} has no floor: add it to FLOORS"
+        for module in _imports(path):
+            target = _room(module)
+            if target in FLOORS and FLOORS[target] > FLOORS[room]:
+                climbs.append(f"{path.relative_to(PACKAGE)} imports {module} ({room} {FLOORS[room]} < {target} "
+                              f"{FLOORS[target]})")
+    assert climbs == []
+
+
+def test_the_top_level_holds_entry_points_and_orchestration_only():
+    top = {p.stem for p in PACKAGE.glob("*.py")}
+    assert top == TOP_LEVEL and len(top) <= 8
+
+
+def test_no_module_is_over_450_lines():
+    lines = {str(p.relative_to(PACKAGE)): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
+    assert {name: n for name, n in lines.items() if n > 450} == {}
