@@ -364,3 +364,19 @@ def test_cuda_without_a_gpu_warns_and_the_record_names_the_cpu(scratch):
     assert "train.device=cuda but no GPU is visible: training runs on the CPU." in log_of(done)
     runs = results.load(scratch / "outputs/results.sqlite")
     assert set(runs["training_device"]) == {"cpu"} and set(runs["train.device"]) == {"cuda"}
+
+
+def test_a_store_written_before_the_move_loads_and_its_done_cells_are_skipped(scratch):
+    """The committed campaign records were written by quarl before its restructuring (and before a
+    record stored an fp16 cell's true width): rebuilt into a store, the same named-sweep command
+    finds its cells done and runs nothing."""
+    from quarl.store.sqlite import Store, rebuild
+
+    store = scratch / "outputs" / "results.sqlite"
+    store.parent.mkdir(parents=True)
+    assert rebuild(ROOT / "docs/reproduction/records", Store(store)) > 700
+    cell = ["+sweep=ptq_table_classic", "algo=ppo", "env=cartpole", "quant=fp16,ptq", "seed=2",
+            "hydra.callbacks.collate.enabled=false"]
+    done = run_quarl(scratch, "-m", *cell)
+    assert log_of(done).count("already in the store as done") == 2, log_of(done)
+    assert "Training" not in log_of(done) and not (scratch / "outputs/policies").exists()
