@@ -65,11 +65,16 @@ def _env_id(model: BaseAlgorithm) -> Optional[str]:
         return None
 
 
+def check_new(path: Path) -> None:
+    """Refuse an export path that exists (a file, a folder or a link): nothing is overwritten."""
+    if path.exists() or path.is_symlink():
+        raise QuarlError(f"Export path {path} already exists: choose another path or delete it.")
+
+
 def _check_target(path: Path) -> None:
     if path.suffix != ".onnx":
         raise QuarlError(f"Export path {path} must end in .onnx.")
-    if path.exists() or path.is_symlink():
-        raise QuarlError(f"Export path {path} already exists: choose another path or delete it.")
+    check_new(path)
 
 
 def export(

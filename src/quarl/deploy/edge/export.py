@@ -27,6 +27,7 @@ from quarl.deploy.acting import ObsTransform, acting_network
 from quarl.deploy.edge.calibrate import calibration_states
 from quarl.deploy.edge.convert import check_model, integer_policy
 from quarl.deploy.edge.integer import IntegerPolicy
+from quarl.deploy.export import check_new
 from quarl.errors import QuarlError
 
 log = logging.getLogger(__name__)
@@ -56,11 +57,6 @@ class EdgeExport:
         lines += [f"  {k}: {v} bytes" for k, v in self.sizes.items()]
         lines += [f"  {note}" for note in self.notes]
         return "\n".join(lines)
-
-
-def _check_new(path: Path) -> None:
-    if path.exists() or path.is_symlink():
-        raise QuarlError(f"Export path {path} already exists: choose another path or delete it.")
 
 
 def export_edge(
@@ -105,7 +101,7 @@ def export_edge(
     path = Path(path)
     if fmt == "tflite" and path.suffix != ".tflite":
         raise QuarlError(f"Export path {path} must end in .tflite.")
-    _check_new(path)
+    check_new(path)
     check_model(model)
     net = acting_network(model, obs_transform)
     policy = integer_policy(net, calibration_obs, statistic, PRECISIONS[precision], rounding=rounding)
