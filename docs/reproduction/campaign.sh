@@ -50,8 +50,8 @@ part() {
     extensions) sweep ptq_extensions ;;                         # PTQ sweet spots on the tasks the paper skipped
     published)                                                  # PTQ table rows under the published conditions,
       for a in dqn a2c ppo ddpg; do sweep ptq_table_published "algo=$a"; done ;;  # one algorithm at a time
-    robust)                                                     # trained for robustness, one task and technique at a time
-      for r in sam noise; do for e in cartpole acrobot box2d/lunarlander pendulum; do
+    robust)                                                     # trained for robustness, one task (both techniques) at a time
+      for e in cartpole acrobot box2d/lunarlander pendulum; do for r in sam noise; do
         a=dqn; [ "$e" = pendulum ] && a=sac
         sweep ptq_robust "algo=$a" "env=$e" "train.robust=$r"
       done; done ;;
