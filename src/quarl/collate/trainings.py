@@ -17,7 +17,7 @@ seed and less the quantization method's own settings (they are what collation co
   ``train``) only these and the env count, as in `training_spec`;
 - ``zoo`` (whose hyperparameters: rl-zoo3's or the published agents'; it implies the ``algo.*``
   values and the budget it sets, so a label names the zoo alone) and ``train.robust`` with its
-  setting (``train.robust_rho`` for sam, ``train.robust_bits`` for noise);
+  setting (``train.robust_rho`` for sam, ``train.robust_bits`` for noise), and ``train.amp``;
 - the training device, where a record holds it (a ``training_device`` run field);
 - for ActorQ records, which train their own policy, the ``actorq.*`` settings too (not those that
   only watch or place the run: log interval, stall timeout, restarts, Ray address, transport).
@@ -75,9 +75,11 @@ ABSENT_MEANS: dict[str, Any] = {
     "policy.repo": None,
     "zoo": "rl_zoo3",
     "train.robust": None,
+    "train.amp": False,
 }
 ZOO = "zoo"  # whose hyperparameters (conf/zoo): it implies the algo.* values and the budget it sets
 ROBUST, ROBUST_SETTING = "train.robust", {"sam": "train.robust_rho", "noise": "train.robust_bits"}
+AMP = "train.amp"  # mixed-precision updates (quarl.train.amp)
 NOT_APPLICABLE = "n/a"  # a training key that does not apply to a record (a pretrained policy's budget)
 
 
@@ -139,6 +141,7 @@ def identity(flat: Mapping[str, Any]) -> dict[str, Any]:
     spec[ROBUST] = flat.get(ROBUST, ABSENT_MEANS[ROBUST])
     if spec[ROBUST] in ROBUST_SETTING:  # quarl.rl.robust: the technique and its one setting
         spec[ROBUST_SETTING[spec[ROBUST]]] = flat.get(ROBUST_SETTING[spec[ROBUST]], ABSENT)
+    spec[AMP] = flat.get(AMP, ABSENT_MEANS[AMP])
     steps, every = _budgets(flat)
     spec[BUDGET] = steps
     spec[KEEP_BEST] = flat.get(KEEP_BEST, ABSENT_MEANS[KEEP_BEST])

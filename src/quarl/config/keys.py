@@ -96,6 +96,8 @@ def training_spec(cfg: Any) -> dict[str, Any]:
         spec["keep_best"] = {"every": keep_best_every(cfg), "episodes": int(cfg.train.eval_episodes)}
     if cfg.train.get("robust"):  # trained for quantization robustness (quarl.rl.robust)
         spec["robust"] = robust_spec(cfg.train)
+    if cfg.train.get("amp"):  # updates in bfloat16 (quarl.train.amp): another policy
+        spec["amp"] = "bfloat16"
     if training_device(cfg) != "cpu":  # GPU kernels round differently: another policy
         spec["device"] = training_device(cfg)
     if cfg.policy.source != "train":  # a pretrained policy is identified by where it comes from

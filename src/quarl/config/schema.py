@@ -126,6 +126,9 @@ class TrainConfig:
     robust: Optional[str] = None
     robust_rho: float = 0.05  # robust=sam: the radius of the ascent step
     robust_bits: int = 4  # robust=noise: the noise is half a quantization step at this width
+    # mixed-precision training (quarl.train.amp): the algorithm's updates run under torch.autocast in
+    # bfloat16 (no loss scaling needed); acting, evaluation and the saved policy stay fp32
+    amp: bool = False
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
 
 
@@ -189,6 +192,11 @@ def _check_policy(cfg: Any, method: methods.QuantMethod) -> None:
         raise QuarlError(
             f"train.robust={cfg.train.robust} shapes a training; policy.source={p.source} trains nothing: "
             "use policy.source=train, or train.robust=null."
+        )
+    if p.source != "train" and cfg.train.get("amp"):
+        raise QuarlError(
+            f"train.amp=true shapes a training; policy.source={p.source} trains nothing: "
+            "use policy.source=train, or train.amp=false."
         )
     if p.source != "train" and method.trains_policy:
         quantizers = "/".join(n for n in methods.NAMES if not methods.get(n).trains_policy and n != methods.BASELINE)

@@ -51,6 +51,11 @@ class ActorQ(QuantMethod):
                 f"train.robust={cfg.train.robust} trains SB3 and QAT policies; quant=actorq trains its own "
                 "learner: use train.robust=null with quant=actorq."
             )
+        if cfg.train.get("amp"):
+            raise QuarlError(
+                "train.amp=true trains SB3 and QAT policies in mixed precision; quant=actorq's learner trains "
+                "in fp32: use train.amp=false with quant=actorq."
+            )
         if cfg.train.keep_best:
             raise QuarlError(
                 "train.keep_best=true applies to SB3 and QAT trainings; quant=actorq records its final "

@@ -137,6 +137,7 @@ def folder_of(cfg: Any, root: Path) -> Path:
     if cfg.policy.source != "train":
         return root / f"{cfg.algo.name}-{slug(cfg.env.name)}-{cfg.policy.source}-{policy_key(cfg)}"
     robust = f"-{cfg.train.robust}" if cfg.train.get("robust") else ""
+    robust += "-amp" if cfg.train.get("amp") else ""
     return root / f"{cfg.algo.name}-{slug(cfg.env.name)}-seed{cfg.seed}{kind}{robust}-{policy_key(cfg)}"
 
 

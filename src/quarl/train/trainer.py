@@ -28,6 +28,7 @@ from quarl.rl import algos
 from quarl.rl.envs import training_envs
 from quarl.store import provenance
 from quarl.train import CURVE_FILE, META_FILE, MODEL_FILE, NORMALIZE_FILE, checkpoint
+from quarl.train.amp import AutocastWhileTraining
 from quarl.train.curves import CURVES_DIR, Curves, CurvesOutput, RunName, launch_dir, open_curves, sweep_group
 from quarl.train.keep_best import KeepBest
 
@@ -255,6 +256,8 @@ def _start(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None) -> 
         from quarl.rl.robust import OnlyWhileTraining
 
         callbacks.insert(0, OnlyWhileTraining())
+    if cfg.train.get("amp"):  # updates in bfloat16; acting, evaluating and saving in fp32
+        callbacks.insert(0, AutocastWhileTraining())
     keeper = _keep_best(cfg, hook, curves, bar) if cfg.train.keep_best else None
     callbacks += [keeper] if keeper is not None else []
     run = _Training(cfg, steps, venv, normalizer, model, hook, live, curves, bar, logged, keeper, callbacks, done)
@@ -296,6 +299,9 @@ def _learn(run: _Training) -> None:
             reset_num_timesteps=run.done == 0,
         )
     finally:
+        for callback in run.callbacks:
+            if isinstance(callback, AutocastWhileTraining):
+                callback.leave()  # also when the training broke off mid-update
         run.bar.close()
         run.curves.close()
     how = methods.of(run.cfg).policy_kind(run.cfg.quant)
