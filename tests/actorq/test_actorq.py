@@ -41,9 +41,12 @@ def check_record(scratch, min_learner_steps: int) -> None:
     assert run["bytes_per_publish"] > 0 and run["publishes"] > 1 and run["actor_steps_per_s"] > 0
     assert len(curves) > 0 and curves["wall_s"].notna().all() and curves["wall_s"].is_monotonic_increasing
     assert sorted(actors["actor"]) == [0, 1] and (actors["steps"] > 0).all()
-    for column in ("inference_s", "env_s", "pull_s", "deserialize_s", "load_s"):
+    for column in ("inference_s", "env_s", "pull_s", "deserialize_s", "load_s", "send_s"):
         assert (actors[column] >= 0).all() and actors[column].sum() > 0, column
     assert actors["pulls"].sum() > 0
+    for part in ("wait", "insert", "sample", "update"):  # the learner's side of the breakdown
+        assert 0 < run[f"learner_{part}_s"] < run["train_time_s"], part
+    assert run["learner_updates_per_s"] > 0 and run["stopped_by"] == "budget"
 
 
 @pytest.mark.parametrize("backend", ["local", "ray"])
@@ -53,6 +56,28 @@ def test_tiny_run_completes_and_records_curve_and_breakdown(scratch, algo, backe
     done = run_quarl(scratch, *overrides, f"actorq.backend={backend}")
     check_record(scratch, min_learner_steps=100)
     assert "int8 actor policy" in done.stdout + done.stderr
+
+
+def test_a_time_limit_ends_the_run_and_pinned_actors_each_have_a_core(scratch):
+    done = run_quarl(scratch, *DQN, "train.steps=1000000", "actorq.time_limit_s=12", "actorq.pin_actors=true")
+    log = done.stdout + done.stderr
+    run, _, _ = stored(scratch)
+    assert run["status"] == "done" and run["stopped_by"] == "time_limit" and run["env_steps"] < 1_000_000
+    assert "actorq.time_limit_s=12 s" in log and "Actor 0 started (pid" in log and ", core " in log
+
+
+@pytest.mark.parametrize("cores, actors, expected", [
+    (range(16), 14, list(range(2, 16))),  # the published layout: two cores left to the learner
+    (range(2), 2, [0, 1]),  # no core to spare: the learner shares
+    (range(2), 1, [1]),
+    (range(2), 3, [0, 1, 0]),  # more actors than cores: in turn
+    ([4, 5, 6, 7], 2, [6, 7]),  # only the cores this process may use (taskset)
+])
+def test_pinned_actors_leave_the_learner_its_cores(monkeypatch, cores, actors, expected):
+    from quarl.actorq import transport
+
+    monkeypatch.setattr(transport.os, "sched_getaffinity", lambda pid: set(cores))
+    assert transport.actor_cores(actors) == expected
 
 
 def run_killing_actor_0(scratch, backend: str, *overrides: str, before_kill=None) -> str:
@@ -191,6 +216,7 @@ def test_store_from_before_actorq_gets_the_new_curve_columns(tmp_path):
         (["quant.actor_bits=4"], "quant.actor_bits=4 cannot be executed by an actor: use 8 (int8), 16 (fp16) or 32"),
         (["algo=d4pg"], "algo=d4pg needs continuous actions but env CartPole-v1 has discrete actions"),
         (["actorq.backend=ray"], "actorq.backend=ray needs Ray, which is not installed"),
+        (["actorq.time_limit_s=0"], "actorq.time_limit_s=0.0 must be positive (or null)"),
     ],
 )
 def test_bad_input_gets_one_clear_line(scratch, overrides, message):

@@ -663,7 +663,7 @@ def test_plots_stay_readable(tmp_path: Path):
                                                  **{f"{n} (ms/step)": 1.0 for n in actorq.PART_NAMES.values()}}
                                                 for p in actorq.ORDER]), "dqn", "acrobot")
     legend = fig.legends[0]
-    assert [t.get_text() for t in legend.get_texts()] == ["load", "deserialize", "pull", "env", "inference"]
+    assert [t.get_text() for t in legend.get_texts()] == ["send", "load", "deserialize", "pull", "env", "inference"]
     fig.canvas.draw()
     box, bars = legend.get_window_extent(), fig.axes[0].get_window_extent()
     assert box.x0 >= bars.x1  # beside the bars, not over them

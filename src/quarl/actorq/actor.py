@@ -54,6 +54,7 @@ class Timings:
     pull_s: float = 0.0  # fetching packed weights from the transport
     deserialize_s: float = 0.0  # reading the packed weights (and converting them, when comm_bits != actor_bits)
     load_s: float = 0.0  # building the executor from them (the paper's load_state_dict)
+    send_s: float = 0.0  # handing chunks to the learner (waiting while its queue is full)
     steps: int = 0
     pulls: int = 0
     wall_s: float = 0.0
@@ -155,8 +156,10 @@ def run_actor(actor_id: int, spec: ActorSpec, link: Link) -> Timings:
                 episode_return, episode_length = 0.0, 0
                 obs, _ = env.reset()
             if len(adder) >= spec.chunk_size:
-                timings.wall_s = time.perf_counter() - start
+                t0 = time.perf_counter()
+                timings.wall_s = t0 - start
                 link.send(Chunk(actor_id, adder.take(), timings.steps - sent_steps, episodes, timings.as_dict()))
+                timings.send_s += time.perf_counter() - t0
                 sent_steps, episodes = timings.steps, []
                 if link.stopped():
                     return timings

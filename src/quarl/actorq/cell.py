@@ -18,7 +18,7 @@ from quarl.actorq.d4pg import D4PGLearner
 from quarl.actorq.dqn import DQNLearner
 from quarl.actorq.learner import TrainResult, open_run_curves, train
 from quarl.actorq.settings import Settings, resolve
-from quarl.actorq.transport import LocalTransport, Transport
+from quarl.actorq.transport import LocalTransport, Transport, actor_cores
 from quarl.evaluate.episodes import Evaluation, evaluate
 from quarl.evaluate.fidelity import STATES, executed_fidelity, greedy_actions
 from quarl.rl.envs import make_env
@@ -73,7 +73,7 @@ def make_transport(settings: Settings) -> Transport:
         from quarl.actorq.ray_transport import RayTransport
 
         return RayTransport(settings.actor, settings.ray_address, settings.actors)
-    return LocalTransport(settings.actor, capacity)
+    return LocalTransport(settings.actor, capacity, actor_cores(settings.actors) if settings.pin_actors else None)
 
 
 @contextlib.contextmanager
@@ -109,11 +109,14 @@ def _fields(result: TrainResult, actor_ev: Evaluation) -> dict[str, Any]:
         "learner_steps": result.learner_steps,
         "publishes": result.publishes,
         "bytes_per_publish": result.bytes_per_publish,
-        "publish_ms": 1e3 * result.publish_s / max(1, result.publishes),
+        "publish_ms": 1e3 * result.learner.publish_s / max(1, result.publishes),
         "actor_steps_per_s": sum(a["steps_per_s"] for a in actors),
         "actor_inference_ms": 1e3 * sum(a["inference_s"] for a in actors) / max(1, steps),
         "actor_restarts": sum(a["restarts"] for a in actors),
         "policy_bytes": result.bytes_per_publish,
+        "actor_send_s": sum(a["send_s"] for a in actors),
+        "stopped_by": result.stopped_by,
+        **result.learner.fields(result.learner_steps, result.wall_s),
     }
 
 
@@ -195,7 +198,7 @@ def _log_actors(result: TrainResult) -> None:
     for a in result.actors:
         log.info(
             "actor %d: %d steps, %.0f steps/s; inference %.1f s, env %.1f s, pull %.2f s, deserialize %.2f s, "
-            "load %.2f s (%d pulls, %d restarts)",
+            "load %.2f s, send %.2f s (%d pulls, %d restarts)",
             a["actor"],
             a["steps"],
             a["steps_per_s"],
@@ -204,6 +207,7 @@ def _log_actors(result: TrainResult) -> None:
             a["pull_s"],
             a["deserialize_s"],
             a["load_s"],
+            a["send_s"],
             a["pulls"],
             a["restarts"],
         )

@@ -18,7 +18,7 @@ import copy
 import numpy as np
 import torch
 
-from quarl.actorq.networks import DistributionalCritic, gradient_step, policy_network
+from quarl.actorq.networks import DistributionalCritic, gradient_step, policy_network, to_device
 from quarl.actorq.settings import Settings
 
 
@@ -61,9 +61,9 @@ class D4PGLearner:
         self.target_period, self.max_grad_norm = int(h["target_update_period"]), float(h["max_grad_norm"])
         self.updates = 0
 
-    def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+    def update(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         """One critic and one policy step on a sampled batch; returns both losses."""
-        b = {k: torch.as_tensor(v, device=self.device) for k, v in batch.items()}
+        b = to_device(batch, self.device)
         with torch.no_grad():
             next_logits = self.target_critic(b["next_obs"], self.target_policy(b["next_obs"]))
             target = project(next_logits.softmax(-1), b["reward"], b["discount"], self.atoms)
@@ -79,4 +79,4 @@ class D4PGLearner:
         if self.updates % self.target_period == 0:
             self.target_policy.load_state_dict(self.policy.state_dict())
             self.target_critic.load_state_dict(self.critic.state_dict())
-        return {"critic_loss": critic_loss.item(), "policy_loss": policy_loss.item()}
+        return {"critic_loss": critic_loss.detach(), "policy_loss": policy_loss.detach()}

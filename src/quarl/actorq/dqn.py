@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from quarl.actorq.networks import gradient_step, q_network
+from quarl.actorq.networks import gradient_step, q_network, to_device
 from quarl.actorq.settings import Settings
 
 
@@ -37,9 +37,9 @@ class DQNLearner:
         self.target_period = max(1, round(max(h["target_update_interval"], h["train_freq"]) * updates_per_step))
         self.updates = 0
 
-    def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+    def update(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         """One gradient step on a sampled batch; returns the loss."""
-        b = {k: torch.as_tensor(v, device=self.device) for k, v in batch.items()}
+        b = to_device(batch, self.device)
         with torch.no_grad():  # double Q-learning: the online net picks the next action, the target values it
             best = self.policy(b["next_obs"]).argmax(dim=1, keepdim=True)
             next_q = self.target(b["next_obs"]).gather(1, best).squeeze(1)
@@ -50,4 +50,4 @@ class DQNLearner:
         self.updates += 1
         if self.updates % self.target_period == 0:
             self.target.load_state_dict(self.policy.state_dict())
-        return {"loss": loss.item()}
+        return {"loss": loss.detach()}

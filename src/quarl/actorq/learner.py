@@ -6,6 +6,11 @@ The loop never waits for one actor: it waits for *any* chunk, a bounded time, an
 actors' health between waits. An actor that dies is restarted (at most `actorq.max_restarts`
 times per actor id) and the log says so; when none is left, or no experience has arrived for
 `actorq.stall_timeout_s`, the run ends with a clear error instead of hanging.
+
+The learner keeps its own time breakdown (`LearnerTimings`): waiting for experience, inserting it,
+sampling batches, updating, publishing. On a GPU the updates are queued without waiting for them
+(losses stay on the device until a curve row reads them), so `update_s` is the time to launch
+them and the GPU's own time shows where the learner next waits on it (a publish or a curve row).
 """
 
 from __future__ import annotations
@@ -46,7 +51,9 @@ class Learner(Protocol):
         """The fp32 acting network (published)."""
         ...
 
-    def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]: ...
+    def update(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+        """One gradient step; its losses as 0-d tensors on the learner's device (read without waiting)."""
+        ...
 
 
 @dataclass
@@ -74,6 +81,22 @@ class ActorBook:
 
 
 @dataclass
+class LearnerTimings:
+    """Cumulative seconds the learner spent on each part of its loop."""
+
+    wait_s: float = 0.0  # waiting for experience (the rate limiter allowed no update)
+    insert_s: float = 0.0  # inserting chunks into the replay
+    sample_s: float = 0.0  # sampling batches
+    update_s: float = 0.0  # gradient updates (launching them, on a GPU)
+    publish_s: float = 0.0  # packing and publishing weights (one copy from the GPU each)
+
+    def fields(self, updates: int, wall_s: float) -> dict[str, float]:
+        """The record's learner fields: each part's seconds and the updates per second of wall time."""
+        parts = {f"learner_{k}": v for k, v in vars(self).items() if k != "publish_s"}
+        return {**parts, "learner_updates_per_s": updates / wall_s if wall_s > 0 else 0.0}
+
+
+@dataclass
 class TrainResult:
     """What a run measured: curve rows, actor breakdowns, the learner's counts and timings."""
 
@@ -83,9 +106,10 @@ class TrainResult:
     learner_steps: int
     publishes: int
     bytes_per_publish: int
-    publish_s: float
     wall_s: float
     last_losses: dict[str, float]
+    learner: LearnerTimings
+    stopped_by: str  # budget, target (actorq.stop_at_return) or time_limit (actorq.time_limit_s)
 
 
 def open_run_curves(cfg: Any, run_dir: Path) -> Curves:
@@ -115,19 +139,20 @@ def open_run_curves(cfg: Any, run_dir: Path) -> Curves:
 
 
 class LossWindow:
-    """The learner's losses averaged between two curve rows."""
+    """The learner's losses averaged between two curve rows, summed on the learner's device (read
+    once per row, so a GPU learner does not wait for every update)."""
 
     def __init__(self) -> None:
-        self.sums: dict[str, float] = {}
+        self.sums: dict[str, torch.Tensor] = {}
         self.count = 0
 
-    def add(self, losses: dict[str, float]) -> None:
+    def add(self, losses: dict[str, torch.Tensor]) -> None:
         for k, v in losses.items():
-            self.sums[k] = self.sums.get(k, 0.0) + v
+            self.sums[k] = self.sums[k] + v.detach() if k in self.sums else v.detach().clone()
         self.count += 1
 
     def take(self) -> dict[str, float]:
-        means = {f"train/{k}": v / self.count for k, v in self.sums.items()} if self.count else {}
+        means = {f"train/{k}": v.item() / self.count for k, v in self.sums.items()} if self.count else {}
         self.sums, self.count = {}, 0
         return means
 
@@ -142,7 +167,7 @@ def train(
     loop = _Loop(settings, learner, transport, progress, curves)
     try:
         loop.start_actors()
-        while loop.env_steps < loop.budget and not _reached(settings, loop.curve, loop.env_steps):
+        while not loop.stopped_by():
             now, moved = loop.take_experience()
             loop.update()
             loop.watch(now, moved)
@@ -172,8 +197,10 @@ class _Loop:
         self.quantizer = ParameterQuantizer(spec.layer_shapes, spec.comm_bits)
         self.book = ActorBook()
         self.curve: list[dict[str, float]] = []
-        self.env_steps, self.version, self.publish_s = 0, 0, 0.0
-        self.losses: dict[str, float] = {}
+        self.env_steps, self.version = 0, 0
+        self.timings = LearnerTimings()
+        self.losses: dict[str, torch.Tensor] = {}
+        self.stop = ""
         self.start = self.last_progress = time.perf_counter()
         precision = f"int{spec.actor_bits}" if spec.actor_bits == 8 else f"fp{spec.actor_bits}"
         self.bar = Progress(
@@ -190,7 +217,24 @@ class _Loop:
         """Quantize the learner's weights once and hand them to the transport."""
         t0 = time.perf_counter()
         self.transport.publish(self.version, self.quantizer.pack(self.learner.policy))
-        self.publish_s += time.perf_counter() - t0
+        self.timings.publish_s += time.perf_counter() - t0
+
+    def stopped_by(self) -> str:
+        """Why the run ends now ('' while it goes on): its budget, its target return or its time limit."""
+        s = self.settings
+        if self.env_steps >= self.budget:
+            self.stop = "budget"
+        elif _reached(s, self.curve, self.env_steps):
+            self.stop = "target"
+        elif s.time_limit_s is not None and time.perf_counter() - self.start >= s.time_limit_s:
+            log.warning(
+                "Stopping at %d of %d env steps: the run reached actorq.time_limit_s=%g s.",
+                self.env_steps,
+                self.budget,
+                s.time_limit_s,
+            )
+            self.stop = "time_limit"
+        return self.stop
 
     def start_actors(self) -> None:
         for actor_id in range(self.settings.actors):
@@ -203,8 +247,10 @@ class _Loop:
         the time after receiving, and whether any experience came or the learner can train."""
         can_train = self.limiter.can_sample(self.replay.inserted)
         can_insert = self.limiter.can_insert(self.replay.inserted)
+        t0 = time.perf_counter()
         chunks = self.transport.receive(0.0 if can_train else WAIT_S) if can_insert else []
         now = time.perf_counter()
+        self.timings.wait_s += now - t0
         for chunk in chunks:
             seen = len(self.curve)
             self.env_steps += _take(chunk, self.replay, self.book, self.curve, self.env_steps, now - self.start)
@@ -213,6 +259,7 @@ class _Loop:
                     self.curves.episode(
                         int(point["step"]), point["reward"], int(point["length"]), point["wall_s"], actor=point["actor"]
                     )
+        self.timings.insert_s += time.perf_counter() - now
         return now, bool(chunks) or can_train
 
     def update(self) -> None:
@@ -221,8 +268,13 @@ class _Loop:
             if not self.limiter.can_sample(self.replay.inserted):
                 break
             self.limiter.sample()
-            self.losses = self.learner.update(self.replay.sample(self.limiter.batch))
+            t0 = time.perf_counter()
+            batch = self.replay.sample(self.limiter.batch)
+            t1 = time.perf_counter()
+            self.losses = self.learner.update(batch)
             self.window.add(self.losses)
+            self.timings.sample_s += t1 - t0
+            self.timings.update_s += time.perf_counter() - t1
             if self.learner.updates % self.settings.publish_period == 0:
                 self.version += 1
                 self.publish()
@@ -276,9 +328,10 @@ class _Loop:
             self.learner.updates,
             self.version + 1,
             self.quantizer.nbytes,
-            self.publish_s,
             time.perf_counter() - self.start,
-            self.losses,
+            {k: v.item() for k, v in self.losses.items()},
+            self.timings,
+            self.stop,
         )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+import numpy as np
 import torch
 import torch.nn as nn
 
@@ -64,3 +65,10 @@ def gradient_step(
     loss.backward()
     torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm)
     optimizer.step()
+
+
+def to_device(batch: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
+    """A sampled batch on the learner's device: through pinned memory and without waiting, on a GPU."""
+    if device.type != "cuda":
+        return {k: torch.as_tensor(v) for k, v in batch.items()}
+    return {k: torch.from_numpy(v).pin_memory().to(device, non_blocking=True) for k, v in batch.items()}

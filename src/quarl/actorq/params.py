@@ -90,17 +90,31 @@ class ParameterQuantizer:
     def pack(self, net: nn.Module) -> np.ndarray:
         """The packed weights of `net` (a view of this quantizer's buffer: copy it before the next pack)."""
         arrays: dict[str, torch.Tensor | float] = {}
-        linears = [m for m in net.modules() if isinstance(m, nn.Linear)]
-        for i, m in enumerate(linears):
-            wt = m.weight.detach().float().t().cpu()
+        for i, (wt, b) in enumerate(_on_host(net)):
             if self.bits == 8:
                 wt, arrays[f"scale{i}"], arrays[f"zero_point{i}"] = quantize_uint8(wt)
-            arrays[f"wt{i}"], arrays[f"b{i}"] = wt, m.bias.detach().float().cpu()
+            arrays[f"wt{i}"], arrays[f"b{i}"] = wt, b
         for name, offset, shape, dtype in _layout(self.shapes, self.bits)[:-1]:
             view = torch.from_numpy(np.ndarray(shape, dtype=dtype, buffer=self.buffer, offset=offset))
             value = arrays[name]
             view.copy_(value if isinstance(value, torch.Tensor) else torch.tensor([value]))
         return self.buffer
+
+
+def _on_host(net: nn.Module) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Every Linear layer's float32 (weight transposed, bias) on the CPU, in one copy from the
+    network's device (a GPU learner's publish waits on one transfer, not one per tensor)."""
+    linears = [m for m in net.modules() if isinstance(m, nn.Linear)]
+    parts = [t.detach().float().reshape(-1) for m in linears for t in (m.weight.t(), m.bias)]
+    flat = torch.cat(parts).cpu() if parts else torch.zeros(0)
+    out, offset = [], 0
+    for m in linears:
+        n_in, n_out = m.in_features, m.out_features
+        wt = flat[offset : offset + n_in * n_out].view(n_in, n_out)
+        b = flat[offset + n_in * n_out : offset + (n_in + 1) * n_out]
+        out.append((wt, b))
+        offset += (n_in + 1) * n_out
+    return out
 
 
 def unpack(buffer: np.ndarray, shapes: Sequence[tuple[int, int]], bits: int) -> list[Layer]:

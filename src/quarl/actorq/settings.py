@@ -107,6 +107,8 @@ class Settings:
     log_interval_s: float
     stall_timeout_s: float
     stop_at_return: Optional[float]  # end once the last RETURN_WINDOW training episodes average this
+    time_limit_s: Optional[float]  # end after this many seconds of wall time
+    pin_actors: bool  # local actors: one core each (quarl.actorq.transport.actor_cores)
     action_low: Optional[list[float]]  # D4PG: the env's action bounds ([-1, 1] actions are scaled to them)
     action_high: Optional[list[float]]
 
@@ -194,6 +196,8 @@ def resolve(cfg: Any) -> Settings:
         log_interval_s=float(a.log_interval_s),
         stall_timeout_s=float(a.stall_timeout_s),
         stop_at_return=a.stop_at_return,
+        time_limit_s=a.time_limit_s,
+        pin_actors=bool(a.pin_actors),
         action_low=low,
         action_high=high,
     )

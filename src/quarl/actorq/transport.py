@@ -11,6 +11,7 @@ counter (an actor copies them only when the version moved), and chunks travel th
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import signal
 import time
@@ -29,6 +30,17 @@ log = logging.getLogger(__name__)
 
 QUEUE_CHUNKS = 2  # chunks in flight per actor at most: actors wait when the learner stops taking them in
 JOIN_S = 5.0  # seconds an actor gets to stop before it is terminated
+LEARNER_CORES = 2  # cores pinned actors leave free where there are enough: the learner's loop and, on a GPU, its driver
+
+
+def actor_cores(actors: int) -> list[int]:
+    """A core for each actor (`actorq.pin_actors`): the cores this process may use, the first
+    LEARNER_CORES (or as many as the actors leave) kept for the learner, the rest one per actor
+    (taken in turn where there are more actors than cores)."""
+    cores = sorted(os.sched_getaffinity(0))
+    free = max(0, min(LEARNER_CORES, len(cores) - actors))
+    mine = cores[free:]
+    return [mine[i % len(mine)] for i in range(actors)]
 
 
 class Transport(ABC):
@@ -77,18 +89,22 @@ class LocalLink:
         return self.stop_event.is_set()
 
 
-def _local_actor(actor_id: int, spec: ActorSpec, link: LocalLink) -> None:
-    """A local actor process: Ctrl-C is the learner's to handle (it stops the actors itself)."""
+def _local_actor(actor_id: int, spec: ActorSpec, link: LocalLink, core: Optional[int]) -> None:
+    """A local actor process (on `core` alone, where given): Ctrl-C is the learner's to handle (it
+    stops the actors itself)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if core is not None:
+        os.sched_setaffinity(0, {core})
     logging.basicConfig(level=logging.WARNING, format="[actor %(process)d] %(levelname)s %(message)s")
     run_actor(actor_id, spec, link)
 
 
 class LocalTransport(Transport):
-    """Actors as local processes; weights in shared memory with a version counter; chunks in a queue."""
+    """Actors as local processes; weights in shared memory with a version counter; chunks in a queue.
+    With `cores`, actor i runs on cores[i] alone."""
 
-    def __init__(self, spec: ActorSpec, capacity: int) -> None:
-        self.spec = spec
+    def __init__(self, spec: ActorSpec, capacity: int, cores: Optional[list[int]] = None) -> None:
+        self.spec, self.cores = spec, cores
         self.mp = mp.get_context("spawn")
         self.weights = torch.zeros(capacity, dtype=torch.uint8).share_memory_()
         self.version, self.size = self.mp.Value("q", -1, lock=False), self.mp.Value("q", 0, lock=False)
@@ -100,13 +116,14 @@ class LocalTransport(Transport):
 
     def start(self, actor_id: int) -> str:
         link = LocalLink(self.weights, self.version, self.size, self.lock, self.chunks, self.stop_event)
+        core = self.cores[actor_id] if self.cores is not None else None
         proc = self.mp.Process(
-            target=_local_actor, args=(actor_id, self.spec, link), daemon=True, name=f"quarl-actor-{actor_id}"
+            target=_local_actor, args=(actor_id, self.spec, link, core), daemon=True, name=f"quarl-actor-{actor_id}"
         )
         proc.start()
         self.procs[actor_id] = proc
         self.reported.discard(actor_id)
-        return f"pid {proc.pid}"
+        return f"pid {proc.pid}" + (f", core {core}" if core is not None else "")
 
     def publish(self, version: int, packed: np.ndarray) -> None:
         with self.lock:

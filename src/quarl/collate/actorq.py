@@ -33,13 +33,14 @@ from quarl.store.sqlite import Store
 
 GRID = 100  # wall-time points per convergence curve
 ORDER = ["fp32", "fp16", "int8"]  # precisions in plots and tables
-PARTS = ["inference_s", "env_s", "pull_s", "deserialize_s", "load_s"]
+PARTS = ["inference_s", "env_s", "pull_s", "deserialize_s", "load_s", "send_s"]
 PART_NAMES = {
     "inference_s": "inference",
     "env_s": "env",
     "pull_s": "pull",
     "deserialize_s": "deserialize",
     "load_s": "load",
+    "send_s": "send",
 }  # as the ActorQ log names them
 
 
@@ -258,8 +259,8 @@ def breakdown(study: Study, actors: pd.DataFrame) -> pd.DataFrame:
     df = actors.merge(done, on="cell_key")
     if df.empty:
         return pd.DataFrame()
-    for part in PARTS:
-        df[part] = 1e3 * df[part] / df["steps"].clip(lower=1)
+    for part in PARTS:  # a part an older record did not measure (send) is NaN
+        df[part] = 1e3 * pd.to_numeric(df[part], errors="coerce") / df["steps"].clip(lower=1)
     out = df.groupby([*SETTING, "precision"])[PARTS + ["steps_per_s"]].mean().reset_index()
     return out.rename(columns={p: f"{PART_NAMES[p]} (ms/step)" for p in PARTS})
 
@@ -276,8 +277,9 @@ def breakdown_figure(table: pd.DataFrame, algo: str, env: str):
             r = panel.set_index("precision").reindex(ORDER).dropna(how="all")
             bottom = np.zeros(len(r))
             for column in columns:
-                ax.bar(r.index, r[column], bottom=bottom, label=column.split(" (")[0])
-                bottom += r[column].to_numpy()
+                heights = r[column].fillna(0.0).to_numpy()  # send: not measured before quarl recorded it
+                ax.bar(r.index, heights, bottom=bottom, label=column.split(" (")[0])
+                bottom += heights
             ax.set_title(
                 f"{net} policy, pull every {period} steps" if len(panels) > 1 else f"pull every {period} steps"
             )

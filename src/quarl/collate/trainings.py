@@ -64,7 +64,14 @@ EFFECTIVE = (BUDGET, EVAL_EVERY)
 HYPERPARAMS = "algo.hyperparams."
 #: ActorQ keys that change how a run is watched or where it runs, not the policy it trains.
 ACTORQ_OPERATIONAL = frozenset(
-    {"actorq.log_interval_s", "actorq.stall_timeout_s", "actorq.max_restarts", "actorq.ray_address", "actorq.backend"}
+    {
+        "actorq.log_interval_s",
+        "actorq.stall_timeout_s",
+        "actorq.max_restarts",
+        "actorq.ray_address",
+        "actorq.backend",
+        "actorq.pin_actors",
+    }
 )
 ABSENT = object()  # a key the record's stored config does not have
 #: Keys whose absence has a known meaning: records from before keep-best and pretrained policies.

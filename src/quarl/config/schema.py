@@ -90,6 +90,8 @@ class ActorQConfig:
     log_interval_s: float = 10.0  # seconds between progress lines
     stall_timeout_s: float = 120.0  # no experience for this long ends the run with an error
     stop_at_return: Optional[float] = None  # end once the last 10 training episodes average this (null: whole budget)
+    time_limit_s: Optional[float] = None  # end the run after this many seconds of wall time (null: no limit)
+    pin_actors: bool = False  # local actors: each on a core of its own, the first cores left to the learner (Linux)
 
 
 @dataclass

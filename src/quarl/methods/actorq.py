@@ -15,6 +15,11 @@ ALGOS = ("dqn", "d4pg")  # discrete and continuous actions
 BACKENDS = ("local", "ray")
 ACTOR_BITS = (8, 16, 32)  # int8, fp16, fp32 actors
 COMM_BITS = (None, 8, 16, 32)
+#: actorq.* keys added after ActorQ records were written, with their defaults: a cell keeps its key
+#: while they are at them.
+LATER_DEFAULTS: dict[str, Any] = {"time_limit_s": None}
+NULLABLE = ("n_step", "replay_size", "samples_per_insert", "time_limit_s")  # settings whose null means derived or none
+PLACEMENT = ("pin_actors",)  # where processes run, never what they learn: not part of a key
 
 
 @dataclass
@@ -34,7 +39,14 @@ class ActorQ(QuantMethod):
 
     def spec(self, cfg: DictConfig) -> dict[str, Any]:
         """The distributed run shapes the policy and its curve: its settings are part of the key."""
-        return {**super().spec(cfg), "actorq": OmegaConf.to_container(cfg.actorq, resolve=True)}
+        settings = OmegaConf.to_container(cfg.actorq, resolve=True)
+        assert isinstance(settings, dict)
+        kept = {
+            k: v
+            for k, v in settings.items()
+            if k not in PLACEMENT and not (k in LATER_DEFAULTS and v == LATER_DEFAULTS[k])
+        }
+        return {**super().spec(cfg), "actorq": kept}
 
     def used_bits(self, quant: DictConfig) -> int:
         """The actors' width: the learner trains in fp32, the actors act at quant.actor_bits."""
@@ -64,6 +76,11 @@ class ActorQ(QuantMethod):
         if a.actors < 1:
             raise QuarlError(f"actorq.actors={a.actors} must be at least 1 actor process.")
         one_of("actorq.backend", a.backend, BACKENDS)
+        if a.pin_actors and a.backend != "local":
+            raise QuarlError(
+                "actorq.pin_actors=true places local actor processes; Ray places its own actors: "
+                "use actorq.pin_actors=false with actorq.backend=ray."
+            )
         if cfg.quant.actor_bits not in ACTOR_BITS:
             raise QuarlError(
                 f"quant.actor_bits={cfg.quant.actor_bits} cannot be executed by an actor: use 8 (int8), "
@@ -83,12 +100,12 @@ class ActorQ(QuantMethod):
             "samples_per_insert": a.samples_per_insert,
             "log_interval_s": a.log_interval_s,
             "stall_timeout_s": a.stall_timeout_s,
+            "time_limit_s": a.time_limit_s,
         }
         for name, value in positive.items():
             if value is not None and value <= 0:
                 raise QuarlError(
-                    f"actorq.{name}={value} must be positive"
-                    + (" (or null)." if name in ("n_step", "replay_size", "samples_per_insert") else ".")
+                    f"actorq.{name}={value} must be positive" + (" (or null)." if name in NULLABLE else ".")
                 )
         for name in ("min_replay", "max_restarts"):
             if a[name] is not None and a[name] < 0:

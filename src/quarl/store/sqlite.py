@@ -68,11 +68,11 @@ CREATE INDEX IF NOT EXISTS curves_cell ON curves (cell_key);
 CREATE TABLE IF NOT EXISTS actors (
     cell_key TEXT NOT NULL, actor INTEGER NOT NULL, steps INTEGER, steps_per_s REAL, wall_s REAL,
     inference_s REAL, env_s REAL, pull_s REAL, deserialize_s REAL, load_s REAL, pulls INTEGER, restarts INTEGER,
-    PRIMARY KEY (cell_key, actor)
+    send_s REAL, PRIMARY KEY (cell_key, actor)
 );
 """
 # Columns added to a table after a store was first written: added to older files when opened.
-MIGRATIONS = {"curves": ("wall_s REAL", "actor INTEGER")}
+MIGRATIONS = {"curves": ("wall_s REAL", "actor INTEGER"), "actors": ("send_s REAL",)}
 ACTOR_COLUMNS = (
     "actor",
     "steps",
@@ -85,6 +85,7 @@ ACTOR_COLUMNS = (
     "load_s",
     "pulls",
     "restarts",
+    "send_s",
 )
 
 
