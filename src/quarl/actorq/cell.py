@@ -136,7 +136,7 @@ def run_actorq_cell(ctx: Context) -> Measured:
         )
     ev, actor_ev, fidelity = _evaluate_both(cfg, settings, learner, device)
     fields = {**_fields(result, actor_ev), **fidelity.fields("actor_"), "training_device": str(device)}
-    _log_actors(result)
+    _log_breakdown(result)
     _log_summary(cfg, settings, result, ev, actor_ev, fidelity.agreement, fields["actor_steps_per_s"])
     return Measured(ev, fields, result.curve, {"actors": result.actors})
 
@@ -193,8 +193,20 @@ def _evaluate_both(
     return ev, actor_ev, fidelity
 
 
-def _log_actors(result: TrainResult) -> None:
-    """Each actor's steps and where its time went."""
+def _log_breakdown(result: TrainResult) -> None:
+    """Where the learner's time went, and each actor's steps and time."""
+    t = result.learner
+    log.info(
+        "learner: %d updates, %.0f updates/s; waiting for experience %.1f s, insert %.1f s, sample %.1f s, "
+        "update %.1f s, publish %.1f s",
+        result.learner_steps,
+        result.learner_steps / result.wall_s if result.wall_s > 0 else 0.0,
+        t.wait_s,
+        t.insert_s,
+        t.sample_s,
+        t.update_s,
+        t.publish_s,
+    )
     for a in result.actors:
         log.info(
             "actor %d: %d steps, %.0f steps/s; inference %.1f s, env %.1f s, pull %.2f s, deserialize %.2f s, "
