@@ -1,0 +1,306 @@
+"""ActorQ as published, and the paper's mixed-precision study, in one script that fits a GPU device
+machine's ten minutes (`benchmarks/device/gpu.sh` runs it there).
+
+Parts, in order, each skipped with a line saying so when the time left (`--budget-s`) cannot hold it:
+
+1. **CUDA smoke** (about 30 s at most): a DQN learner with the 3x2048 Q-network on the device, 50
+   updates on random batches, a publish (one copy from the GPU) and a bf16 autocast update; any
+   error or a non-finite loss exits 1 before anything else runs.
+2. **ActorQ DQN rows** (`+sweep=actorq_gpu`): the learner on the device, 14 actors pinned one to a
+   core (all cores but two), fp32 vs int8 actors, on CartPole, MountainCar and Acrobot, each run to
+   its published target (198.22, -120.62, -107.45; `actorq.stop_at_return`) or its cap (`--cap-s`;
+   `actorq.time_limit_s`). Prints time to target (a bound, ≥, where the cap came first), the
+   speedup beside the published one, and each side's throughput and waits.
+3. **Mixed precision** (`benchmarks/bench_amp.py`): DQN on Pong at the paper's three sizes.
+4. **D4PG** with the 2048x3 policy on Pendulum (`+sweep=d4pg_gpu`; Gymnasium's Pendulum travels,
+   DeepMind Control does not), fp32 vs int8 actors.
+5. **4-bit on a VNNI CPU** (`benchmarks/bench_int4.py`), only where `lscpu` lists avx512_vnni or amx,
+   with the time left (it trains its 3x2048 policy first).
+
+Writes under `--out`: the store `results.sqlite`, the records as `records.tar.gz` (one JSON file a
+cell, for `docs/reproduction/records`), `actorq_gpu.md` and `amp.csv`, and `log.txt`.
+
+`--rehearse`: the same parts on this machine's CPU with tiny budgets (`train.device=cpu`, 64x64
+networks, 2 actors, 8 s caps, CartPole only, tiny AMP networks): the test suite runs it.
+
+Usage: python benchmarks/bench_actorq_gpu.py [--out outputs/gpu] [--budget-s 540] [--cap-s 60] [--rehearse]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGETS = {"cartpole": 198.22, "mountaincar": -120.62, "acrobot": -107.45}  # the paper's DQN rows
+START_S = 25  # a capped run's start-up (14 actor processes) and its evaluation, beyond its cap
+SMOKE_S = 30
+
+
+class Clock:
+    """The script's time budget."""
+
+    def __init__(self, budget_s: float) -> None:
+        self.end = time.monotonic() + budget_s
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+    def allows(self, part: str, needs_s: float) -> bool:
+        if self.left() >= needs_s:
+            return True
+        print(f"\n## {part}: skipped, {self.left():.0f} s left of the budget and it needs about {needs_s:.0f} s\n")
+        return False
+
+
+def smoke(device: str) -> None:
+    """The learner's whole GPU path once: updates, a publish, an autocast update; raises on any fault."""
+    import numpy as np
+    import torch
+    from hydra import compose, initialize_config_dir
+
+    from quarl import CONF_DIR
+    from quarl.actorq.dqn import DQNLearner
+    from quarl.actorq.params import ParameterQuantizer
+    from quarl.actorq.settings import resolve
+    from quarl.config import schema
+    from quarl.train.amp import DTYPE
+
+    start = time.monotonic()
+    schema.register()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(
+            "config",
+            overrides=["algo=dqn", "env=cartpole", "quant=actorq", "+sweep=actorq_gpu", f"train.device={device}"],
+        )
+    settings = resolve(cfg)
+    learner = DQNLearner(settings, torch.device(device))
+    rng = np.random.default_rng(0)
+    batch = {
+        "obs": rng.standard_normal((64, 4), dtype=np.float32),
+        "next_obs": rng.standard_normal((64, 4), dtype=np.float32),
+        "action": rng.integers(0, 2, 64).astype(np.int64),
+        "reward": np.ones(64, np.float32),
+        "discount": np.full(64, 0.97, np.float32),
+    }
+    losses = [learner.update(batch)["loss"] for _ in range(50)]
+    packed = ParameterQuantizer(settings.actor.layer_shapes, 8).pack(learner.policy)
+    with torch.autocast(torch.device(device).type, dtype=DTYPE):
+        losses.append(learner.update(batch)["loss"])
+    values = torch.stack(losses).float().cpu()
+    if not torch.isfinite(values).all() or packed.nbytes == 0:
+        raise RuntimeError(f"smoke run: non-finite losses {values.tolist()[-3:]} or an empty publish")
+    name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    print(
+        f"## CUDA smoke: passed on {name} in {time.monotonic() - start:.1f} s "
+        f"(51 updates, loss {values[0]:.3f} -> {values[-1]:.3f}, {packed.nbytes} bytes a publish)\n"
+    )
+
+
+def quarl_run(args: list[str], log: Path) -> int:
+    """`python run.py ARGS`, its output appended to `log`; its exit code."""
+    with log.open("a") as out:
+        return subprocess.run(
+            [sys.executable, str(ROOT / "run.py"), *args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT
+        ).returncode
+
+
+def actorq_rows(a: argparse.Namespace, clock: Clock, common: list[str], log: Path) -> None:
+    """The DQN rows, one multirun (fp32 and int8 actors) per env."""
+    extra = (
+        ["train.device=cpu", "actorq.actors=2", "algo.hyperparams.policy_kwargs.net_arch=[64,64]"] if a.rehearse else []
+    )
+    for env in a.envs:
+        if not clock.allows(f"ActorQ DQN on {env}", 2 * (a.cap_s + START_S)):
+            continue
+        code = quarl_run(
+            [
+                "-m",
+                "+sweep=actorq_gpu",
+                f"env={env}",
+                f"actorq.stop_at_return={TARGETS[env]}",
+                f"actorq.time_limit_s={a.cap_s}",
+                f"hydra.sweep.dir={a.out}/runs/{env}",
+                *common,
+                *extra,
+            ],
+            log,
+        )
+        print(f"ActorQ DQN on {env}: exit code {code} ({clock.left():.0f} s left)")
+
+
+def d4pg_rows(a: argparse.Namespace, clock: Clock, common: list[str], log: Path) -> None:
+    """D4PG with the published 2048x3 policy on Pendulum, fp32 vs int8 actors, with the time left."""
+    if not clock.allows("D4PG on Pendulum", 2 * (a.cap_s + START_S)):
+        return
+    tiny = (
+        [
+            "algo.hyperparams.policy_layers=[64,64]",
+            "algo.hyperparams.critic_layers=[64,64]",
+            "actorq.actors=2",
+            "train.device=cpu",
+        ]
+        if a.rehearse
+        else []
+    )
+    code = quarl_run(
+        [
+            "-m",
+            "algo=d4pg",
+            "+sweep=d4pg_gpu",
+            f"actorq.time_limit_s={a.cap_s}",
+            f"hydra.sweep.dir={a.out}/runs/d4pg",
+            *common,
+            *tiny,
+        ],
+        log,
+    )
+    print(f"D4PG on Pendulum: exit code {code} ({clock.left():.0f} s left)")
+
+
+def summary(out: Path) -> pd.DataFrame:
+    """Time to target per (algo, env, precision) with the speedup beside the paper's, and each side's
+    throughput and waits from the records."""
+    from quarl.collate import load
+    from quarl.collate.actorq import time_to_reward
+    from quarl.store.sqlite import Store
+
+    store = out / "results.sqlite"
+    if not store.exists():
+        return pd.DataFrame()
+    study = load(store)
+    ttr = time_to_reward(study, Store(store).curves())
+    if ttr.empty:
+        return ttr
+    runs = study.done[study.done["quant"] == "actorq"].copy()
+    runs["precision"] = pd.to_numeric(runs["quant.actor_bits"]).astype(int).map({8: "int8", 16: "fp16", 32: "fp32"})
+    sides = runs.groupby(["algo", "env", "precision"])[
+        ["actor_steps_per_s", "learner_updates_per_s", "learner_wait_s", "actor_send_s", "train_time_s"]
+    ].mean()
+    devices = runs.groupby(["algo", "env", "precision"])["training_device"].first()
+    rows = []
+    for r in ttr.to_dict("records"):
+        at = (r["algo"], r["env"], r["precision"])
+        side, paper = sides.loc[at], r.get("speedup (paper)")
+        bound = {">=": "≥ ", "<=": "≤ "}.get(r["speedup_bound"], "")
+        rows.append(
+            {
+                "algo": r["algo"],
+                "env": r["env"],
+                "network": r["network"],
+                "actors": r["precision"],
+                "learner": devices.loc[at],
+                "target": r["target"],
+                "time to target (s)": f"{'≥ ' if r['censored'] else ''}{r['time_s']:.1f}",
+                "speedup": "–" if math.isnan(r["speedup_vs_fp32"]) else f"{bound}{r['speedup_vs_fp32']:.2f}x",
+                "speedup (paper)": "" if pd.isna(paper) else f"{paper:.2f}x",
+                "actor steps/s": round(side["actor_steps_per_s"]),
+                "learner updates/s": round(side["learner_updates_per_s"]),
+                "learner waiting (s)": round(side["learner_wait_s"], 1),
+                "actors blocked sending (s, summed)": round(side["actor_send_s"], 1),
+                "run (s)": round(side["train_time_s"], 1),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def int4_on_vnni(rehearse: bool, clock: Clock) -> None:
+    """bench_int4 where the CPU has VNNI or AMX, stopped when the budget ends (it trains its policy first)."""
+    flags = "" if rehearse else subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    if "avx512_vnni" not in flags and "amx" not in flags:
+        print("\n## 4-bit on a VNNI CPU: skipped, this CPU lists neither avx512_vnni nor amx\n")
+    elif clock.allows("4-bit on a VNNI CPU", 90):
+        try:
+            subprocess.run(
+                [sys.executable, str(ROOT / "benchmarks/bench_int4.py"), "--rounds", "5"],
+                timeout=clock.left(),
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            print("\n## 4-bit on a VNNI CPU: stopped at the end of the budget\n")
+
+
+def write_summary(out: Path, device: str) -> None:
+    """Print the ActorQ table and write it to `out`/actorq_gpu.md."""
+    table = summary(out)
+    text = table.to_markdown(index=False) if len(table) else "no ActorQ record landed: see log.txt"
+    (out / "actorq_gpu.md").write_text(text + "\n")
+    print(f"\n## ActorQ, learner on {device}\n\n{text}\n")
+
+
+def archive(out: Path) -> int:
+    """The runs' records as one tar of `<cell_key>.record.json` files; how many."""
+    from quarl.report.build import archive as copy_records
+
+    with tempfile.TemporaryDirectory() as tmp:
+        count = copy_records(out / "runs", Path(tmp))
+        with tarfile.open(out / "records.tar.gz", "w:gz") as tar:
+            for path in sorted(Path(tmp).glob("*.record.json")):
+                tar.add(path, arcname=path.name)
+    return count
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "outputs/gpu")
+    ap.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget of the whole script")
+    ap.add_argument("--cap-s", type=float, default=60.0, help="wall-clock cap of each ActorQ run")
+    ap.add_argument("--envs", nargs="+", default=list(TARGETS), choices=list(TARGETS))
+    ap.add_argument("--rehearse", action="store_true", help="on the CPU with tiny budgets (the test suite's run)")
+    a = ap.parse_args()
+    if a.rehearse:
+        a.cap_s, a.envs = min(a.cap_s, 8.0), ["cartpole"]
+    a.out = a.out.resolve()
+    a.out.mkdir(parents=True, exist_ok=True)
+    log, clock = a.out / "log.txt", Clock(a.budget_s)
+    import torch
+
+    device = "cpu" if a.rehearse else "cuda"
+    if device == "cuda" and not torch.cuda.is_available():
+        print("No CUDA device is visible: run with --rehearse on a CPU machine.", file=sys.stderr)
+        return 1
+    try:
+        smoke(device)
+    except Exception as exc:  # any fault at all ends the script before it spends the budget
+        print(f"CUDA smoke run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    common = [
+        f"store.path={a.out}/results.sqlite",
+        f"store.policies={a.out}/policies",
+        "train.progress=false",
+        "eval.progress=false",
+        "hydra.callbacks.collate.enabled=false",
+    ]
+    actorq_rows(a, clock, common, log)
+    write_summary(a.out, device)
+    amp = ["--tiny", "--updates", "3", "--rounds", "1", "--train-steps", "300"] if a.rehearse else []
+    if clock.allows("Mixed precision", 20 if a.rehearse else 100):
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "benchmarks/bench_amp.py"),
+                "--device",
+                device,
+                "--csv",
+                str(a.out / "amp.csv"),
+                *amp,
+            ],
+            check=False,
+        )
+    d4pg_rows(a, clock, common, log)
+    write_summary(a.out, device)
+    int4_on_vnni(a.rehearse, clock)
+    print(f"\nRecords: {archive(a.out)} in {a.out / 'records.tar.gz'}; log: {log}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

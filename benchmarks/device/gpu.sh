@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The GPU study on a device machine, in one call of about ten minutes. Prepare here first:
+#   bash benchmarks/device/wheels.sh            # the packages the device lacks, as wheels in .whl/
+# then run on the device, carrying .whl (the command the device tool takes):
+#   bash benchmarks/device/gpu.sh               # with carry [".whl"] and timeout_s 600
+# It installs the wheels beside the device's own torch (quarl from src/, without its torch pin),
+# names the GPU and the CPU, runs benchmarks/bench_actorq_gpu.py and leaves in $OUT: stdout.txt,
+# log.txt, actorq_gpu.md, amp.csv, records.tar.gz and results.sqlite. Back here:
+#   tar xzf <files_at>/records.tar.gz -C docs/reproduction/records && quarl report
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-outputs/device}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+{ nvidia-smi -L; lscpu | grep -E "Model name|^CPU\(s\)"; lscpu | grep -o -E "avx512_vnni|amx_[a-z0-9]+" | sort -u | tr '\n' ' '; echo; 
+  python3 -c "import torch; print('torch', torch.__version__)"; } 2>&1 | tee "$OUT/stdout.txt"
+timeout "${BUDGET_S:-560}" python3 benchmarks/bench_actorq_gpu.py --out /tmp/gpu --budget-s $(( ${BUDGET_S:-560} - 30 )) 2>&1 | tee -a "$OUT/stdout.txt"
+status=${PIPESTATUS[0]}
+for f in log.txt actorq_gpu.md amp.csv records.tar.gz results.sqlite; do [ -f "/tmp/gpu/$f" ] && cp "/tmp/gpu/$f" "$OUT/"; done
+exit "$status"
