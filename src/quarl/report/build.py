@@ -22,7 +22,7 @@ import pandas as pd
 import yaml
 
 from quarl.collate.steps import Steps
-from quarl.report import published_conditions, robustness, summary
+from quarl.report import mixed_precision, published_conditions, robustness, summary
 from quarl.report.extensions import extensions_left, extensions_section
 from quarl.report.ptq_table import _ptq_section, ptq_table
 from quarl.report.qat_vs_ptq import _qat_section
@@ -100,6 +100,7 @@ def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> st
         steps.next("ActorQ")
         curves = actorq_figures(campaign, folder, figures)
         parts.append("## ActorQ: fp32 vs int8 actors\n\n" + actorq_section(campaign, curves))
+        parts.append("## Mixed-precision training\n\n" + mixed_precision.section(folder))
         steps.next("the named sweeps")
         parts.append(
             "## Every named sweep: records so far, cost, command\n\n"

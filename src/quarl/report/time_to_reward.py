@@ -71,6 +71,7 @@ def actorq_section(campaign: Campaign, figures: list[str]) -> str:
                 r["env"],
                 r["network"],
                 r["precision"],
+                _learner(cells),
                 str(r["seeds"]),
                 fmt(pd.to_numeric(cells["env_steps"]).mean(), 0),
                 fmt(pd.to_numeric(cells["train_time_s"]).mean(), 0),
@@ -89,6 +90,7 @@ def actorq_section(campaign: Campaign, figures: list[str]) -> str:
         "env",
         "policy",
         "actors",
+        "learner",
         "seeds",
         "env steps",
         "wall s",
@@ -102,7 +104,15 @@ def actorq_section(campaign: Campaign, figures: list[str]) -> str:
         "final eval reward",
     ]
     reading = actorq_reading(ttr, done)
-    return note("actorq") + "\n\n" + _markdown(header, rows) + reading + "".join(f"\n\n{f}" for f in figures)
+    gpu = any(row[4] == "cuda" for row in rows)
+    return note("actorq", gpu=gpu) + "\n\n" + _markdown(header, rows) + reading + "".join(f"\n\n{f}" for f in figures)
+
+
+def _learner(cells: pd.DataFrame) -> str:
+    """The device the cells' learner ran on (records from before quarl recorded it ran on the CPU)."""
+    if "training_device" not in cells:
+        return "cpu"
+    return "/".join(sorted({str(d) for d in cells["training_device"].fillna("cpu")})) or "cpu"
 
 
 def actorq_reading(ttr: pd.DataFrame, done: pd.DataFrame) -> str:
