@@ -1,0 +1,151 @@
+"""Where a full-integer policy's action agreement with fp32 goes: TFLite's int8 scheme applied one
+stage at a time to a trained policy, the agreement measured after each.
+
+The policy: quarl's default run's (PPO on CartPole, rl-zoo3's tuned 64x64 Tanh MLP, seed 0, from the
+policy cache, trained first if missing), or `--algo dqn` (a 64x64 ReLU MLP, keep-best). The states: the
+fp32 policy's own greedy episodes (`--episodes`, seeds disjoint from the calibration episodes).
+
+Stages, each in float64 on top of the previous one, then the integer reference itself:
+1. weights int8, symmetric per output channel;
+2. the observation on the int8 input grid (per feature, from the calibration states' min-max);
+3. each pre-activation requantized to its int8 output scale;
+4. each Tanh's output on TFLite's fixed int8 grid (scale 1/128);
+5. `quarl.deploy.edge.integer` (what `quant.backend=c|tflite` execute), with min-max and with
+   percentile calibration.
+
+With `--algo dqn` it also sets the Q-value gap between the best two actions beside how far int8
+weights (per tensor, as quarl's PTQ default, and per channel) move the Q-values: where the move is
+larger than the gap, rounding alone can flip the greedy action.
+
+Usage: python benchmarks/bench_edge_agreement.py [--algo ppo|dqn] [--episodes 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn as nn
+from hydra import compose, initialize_config_dir
+
+from quarl import CONF_DIR
+from quarl.config import schema
+from quarl.deploy import acting_network
+from quarl.deploy.edge.calibrate import calibration_states, visited_states
+from quarl.deploy.edge.convert import integer_policy
+from quarl.deploy.edge.integer import IntegerPolicy
+from quarl.train.cache import obtain
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def staged(net: nn.Module, ip: IntegerPolicy, obs: np.ndarray, stages: int) -> np.ndarray:
+    """Greedy actions of the float network with the first `stages` int8 stages applied."""
+    linears = [m for m in net.modules() if isinstance(m, nn.Linear)]
+    activations = [ip_layer.activation for ip_layer in ip.layers]
+    x = ip.normalize(obs).astype(np.float64)
+    if stages >= 2:  # the int8 input grid
+        x = (ip.quantize_input(obs).astype(np.float64) - ip.input.zero_point) * ip.step + ip.center
+    for m, layer, act in zip(linears, ip.layers, activations):
+        w, b = m.weight.detach().double().numpy(), m.bias.detach().double().numpy()
+        if stages >= 1:
+            scale = np.abs(w).max(axis=1, keepdims=True) / 127
+            w = np.round(w / scale) * scale
+        z = x @ w.T + b
+        if stages >= 3:
+            q = np.clip(np.round(z / layer.output.scale) + layer.output.zero_point, -128, 127)
+            z = (q - layer.output.zero_point) * layer.output.scale
+        if act == "tanh":
+            z = np.tanh(z)
+            if stages >= 4:
+                z = np.round(z * 128) / 128
+        elif act == "relu":
+            z = np.maximum(z, 0)
+        x = z
+    return x.argmax(axis=1)
+
+
+def q_gaps(q_net: nn.Module, states: np.ndarray) -> pd.DataFrame:
+    """Median abs Q, the gap between the best two Q-values, and the Q-value error of int8 weights."""
+    obs = torch.as_tensor(states)
+    with torch.no_grad():
+        q = q_net(obs).numpy()
+        top = np.sort(q, axis=1)
+        gap = top[:, -1] - top[:, -2]
+        rows = []
+        for granularity in ("per tensor", "per channel"):
+            rounded = copy.deepcopy(q_net)
+            for m in rounded.modules():
+                if isinstance(m, nn.Linear):
+                    w = m.weight
+                    peak = w.abs().amax(dim=1, keepdim=True) if granularity == "per channel" else w.abs().max()
+                    m.weight.copy_(torch.round(w / (peak / 127)) * (peak / 127))
+            error = np.abs(rounded(obs).numpy() - q).max(axis=1)
+            rows.append(
+                {
+                    "int8 weights": granularity,
+                    "median abs Q": float(np.median(np.abs(q))),
+                    "median gap": float(np.median(gap)),
+                    "median Q error": float(np.median(error)),
+                    "states where error > gap": float((error > gap).mean()),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--algo", default="ppo", choices=["ppo", "dqn"])
+    ap.add_argument("--episodes", type=int, default=10)
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    schema.register()
+    overrides = [f"algo={a.algo}", "env=cartpole", "train.progress=false", "quant.bits=8"]
+    overrides += ["train.keep_best=true"] if a.algo == "dqn" else []
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    policy = obtain(cfg, ROOT / "outputs/policies")
+    model = policy.load()
+    net = acting_network(model, policy.obs_transform())
+    calibration = calibration_states(cfg, policy)
+    states = visited_states(model, cfg.env, list(range(10_000, 10_000 + a.episodes)), policy.obs_transform())
+    fp32 = model.predict(states, deterministic=True)[0]
+    ip = integer_policy(net, calibration)
+    names = [
+        "fp32",
+        "1. weights int8 per channel",
+        "2. + int8 input grid",
+        "3. + int8 pre-activations",
+        "4. + Tanh output on 1/128",
+    ]
+    rows = [
+        {"stage": name, "action agreement": float((staged(net.body, ip, states, i) == fp32).mean())}
+        for i, name in enumerate(names)
+    ]
+    for statistic in ("minmax", "percentile"):
+        reference = integer_policy(net, calibration, statistic=statistic)
+        rows.append(
+            {
+                "stage": f"5. integer reference ({statistic} calibration)",
+                "action agreement": float((reference.act(states) == fp32).mean()),
+            }
+        )
+    print(
+        f"## Action agreement with fp32: {a.algo.upper()} CartPole seed 0 ({len(states)} states of "
+        f"{a.episodes} fp32 episodes; calibration: {len(calibration)} states)\n"
+    )
+    print(pd.DataFrame(rows).to_markdown(index=False, floatfmt=".4f"))
+    if a.algo == "dqn":
+        print("\n## DQN's Q-value gaps against the Q-value error of int8 weights (same states)\n")
+        print(q_gaps(model.q_net, states).to_markdown(index=False, floatfmt=".4g"))
+
+
+if __name__ == "__main__":
+    main()
