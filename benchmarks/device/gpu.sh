@@ -15,7 +15,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
 { nvidia-smi -L; lscpu | grep -E "Model name|^CPU\(s\)"; lscpu | grep -o -E "avx512_vnni|amx_[a-z0-9]+" | sort -u | tr '\n' ' '; echo; 
   python3 -c "import torch; print('torch', torch.__version__)"; } 2>&1 | tee "$OUT/stdout.txt"
-timeout "${BUDGET_S:-560}" python3 benchmarks/bench_actorq_gpu.py --out /tmp/gpu --budget-s $(( ${BUDGET_S:-560} - 30 )) 2>&1 | tee -a "$OUT/stdout.txt"
+timeout "${BUDGET_S:-540}" python3 benchmarks/bench_actorq_gpu.py --out /tmp/gpu --budget-s $(( ${BUDGET_S:-540} - 30 )) 2>&1 | tee -a "$OUT/stdout.txt"
 status=${PIPESTATUS[0]}
 for f in log.txt actorq_gpu.md amp.csv records.tar.gz results.sqlite; do [ -f "/tmp/gpu/$f" ] && cp "/tmp/gpu/$f" "$OUT/"; done
 exit "$status"
