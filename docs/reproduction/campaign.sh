@@ -26,8 +26,8 @@ sweep() {  # sweep NAME [OVERRIDES...]
   local name=$1; shift
   local started=$SECONDS
   taskset -c 1 nice -n 5 python run.py -m "+sweep=$name" "${COMMON[@]}" "hydra.sweep.dir=outputs/campaign/$name" "$@"
-  archive
   echo "campaign: $name $* took $((SECONDS - started)) s" | tee -a docs/reproduction/wall_times.txt
+  archive  # after the wall time, so the report written with the records holds it
 }
 
 show() {  # show NAME [OVERRIDES...]: the command `sweep` would run, for a machine that can run it
