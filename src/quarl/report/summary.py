@@ -108,7 +108,10 @@ def robust_line(tables: dict[str, pd.DataFrame]) -> str:
             same += r["diff"].low <= 0 <= r["diff"].high
     if not tables:
         return "not run yet."
-    return f"{better} widths better than the plain twin, {worse} worse, {same} no difference shown (paired by seed)."
+    return (
+        f"{better + worse + same} widths compared with their plain twins (paired by seed): {better} better, "
+        f"{worse} worse, {same} with no difference shown."
+    )
 
 
 def actorq_line(campaign: Campaign) -> str:
