@@ -72,3 +72,21 @@ def test_plan_lists_the_jobs_run_py_launches_in_order(scratch, sweeper):
     assert done.returncode == 0, done.stderr
     launched = [" ".join(json.loads(line)) for line in (scratch / "launched.jsonl").read_text().splitlines()]
     assert launched == list(planned["overrides"])
+
+
+def test_a_long_job_folder_name_is_cut_and_stays_distinct():
+    """Names over 255 bytes make the file system refuse the job's folder: a long name is cut to
+    MAX_DIRNAME bytes and ends with a hash of the whole."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from quarl.sweeps import MAX_DIRNAME, override_dirname
+
+    parser = OverridesParser.create()
+    layers = [f"algo.hyperparams.policy_layers=[{w},{w}]" for w in (64, 65)]
+    names = []
+    for layer in layers:
+        overrides = parser.parse_overrides([layer, *(f"+extra{i}.long_setting_name={i}" for i in range(12))])
+        names.append(override_dirname(overrides, [], ",", "="))
+    assert all(len(n.encode()) <= MAX_DIRNAME for n in names) and names[0] != names[1]
+    short = parser.parse_overrides(["algo=dqn", "seed=1"])
+    assert override_dirname(short, [], ",", "=") == "algo=dqn,seed=1"  # as Hydra names it

@@ -4,6 +4,7 @@ sweep's job configs composed once per set of config-group choices."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import itertools
 import logging
 import re
@@ -107,11 +108,20 @@ def _set_values(overrides: list[Override], cfg: DictConfig) -> bool:
     return True
 
 
+MAX_DIRNAME = 200  # bytes of a job folder's name; file systems refuse names over 255
+
+
 def override_dirname(overrides: Sequence[Override], exclude_keys: Sequence[str], item_sep: str, kv_sep: str) -> str:
     """A job's folder name, as Hydra forms `hydra.job.override_dirname`: the job's overrides but
-    the excluded keys, sorted, joined by `item_sep`, each `=` replaced by `kv_sep`."""
+    the excluded keys, sorted, joined by `item_sep`, each `=` replaced by `kv_sep`. A name longer
+    than MAX_DIRNAME bytes is cut and ends with a hash of the whole, so jobs keep distinct folders
+    (the job's overrides are in its `.hydra/overrides.yaml` either way)."""
     lines = sorted(str(o.input_line) for o in overrides if o.key_or_group not in exclude_keys)
-    return re.sub("=", kv_sep, item_sep.join(lines))
+    name = re.sub("=", kv_sep, item_sep.join(lines))
+    if len(name.encode()) <= MAX_DIRNAME:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+    return name.encode()[: MAX_DIRNAME - 13].decode(errors="ignore") + "-" + digest
 
 
 def config_groups(conf_dir: Path) -> set[str]:
