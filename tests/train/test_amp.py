@@ -71,17 +71,19 @@ def test_impossible_amp_settings_get_one_sentence(args, message):
 @pytest.mark.slow
 def test_an_amp_trained_policy_learns():
     """PPO with bfloat16 updates on CartPole learns, though more slowly than in float32: after 20k steps
-    seeds 0-3 scored 84, 57, 172 and 113 here (float32: 383, 275, 500, 414; random policy ~24). Asserted:
-    twice a random policy's return, in seeds 0 and 2."""
+    seeds 0-3 scored 84, 57, 172 and 113 here (float32: 383, 275, 500, 414; a random policy's 5-episode mean
+    is about 22 +- 5). Asserted, in seeds 0 and 2 (bfloat16 kernels round alike on every CPU only roughly): each
+    above 40, their mean above 60."""
     import tempfile
     from pathlib import Path
 
     from quarl.evaluate.episodes import evaluate_cell
     from quarl.train.cache import obtain
 
+    rewards = []
     for seed in (0, 2):
         cfg = compose_cfg("train.amp=true", "train.steps=20480", f"seed={seed}", "eval.episodes=5")
         with tempfile.TemporaryDirectory() as tmp:
             policy = obtain(cfg, Path(tmp))
-            ev = evaluate_cell(policy.load(), cfg, policy.obs_transform(), progress=False)
-        assert ev.mean > 48, (seed, ev.mean)
+            rewards.append(evaluate_cell(policy.load(), cfg, policy.obs_transform(), progress=False).mean)
+    assert min(rewards) > 40 and sum(rewards) / len(rewards) > 60, rewards
