@@ -118,15 +118,46 @@ def tables(plain_runs: pd.DataFrame, robust_runs: pd.DataFrame) -> dict[str, pd.
     return found
 
 
+def reading(found: dict[str, pd.DataFrame]) -> str:
+    """Per technique, across its tasks: at how many widths the paired reward difference is above,
+    below or around 0, at how many the agreement rose, and the fp32 reward it cost or gave per task."""
+    lines = []
+    for technique, name in TECHNIQUES.items():
+        mine = {key.rsplit("/", 1)[0]: t for key, t in found.items() if key.endswith(f"/{technique}")}
+        widths = [r for t in mine.values() for _, r in t.iterrows() if r["bits"] != "32" and r["diff"].has_ci]
+        if not widths:
+            continue
+        better = sum(r["diff"].low > 0 for r in widths)
+        worse = sum(r["diff"].high < 0 for r in widths)
+        agree = sum(r["agreement_diff"].has_ci and r["agreement_diff"].low > 0 for r in widths)
+        fp32 = [
+            f"{task} {shown(t.set_index('bits').loc['32', 'diff'], 1)}"
+            for task, t in mine.items()
+            if "32" in set(t["bits"])
+        ]
+        tasks = f"{len(mine)} task{'s' if len(mine) != 1 else ''}"
+        lines.append(
+            f"- {name}, on {tasks}: at 2..8 bits the reward is above its plain twin's at {better} of "
+            f"{len(widths)} widths, below at {worse}, with no difference shown at {len(widths) - better - worse}; "
+            f"the action agreement is higher at {agree}. Its fp32 reward minus the plain one: {'; '.join(fp32)}."
+        )
+    return "Read across the tasks (paired by seed, 95% intervals):\n\n" + "\n".join(lines) if lines else ""
+
+
 def section(plain_runs: pd.DataFrame, robust_runs: pd.DataFrame) -> str:
-    """The Markdown of the section: a block per task and technique run so far."""
+    """The Markdown of the section: what the tasks say together, then a block per task and technique run so far."""
     if robust_runs.empty or "train.robust" not in robust_runs.columns:
         return "Not run yet: `bash docs/reproduction/campaign.sh robust`."
     blocks = [_block(plain_runs, robust_runs, algo, env, technique) for algo, env in TASKS for technique in TECHNIQUES]
     blocks = [b for b in blocks if b]
     keep = f"{KEEP_FRACTION:.0%} of the env's return scale"
     return (
-        ("\n\n".join(blocks) + f"\n\nA width keeps the reward within {keep} of its own fp32 policy's.")
+        (
+            reading(tables(plain_runs, robust_runs))
+            + "\n\n"
+            + "\n\n".join(blocks)
+            + f"\n\nA width keeps the reward within {keep} of its own fp32 policy's."
+        )
         if blocks
         else "Not run yet: `bash docs/reproduction/campaign.sh robust`."
     )
