@@ -176,7 +176,7 @@ def d4pg_rows(a: argparse.Namespace, clock: Clock, common: list[str], log: Path)
 def summary(out: Path) -> pd.DataFrame:
     """Time to target per (algo, env, precision) with the speedup beside the paper's, and each side's
     throughput and waits from the records."""
-    from quarl.collate import load
+    from quarl.collate import actorq, load
     from quarl.collate.actorq import time_to_reward
     from quarl.store.sqlite import Store
 
@@ -187,15 +187,15 @@ def summary(out: Path) -> pd.DataFrame:
     ttr = time_to_reward(study, Store(store).curves())
     if ttr.empty:
         return ttr
-    runs = study.done[study.done["quant"] == "actorq"].copy()
-    runs["precision"] = pd.to_numeric(runs["quant.actor_bits"]).astype(int).map({8: "int8", 16: "fp16", 32: "fp32"})
-    sides = runs.groupby(["algo", "env", "precision"])[
+    runs = actorq.runs(study)  # with precision, network and training: a store's several trainings stay apart
+    keys = [*actorq.SETTING, "precision"]
+    sides = runs.groupby(keys)[
         ["actor_steps_per_s", "learner_updates_per_s", "learner_wait_s", "actor_send_s", "train_time_s"]
     ].mean()
-    devices = runs.groupby(["algo", "env", "precision"])["training_device"].first()
+    devices = runs.groupby(keys)["training_device"].first()
     rows = []
     for r in ttr.to_dict("records"):
-        at = (r["algo"], r["env"], r["precision"])
+        at = tuple(r[k] for k in keys)
         side, paper = sides.loc[at], r.get("speedup (paper)")
         bound = {">=": "≥ ", "<=": "≤ "}.get(r["speedup_bound"], "")
         rows.append(
