@@ -5,7 +5,10 @@ weights in `const` arrays (flash), int32 biases, TFLite's fixed-point requantiza
 256-entry table, activations in two static int8 buffers; no dynamic allocation and no libm. Floats
 appear only where the observation enters (VecNormalize and the per-feature grid: subtract, divide,
 compare, truncate; every constant printed as an exact hexadecimal float) and, for continuous actions,
-as a table of the action value of each output code. It compiles warning-free with
+as a table of the action value of each output code. With int16 activations (TFLite's 16x8 scheme)
+the buffers hold int16, the accumulators int64, Tanh interpolates TFLite's sigmoid table, and a
+continuous head dequantizes and squashes or clips in float32 (C99 does not contract those
+operations into fused multiply-adds, so they round as numpy's). It compiles warning-free with
 `-std=c99 -Wall -Wextra -Werror` for the host and for `arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb`.
 
     #include "policy.h"
@@ -20,6 +23,7 @@ from typing import Iterable
 
 import numpy as np
 
+from quarl.deploy.edge.fixedpoint import SIGMOID_TABLE_UINT16
 from quarl.deploy.edge.integer import Dense, IntegerPolicy
 from quarl.errors import QuarlError
 
@@ -58,6 +62,10 @@ def _int32s(a: np.ndarray) -> list[str]:
     return [str(int(v)) if int(v) != -(2**31) else "(-2147483647 - 1)" for v in np.asarray(a).reshape(-1)]
 
 
+def _int64s(a: np.ndarray) -> list[str]:
+    return [f"INT64_C({int(v)})" for v in np.asarray(a).reshape(-1)]
+
+
 def pack_weights(codes: np.ndarray, bits: int) -> np.ndarray:
     """Rows of `bits`-bit two's-complement codes packed into bytes, lowest bits first; each row padded
     to whole bytes (8 bits: the codes as uint8)."""
@@ -77,23 +85,31 @@ def pack_weights(codes: np.ndarray, bits: int) -> np.ndarray:
 
 def folded_bias(layer: Dense) -> np.ndarray:
     """The bias with the input zero point folded in: sum((q - zp) w) + b = sum(q w) + (b - zp sum(w)).
-    The same integers, as long as the accumulator stays in int32 (checked)."""
+    The same integers, as long as the accumulator stays in int32 (int64 with int16 activations: up to
+    2^47, as TFLite's 16x8 requantization assumes), checked."""
     codes = layer.weight.astype(np.int64)
     bias = layer.bias.astype(np.int64) - layer.input.zero_point * codes.sum(axis=1)
-    worst = np.abs(bias) + 128 * np.abs(codes).sum(axis=1)
-    if np.any(worst >= 2**31):
+    worst = np.abs(bias) + (-layer.input.qmin) * np.abs(codes).sum(axis=1)
+    if np.any(worst >= (2**31 if layer.bits == 8 else 2**47)):
         raise QuarlError(
-            f"{layer.name}'s int32 accumulator could overflow: its bias or weights are too large for int8."
+            f"{layer.name}'s accumulator could overflow: its bias or weights are too large for int{layer.bits} "
+            "activations."
         )
     return bias
 
 
+def _narrow_bias(layer: Dense) -> bool:
+    """Whether the folded bias fits the narrow type (int16 beside int32 accumulators, int32 beside int64)."""
+    limit = 2**15 if layer.bits == 8 else 2**31
+    return bool(np.all(np.abs(folded_bias(layer)) < limit))
+
+
+def _bias_types(policy: IntegerPolicy) -> tuple[str, str]:
+    return ("int16_t", "int32_t") if policy.activation_bits == 8 else ("int32_t", "int64_t")
+
+
 def _uniform(a: np.ndarray) -> bool:
     return bool(np.all(np.asarray(a) == np.asarray(a).reshape(-1)[0]))
-
-
-def _fits_int16(a: np.ndarray) -> bool:
-    return bool(np.all(np.abs(np.asarray(a, dtype=np.int64)) <= 32767))
 
 
 def is_odd(table: np.ndarray) -> bool:
@@ -121,13 +137,16 @@ def data_bytes(policy: IntegerPolicy) -> int:
     for layer in policy.layers:
         rows = layer.weight.shape[0]
         total += pack_weights(layer.weight, layer.weight_bits).size
-        total += rows * (2 if _fits_int16(folded_bias(layer)) else 4)
+        total += rows * (1 if _narrow_bias(layer) else 2) * (2 if layer.bits == 8 else 4)
         total += 0 if _uniform(layer.multiplier) else 4 * rows
         total += 0 if _uniform(layer.shift) else rows
         if layer.tanh_table is not None:
             total += 129 if is_odd(layer.tanh_table) else 256
     if policy.action_table is not None:
         total += 4 * policy.action_table.size
+    if policy.activation_bits == 16:
+        total += 2 * len(SIGMOID_TABLE_UINT16) if any(layer.tanh_int16 for layer in policy.layers) else 0
+        total += 0 if policy.action_kind == "discrete" else 4 * 2 * policy.n_outputs  # LOW, HIGH or SPAN
     return total
 
 
@@ -152,6 +171,7 @@ extern "C" {{
 #define POLICY_DISCRETE {1 if discrete else 0}     /* 1: action[0] is an action index; 0: action values */
 #define POLICY_N_OUTPUTS {policy.n_outputs}    /* {"actions" if discrete else "action values"} */
 #define POLICY_WEIGHT_BITS {policy.weight_bits}
+#define POLICY_ACTIVATION_BITS {policy.activation_bits}
 typedef {action_t} POLICY_ACTION_T;
 
 /* The greedy action for one raw observation (as SB3's predict(obs, deterministic=True), in TFLite's
@@ -169,17 +189,23 @@ void policy_act(const float *obs, POLICY_ACTION_T *action);
 def source(policy: IntegerPolicy, name: str = "policy") -> str:
     """The C99 source computing `policy.act` bit for bit."""
     bits = policy.weight_bits
+    wide = policy.activation_bits == 16
+    act_t = "int16_t" if wide else "int8_t"
+    narrow_t, wide_t = _bias_types(policy)
     discrete = policy.action_kind == "discrete"
     layers = policy.layers
-    width = max(max(layer.weight.shape[0] for layer in layers), 1)
+    width = max(max(layer.weight.shape[0] for layer in layers), policy.obs_dim, 1)
+    scheme = "16x8 scheme (int16 activations, int8 weights, int64 biases)" if wide else "int8 scheme"
     parts: list[str] = [
         f"/* quarl full-integer policy ({policy.algo or 'SB3'}, {len(layers)} layers, {bits}-bit weights):\n"
         " * generated by"
         " quarl.deploy.edge.cgen from the integer reference quarl.deploy.edge.integer, do not edit.\n"
-        " * Arithmetic: TFLite's int8 scheme (per-channel symmetric weights, int32 biases, requantization by a\n"
-        " * fixed-point multiplier and shift with gemmlowp's rounding). No heap, no libm. */\n",
+        f" * Arithmetic: TFLite's {scheme}: per-channel symmetric weights, requantization by a\n"
+        f" * fixed-point multiplier and shift ({policy.rounding} rounding). No heap, no libm. */\n",
         f'#include "{name}.h"\n\n',
-        "#define I32_MIN (-2147483647 - 1)\n#define I32_MAX 2147483647\n\n",
+        "#define I32_MIN (-2147483647 - 1)\n#define I32_MAX 2147483647\n",
+        f"#define ACT_MIN ({policy.input.qmin})\n#define ACT_MAX {policy.input.qmax}\n",
+        f"typedef {act_t} act_t;\ntypedef {'int64_t' if wide else 'int32_t'} acc_t;\n\n",
     ]
     n = policy.obs_dim
     if policy.mean is not None and policy.std is not None and policy.clip is not None:
@@ -196,8 +222,10 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
         parts.append(f"\n/* {layer.name}: {cols} -> {rows}, {layer.activation} */\n")
         parts.append(_array(wtype, f"L{i}_W", wvals, f"[{packed.size}]"))
         bias = folded_bias(layer)
-        btype = "int16_t" if _fits_int16(bias) else "int32_t"
-        parts.append(_array(btype, f"L{i}_B", _int32s(bias), f"[{rows}]"))
+        if _narrow_bias(layer):
+            parts.append(_array(narrow_t, f"L{i}_B", _int32s(bias), f"[{rows}]"))
+        else:
+            parts.append(_array(wide_t, f"L{i}_B", _int64s(bias) if wide else _int32s(bias), f"[{rows}]"))
         if not _uniform(layer.multiplier):
             parts.append(_array("int32_t", f"L{i}_M", _int32s(layer.multiplier), f"[{rows}]"))
         if not _uniform(layer.shift):
@@ -205,21 +233,49 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
         if layer.tanh_table is not None:
             table = half_table(layer.tanh_table) if is_odd(layer.tanh_table) else layer.tanh_table
             parts.append(_array("int8_t", f"L{i}_TANH", _ints(table), f"[{len(table)}]"))
+    if any(layer.tanh_int16 for layer in layers):
+        parts.append("\n/* TFLite's sigmoid(i / 24) in unsigned 0.16 fixed point: its int16 Tanh interpolates it */\n")
+        parts.append(_array("uint16_t", "SIGMOID", _ints(SIGMOID_TABLE_UINT16), f"[{len(SIGMOID_TABLE_UINT16)}]"))
     if not discrete:
-        assert policy.action_table is not None
-        table = policy.action_table
-        parts.append(
-            f"\n/* each output code's action value (at code + 128), SB3's {'squash' if policy.squash else 'clip'} */\n"
-        )
-        parts.append(_array("float", "ACTION_TABLE", map(_hex_float, table.reshape(-1)), f"[{table.shape[0] * 256}]"))
-    parts.append(f"\nstatic int8_t buf_a[{width}];\nstatic int8_t buf_b[{width}];\n")
-    parts.append(_RUNTIME.replace("@REQUANTIZE@", REQUANTIZE[policy.rounding]))
+        parts.append(_head_constants(policy))
+    parts.append(f"\nstatic act_t buf_a[{width}];\nstatic act_t buf_b[{width}];\n")
+    requantize = (REQUANTIZE_16X8 if wide else REQUANTIZE)[policy.rounding]
+    parts.append(_RUNTIME.replace("@REQUANTIZE@", requantize))
+    if _even_features(policy):
+        parts.append(_QUANTIZE_EVEN)
     parts.append(_weight_reader(bits))
-    parts.append(_LAYER_T)
+    parts.append(_layer_t(policy))
     parts.append(_layers(policy))
-    parts.append(_FC)
+    parts.append(_TANH16 if any(layer.tanh_int16 for layer in layers) else _ODD_LOOKUP)
+    parts.append(_FC.replace("@BIAS@", _BIAS).replace("@ACTIVATE@", _TANH16_APPLY if wide else _TABLE_APPLY))
     parts.append(_act(policy))
     return "".join(parts)
+
+
+def _even_features(policy: IntegerPolicy) -> int:
+    """How many leading features LiteRT's builtin QUANTIZE rounds half to even ("ruy": blocks of 8)."""
+    return (policy.obs_dim // 8) * 8 if policy.rounding == "ruy" else 0
+
+
+def _head_constants(policy: IntegerPolicy) -> str:
+    """A continuous head's constants: each output code's action value (int8), or the output scale
+    and the bounds for the float32 head (int16)."""
+    if policy.action_table is not None:
+        table = policy.action_table
+        return (
+            f"\n/* each output code's action value (at code + 128), SB3's {'squash' if policy.squash else 'clip'} */\n"
+            + _array("float", "ACTION_TABLE", map(_hex_float, table.reshape(-1)), f"[{table.shape[0] * 256}]")
+        )
+    assert policy.low is not None and policy.high is not None
+    k = policy.n_outputs
+    low, high = policy.low.astype(np.float32), policy.high.astype(np.float32)
+    second = ("SPAN", (high - low).astype(np.float32)) if policy.squash else ("HIGH", high)
+    return (
+        f"\n/* the float32 head: SB3's {'squash' if policy.squash else 'clip'} of the dequantized output */\n"
+        f"static const float OUT_SCALE = {_hex_float(policy.output.scale)};\n"
+        + _array("float", "LOW", map(_hex_float, low), f"[{k}]")
+        + _array("float", second[0], map(_hex_float, second[1]), f"[{k}]")
+    )
 
 
 REQUANTIZE = {
@@ -252,6 +308,31 @@ static int32_t requantize(int32_t acc, int32_t multiplier, int shift) {
 """,
 }
 
+_REDUCED_64 = r"""/* TFLite's MultiplyByQuantizedMultiplier of an int64 accumulator (TFLite Micro's 16x8 kernels):
+   the multiplier cut to 16 bits, one rounding, ties upward */
+static int32_t requantize(int64_t acc, int32_t multiplier, int shift) {
+    const int64_t reduced = multiplier < 0x7FFF0000 ? ((int64_t)multiplier + (1 << 15)) >> 16 : 0x7FFF;
+    const int total = 15 - shift;
+    (void)rdbpot;
+    (void)srdhm;
+    return (int32_t)((acc * reduced + ((int64_t)1 << (total - 1))) >> total);
+}
+"""
+
+_SINGLE_64 = r"""/* LiteRT's 16x8 requantization: (acc * M + 2^(30 - shift)) >> (31 - shift) with the whole multiplier;
+   the product may pass 64 bits, so M is taken in 16-bit halves */
+static int32_t requantize(int64_t acc, int32_t multiplier, int shift) {
+    const int total = 31 - shift;
+    const int64_t high = acc * (multiplier >> 16);
+    const int64_t low = acc * (multiplier & 0xFFFF) + ((int64_t)1 << (total - 1));
+    (void)rdbpot;
+    (void)srdhm;
+    return (int32_t)((high + (low >> 16)) >> (total - 16));
+}
+"""
+
+REQUANTIZE_16X8 = {"gemmlowp": _REDUCED_64, "ruy": _SINGLE_64, "single": _SINGLE_64}
+
 _RUNTIME = r"""
 /* gemmlowp's SaturatingRoundingDoublingHighMul */
 static int32_t srdhm(int32_t a, int32_t b) {
@@ -274,18 +355,35 @@ static int32_t rdbpot(int32_t x, int e) {
 }
 
 @REQUANTIZE@
-/* clamp(round half away from zero (v)) to int8, without libm: 2v is exact and truncates to 2n or
-   2n + 1 (n = trunc(v)), so (t + sign(t)) / 2 rounds half away; NaN enters as -128 */
-static int8_t quantize(float v) {
+/* clamp(round half away from zero (v)) to act_t, without libm: 2v is exact and truncates to 2n or
+   2n + 1 (n = trunc(v)), so (t + sign(t)) / 2 rounds half away; NaN enters as ACT_MIN */
+static act_t quantize(float v) {
     int32_t t;
-    if (!(v > -128.5f)) {
-        return (int8_t)-128;
+    if (!(v > ACT_MIN - 0.5f)) {
+        return (act_t)ACT_MIN;
     }
-    if (v >= 127.5f) {
-        return (int8_t)127;
+    if (v >= ACT_MAX + 0.5f) {
+        return (act_t)ACT_MAX;
     }
     t = (int32_t)(v + v);
-    return (int8_t)((t + (t > 0) - (t < 0)) / 2);
+    return (act_t)((t + (t > 0) - (t < 0)) / 2);
+}
+"""
+
+_QUANTIZE_EVEN = r"""
+/* as quantize, but a tie (2v an odd integer) goes to the even neighbour: LiteRT's builtin QUANTIZE
+   on its blocks of 8 features */
+static act_t quantize_even(float v) {
+    int32_t t, n;
+    if (!(v > ACT_MIN - 0.5f) || v >= ACT_MAX + 0.5f) {
+        return quantize(v);
+    }
+    t = (int32_t)(v + v);
+    n = t / 2;
+    if ((float)t == v + v && t != 2 * n && n % 2 == 0) {
+        return (act_t)n;
+    }
+    return quantize(v);
 }
 """
 
@@ -306,22 +404,29 @@ typedef uint8_t weight_t;
 """
 
 
-_LAYER_T = r"""
-/* a layer: its weights, bias (the input zero point folded in; int16 or int32: the other pointer
-   null), requantization (per channel, or one value for every channel: the pointer null) and Tanh
-   table (null: none) */
-typedef struct {
+def _layer_t(policy: IntegerPolicy) -> str:
+    narrow_t, wide_t = _bias_types(policy)
+    if policy.activation_bits == 8:
+        tanh = "    const int8_t *table;\n"
+        tail = "    int8_t odd; /* the table: codes 0..127 and -128 of an odd table (else all 256, by code + 128) */\n"
+        about = "and Tanh table (null: none)"
+    else:
+        tanh = "    int32_t tanh_mult; /* int16 Tanh's input multiplier (0: no Tanh) and left shift */\n"
+        tail = "    int8_t tanh_shift;\n"
+        about = "and Tanh (TFLite's int16 TANH parameters)"
+    return f"""
+/* a layer: its weights, bias (the input zero point folded in; {narrow_t} or {wide_t}: the other pointer
+   null), requantization (per channel, or one value for every channel: the pointer null) {about} */
+typedef struct {{
     const weight_t *w;
-    const int16_t *bias16;
-    const int32_t *bias32;
+    const {narrow_t} *bias_narrow;
+    const {wide_t} *bias_wide;
     const int32_t *mult;
     const int8_t *shift;
-    const int8_t *table;
-    int32_t mult_all;
+{tanh}    int32_t mult_all;
     int16_t n_in, n_out, out_zp, act_min;
     int8_t shift_all;
-    int8_t odd; /* the table holds codes 0..127 and -128 of an odd table (else all 256, by code + 128) */
-} layer_t;
+{tail}}} layer_t;
 """
 
 
@@ -329,15 +434,20 @@ def _layers(policy: IntegerPolicy) -> str:
     entries = []
     for i, layer in enumerate(policy.layers):
         rows, cols = layer.weight.shape
-        b16 = _fits_int16(folded_bias(layer))
+        narrow = _narrow_bias(layer)
         mult = "0" if _uniform(layer.multiplier) else f"L{i}_M"
         shift = "0" if _uniform(layer.shift) else f"L{i}_S"
-        table = f"L{i}_TANH" if layer.tanh_table is not None else "0"
-        odd = int(layer.tanh_table is not None and is_odd(layer.tanh_table))
+        if policy.activation_bits == 8:
+            table = f"L{i}_TANH" if layer.tanh_table is not None else "0"
+            odd = int(layer.tanh_table is not None and is_odd(layer.tanh_table))
+            tanh, tail = f"{table}, ", f", {odd}"
+        else:
+            tanh_mult, tanh_shift = layer.tanh_int16 or (0, 0)
+            tanh, tail = f"{tanh_mult}, ", f", {tanh_shift}"
         entries.append(
-            f"    {{L{i}_W, {f'L{i}_B' if b16 else '0'}, {'0' if b16 else f'L{i}_B'}, {mult}, {shift}, {table}, "
+            f"    {{L{i}_W, {f'L{i}_B' if narrow else '0'}, {'0' if narrow else f'L{i}_B'}, {mult}, {shift}, {tanh}"
             f"{_int32s(layer.multiplier[:1])[0]}, {cols}, {rows}, {layer.output.zero_point}, "
-            f"{layer.act_min}, {int(layer.shift[0])}, {odd}}},"
+            f"{layer.act_min}, {int(layer.shift[0])}{tail}}},"
         )
     return (
         f"\n#define N_LAYERS {len(policy.layers)}\nstatic const layer_t LAYERS[N_LAYERS] = {{\n"
@@ -346,7 +456,7 @@ def _layers(policy: IntegerPolicy) -> str:
     )
 
 
-_FC = r"""
+_ODD_LOOKUP = r"""
 /* an odd table stored as codes 0..127 then -128 (cgen.half_table) */
 static int8_t odd_lookup(const int8_t *half, int32_t q) {
     if (q >= 0) {
@@ -357,29 +467,56 @@ static int8_t odd_lookup(const int8_t *half, int32_t q) {
     }
     return (int8_t)-half[-q];
 }
+"""
 
-/* one fully connected layer: int8 in -> int32 accumulator -> requantized int8 out (-> Tanh table) */
-static void fc(const layer_t *l, const int8_t *in, int8_t *out) {
+_TANH16 = r"""
+/* TFLite's int16 TANH (output scale 1/32768): tanh(x) = 2 sigmoid(2x) - 1, the sigmoid table
+   interpolated in 24-bit fixed point */
+static int16_t tanh16(int32_t q, int32_t multiplier, int left_shift) {
+    const int32_t round = left_shift > 0 ? (int32_t)1 << (left_shift - 1) : 0;
+    const int32_t x = (q * multiplier + round) >> left_shift;
+    const uint32_t magnitude = (uint32_t)(x >= 0 ? x : -x);
+    const uint32_t high = magnitude >> 8;
+    int32_t result;
+    if (high >= 255) {
+        result = 0xFFFF << 8;
+    } else {
+        const uint32_t a = SIGMOID[high], b = SIGMOID[high + 1];
+        result = (int32_t)((a << 8) + (magnitude & 0xFF) * (b - a));
+    }
+    result = x >= 0 ? result - (1 << 23) + (1 << 7) : -result + (1 << 23) + (1 << 7) - 1;
+    return (int16_t)(result >> 8);
+}
+"""
+
+_BIAS = "l->bias_narrow != 0 ? (acc_t)l->bias_narrow[o] : (acc_t)l->bias_wide[o]"
+_TABLE_APPLY = r"""        if (l->table == 0) {
+            out[o] = (act_t)acc;
+        } else {
+            out[o] = l->odd ? odd_lookup(l->table, acc) : l->table[acc + 128];
+        }"""
+_TANH16_APPLY = r"""        out[o] = l->tanh_mult != 0 ? tanh16(acc, l->tanh_mult, l->tanh_shift) : (act_t)acc;"""
+
+_FC = r"""
+/* one fully connected layer: act_t in -> acc_t accumulator -> requantized act_t out (-> Tanh) */
+static void fc(const layer_t *l, const act_t *in, act_t *out) {
     int o, i;
     for (o = 0; o < l->n_out; ++o) {
         const weight_t *row = l->w + (long)o * ROW_BYTES(l->n_in);
-        int32_t acc = l->bias16 != 0 ? (int32_t)l->bias16[o] : l->bias32[o];
+        acc_t sum = @BIAS@;
+        int32_t acc;
         for (i = 0; i < l->n_in; ++i) {
-            acc += (int32_t)in[i] * WEIGHT(row, i);
+            sum += (acc_t)((int32_t)in[i] * WEIGHT(row, i));
         }
-        acc = requantize(acc, l->mult != 0 ? l->mult[o] : l->mult_all, l->shift != 0 ? l->shift[o] : l->shift_all);
+        acc = requantize(sum, l->mult != 0 ? l->mult[o] : l->mult_all, l->shift != 0 ? l->shift[o] : l->shift_all);
         acc += l->out_zp;
         if (acc < l->act_min) {
             acc = l->act_min;
         }
-        if (acc > 127) {
-            acc = 127;
+        if (acc > ACT_MAX) {
+            acc = ACT_MAX;
         }
-        if (l->table == 0) {
-            out[o] = (int8_t)acc;
-        } else {
-            out[o] = l->odd ? odd_lookup(l->table, acc) : l->table[acc + 128];
-        }
+@ACTIVATE@
     }
 }
 """
@@ -405,11 +542,13 @@ def _act(policy: IntegerPolicy) -> str:
         ]
     else:
         lines.append("        float x = obs[j];")
-    lines += ["        buf_a[j] = quantize((x - IN_CENTER[j]) / IN_STEP[j]);", "    }"]
+    even = _even_features(policy)
+    quantize = f"(j < {even} ? quantize_even : quantize)" if even else "quantize"
+    lines += [f"        buf_a[j] = {quantize}((x - IN_CENTER[j]) / IN_STEP[j]);", "    }"]
     lines += [
         "    {",
         "        int l;",
-        "        int8_t *src = buf_a, *dst = buf_b, *swap;",
+        "        act_t *src = buf_a, *dst = buf_b, *swap;",
         "        for (l = 0; l < N_LAYERS; ++l) {",
         "            fc(&LAYERS[l], src, dst);",
         "            swap = src;",
@@ -431,10 +570,19 @@ def _act(policy: IntegerPolicy) -> str:
             "        action[0] = (int32_t)best;",
             "    }",
         ]
-    else:
+    elif policy.action_table is not None:
         lines += [
             f"    for (j = 0; j < {policy.n_outputs}; ++j) {{",
             f"        action[j] = ACTION_TABLE[j * 256 + ((int)({src}[j]) + 128)];",
+            "    }",
+        ]
+    else:  # the float32 head of int16 outputs (zero point 0), in numpy's order of operations
+        squash = "LOW[j] + (0.5f * (v + 1.0f)) * SPAN[j]"
+        value = squash if policy.squash else "v < LOW[j] ? LOW[j] : (v > HIGH[j] ? HIGH[j] : v)"
+        lines += [
+            f"    for (j = 0; j < {policy.n_outputs}; ++j) {{",
+            f"        const float v = OUT_SCALE * (float){src}[j];",
+            f"        action[j] = {value};",
             "    }",
         ]
     lines.append("}\n")

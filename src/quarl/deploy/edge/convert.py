@@ -1,6 +1,7 @@
 """From an acting network (an SB3 MLP policy, PTQ- or QAT-quantized, with its VecNormalize and
 action head) to the full-integer policy of `quarl.deploy.edge.integer`: the network's stages, their
-calibrated or recorded activation ranges, int8 (or packed 4-/2-bit) weights and int32 biases."""
+calibrated or recorded activation ranges, int8 (or packed 4-/2-bit) weights and int32 biases (int16
+activations and int64 biases in TFLite's 16x8 scheme)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ from quarl.deploy.acting import (
     ObsNormalize,
     Preprocess,
 )
-from quarl.deploy.edge.fixedpoint import ROUNDINGS, quantize_multiplier, round_half_away
+from quarl.deploy.edge.fixedpoint import ROUNDINGS, quantize_multiplier, round_half_away, tanh_int16_params
 from quarl.deploy.edge.integer import (
+    ACTIVATION_BITS,
     GRANULARITIES,
     MIN_CALIBRATION_OBS,
     SUPPORTED,
@@ -165,11 +167,12 @@ def _weights(w: torch.Tensor, bits: int, name: str, granularity: str = "per_chan
 
 
 def _input_grid(
-    net: ActingNetwork, first: _Stage, obs: Optional[np.ndarray], statistic: str
+    net: ActingNetwork, first: _Stage, obs: Optional[np.ndarray], statistic: str, bits: int = 8
 ) -> tuple[np.ndarray, np.ndarray, str]:
-    """Per-feature center and step of the observation's int8 grid: each feature's calibrated range
-    [lo, hi] onto codes -127..127. One scale for every feature would leave a narrow feature (CartPole's
-    pole angle next to its cart velocity) a handful of levels."""
+    """Per-feature center and step of the observation's int8 (int16) grid: each feature's calibrated
+    range [lo, hi] onto codes -qmax..qmax. One scale for every feature would leave a narrow feature
+    (CartPole's pole angle next to its cart velocity) a handful of levels."""
+    qmax = 2 ** (bits - 1) - 1
     n = int(np.prod(net.obs_shape))
     if obs is not None and len(obs) >= MIN_CALIBRATION_OBS:
         with torch.no_grad():
@@ -201,10 +204,10 @@ def _input_grid(
             "give no int8 scale. Calibrate on more or other states (quant.calibration_episodes)."
         )
     center = ((lo + hi) / 2).astype(np.float32)
-    step = (width / 254).astype(np.float32)
+    step = (width / (2 * qmax)).astype(np.float32)
     constant = width <= 0
     if constant.any():  # a feature that never moved: it keeps its value on a grid of its own size
-        step[constant] = np.where(center[constant] != 0, np.abs(center[constant]) / 127, 1.0).astype(np.float32)
+        step[constant] = np.where(center[constant] != 0, np.abs(center[constant]) / qmax, 1.0).astype(np.float32)
         log.warning("Observation features %s were constant in calibration.", np.flatnonzero(constant).tolist())
     return center, step, why
 
@@ -215,22 +218,28 @@ def _tanh_table(pre: Quant) -> np.ndarray:
     return np.clip(round_half_away(np.tanh(x) / np.float32(TANH_SCALE)), -128, 127).astype(np.int8)
 
 
-def _tanh_input_range(lo: float, hi: float) -> tuple[float, float]:
+def _tanh_saturation(bits: int) -> float:
+    """The Tanh output beyond which the int8 (int16) Tanh gives its end code."""
+    return TANH_SATURATION if bits == 8 else 32767.0 / 32768.0
+
+
+def _tanh_input_range(lo: float, hi: float, bits: int = 8) -> tuple[float, float]:
     """The pre-activation range whose tanh covers the post-activation range [lo, hi] (up to saturation)."""
-    lo, hi = max(min(lo, 0.0), -TANH_SATURATION), min(max(hi, 0.0), TANH_SATURATION)
+    end = _tanh_saturation(bits)
+    lo, hi = max(min(lo, 0.0), -end), min(max(hi, 0.0), end)
     return math.atanh(lo), math.atanh(hi)
 
 
-def _symmetric(lo: float, hi: float, what: str) -> Quant:
-    """int8 scale of [-x, x], x = max(|lo|, |hi|), zero point 0 (a Tanh's input: its table is odd, so
-    the C policy stores half of it)."""
+def _symmetric(lo: float, hi: float, what: str, bits: int = 8) -> Quant:
+    """int8 (int16) scale of [-x, x], x = max(|lo|, |hi|), zero point 0 (a Tanh's input: its int8
+    table is odd, so the C policy stores half of it; every int16 activation of TFLite's 16x8 scheme)."""
     x = max(abs(lo), abs(hi))
     if not math.isfinite(x) or x == 0.0:
         raise QuarlError(
             f"The calibrated range of {what} is [{lo}, {hi}]: a range of zero width has no int8 scale. "
             "Calibrate on more or other states (quant.calibration_episodes), or check the policy."
         )
-    return Quant(float(np.float32(x / 127.0)), 0)
+    return Quant(float(np.float32(x / (2 ** (bits - 1) - 1))), 0, bits)
 
 
 def _bound(stage_in: Quant, codes: np.ndarray, w_scale: np.ndarray, bias: np.ndarray) -> tuple[float, float]:
@@ -250,6 +259,7 @@ def integer_policy(
     weight_bits: int = 8,
     granularity: str = "per_channel_pow2",
     rounding: str = "gemmlowp",
+    activation_bits: int = 8,
 ) -> IntegerPolicy:
     """The full-integer policy of an acting network (`acting_network(model, obs_transform)`).
 
@@ -272,6 +282,8 @@ def integer_policy(
         rounding: the requantization's rounding, as the target runtime rounds (`fixedpoint.ROUNDINGS`):
             "gemmlowp" (TFLite Micro, CMSIS-NN, the C policy), "ruy" (LiteRT's builtin kernels, batch 1)
             or "single" (LiteRT's reference kernels). One .tflite file gives each runtime's actions.
+        activation_bits: 8 (TFLite's int8 scheme) or 16 (its 16x8 scheme: int16 activations, zero
+            point 0, int64 biases; 8-bit weights only).
 
     Raises:
         QuarlError: a layer or policy without an integer form (naming it and what is supported),
@@ -283,6 +295,15 @@ def integer_policy(
         )
     if rounding not in ROUNDINGS:
         raise QuarlError(f"rounding={rounding} is not known: choose one of {', '.join(ROUNDINGS)}.")
+    if activation_bits not in ACTIVATION_BITS:
+        raise QuarlError(
+            f"activation_bits={activation_bits} is not supported: choose one of {', '.join(map(str, ACTIVATION_BITS))}."
+        )
+    if activation_bits == 16 and weight_bits != 8:
+        raise QuarlError(
+            f"int16 activations take 8-bit weights (TFLite's 16x8 scheme), not {weight_bits}-bit: use int8 "
+            "activations for packed 4-/2-bit weights."
+        )
     if granularity not in GRANULARITIES:
         raise QuarlError(f"granularity={granularity} is not supported: choose one of {', '.join(GRANULARITIES)}.")
     if calibration_obs is not None and len(calibration_obs) == 0:
@@ -335,8 +356,9 @@ def integer_policy(
             )
         return got, source
 
-    center, step, ranges["input"] = _input_grid(net, stages[0], calibration_obs, statistic)
-    in_quant = Quant(1.0, 0)
+    bits = activation_bits
+    center, step, ranges["input"] = _input_grid(net, stages[0], calibration_obs, statistic, bits)
+    in_quant = Quant(1.0, 0, bits)
     layers: list[Dense] = []
     for i, stage in enumerate(stages):
         weight = stage.linear.weight.detach().double()
@@ -351,12 +373,14 @@ def integer_policy(
         codes, w_scale = _weights(weight, weight_bits, stage.name, granularity)
         bias_f_np = bias_f.numpy()
         bias_scale = np.float64(in_quant.scale) * w_scale.astype(np.float64)
-        bias = np.clip(np.round(bias_f_np / bias_scale), -(2**31), 2**31 - 1).astype(np.int32)
+        bias_type = np.int32 if bits == 8 else np.int64
+        bias_max = float(np.iinfo(bias_type).max)
+        bias = np.clip(np.round(bias_f_np / bias_scale), -bias_max - 1, bias_max).astype(bias_type)
         last = i == len(stages) - 1
         if not last:  # the next layer's input range is this layer's output range (after its activation)
             (lo, hi), why = input_range(i + 1)
             if stage.activation == "tanh":
-                lo, hi = _tanh_input_range(lo, hi)
+                lo, hi = _tanh_input_range(lo, hi, bits)
                 why += ", through atanh"
         else:
             got = observed_out[i]
@@ -365,17 +389,18 @@ def integer_policy(
             else:
                 real_bias = bias.astype(np.float64) * bias_scale
                 (lo, hi), why = _bound(in_quant, codes, w_scale, real_bias), "bounded from its input range and weights"
-            if stage.activation == "tanh":  # beyond +-atanh(127.5/128) the int8 Tanh output saturates anyway
-                limit = math.atanh(TANH_SATURATION)
+            if stage.activation == "tanh":  # beyond +-atanh(127/128) the int8 Tanh output saturates anyway
+                limit = math.atanh(_tanh_saturation(bits))
                 lo, hi = max(lo, -limit), min(hi, limit)
             if isinstance(head, BoxAction) and not head.squash:  # SB3 clips to the bounds anyway
                 lo, hi = max(lo, float(head.low.min())), min(hi, float(head.high.max()))
         what = f"the output of {stage.name}"
-        out_quant = _symmetric(lo, hi, what) if stage.activation == "tanh" else quant_of(lo, hi, what)
+        symmetric = stage.activation == "tanh" or bits == 16  # TFLite's int16 tensors have zero point 0
+        out_quant = _symmetric(lo, hi, what, bits) if symmetric else quant_of(lo, hi, what)
         ranges[stage.name] = why
         real = np.float64(in_quant.scale) * w_scale.astype(np.float64) / np.float64(out_quant.scale)
         mult_shift = [quantize_multiplier(float(r)) for r in real]
-        act_min = max(-128, out_quant.zero_point) if stage.activation == "relu" else -128
+        act_min = max(out_quant.qmin, out_quant.zero_point) if stage.activation == "relu" else out_quant.qmin
         layer = Dense(
             name=stage.name,
             weight=codes,
@@ -388,8 +413,10 @@ def integer_policy(
             shift=np.array([s for _, s in mult_shift], dtype=np.int32),
             activation=stage.activation,
             act_min=act_min,
-            tanh_table=_tanh_table(out_quant) if stage.activation == "tanh" else None,
+            act_max=out_quant.qmax,
+            tanh_table=_tanh_table(out_quant) if stage.activation == "tanh" and bits == 8 else None,
             rounding=rounding,
+            tanh_int16=tanh_int16_params(out_quant.scale) if stage.activation == "tanh" and bits == 16 else None,
         )
         layers.append(layer)
         in_quant = layer.out_quant
@@ -410,21 +437,12 @@ def integer_policy(
     if isinstance(head, BoxAction):
         policy.low, policy.high = head.low.numpy().reshape(-1), head.high.numpy().reshape(-1)
         policy.squash = bool(head.squash)
-        policy.action_table = _action_table(policy, head)
+        if bits == 8:
+            codes = np.arange(-128, 128)[:, None].repeat(policy.n_outputs, axis=1)
+            policy.action_table = policy.action_values(codes).T.copy()
     if policy.action_kind == "continuous" and policy.n_outputs != int(np.prod(policy.action_shape)):
         raise _unsupported(f"An output of {policy.n_outputs} values for actions shaped {policy.action_shape}")
     return policy
-
-
-def _action_table(policy: IntegerPolicy, head: BoxAction) -> np.ndarray:
-    """float32 [n_outputs, 256]: SB3's action for each output code, in float32 as torch computes it."""
-    out = policy.output.dequantize(np.arange(-128, 128))[None, :].repeat(policy.n_outputs, axis=0)
-    low = head.low.numpy().reshape(-1, 1).astype(np.float32)
-    high = head.high.numpy().reshape(-1, 1).astype(np.float32)
-    span = head.span.numpy().reshape(-1, 1).astype(np.float32)
-    if head.squash:
-        return (low + ((np.float32(0.5) * (out + np.float32(1.0))) * span)).astype(np.float32)
-    return np.minimum(np.maximum(out, low), high).astype(np.float32)
 
 
 def check_model(model: Any) -> None:

@@ -106,3 +106,329 @@ ROUNDINGS = {
     "ruy": multiply_by_quantized_multiplier_ruy,  # LiteRT's builtin optimized kernels (ai-edge-litert)
     "single": multiply_by_quantized_multiplier_single,  # TFLITE_SINGLE_ROUNDING: LiteRT's reference kernels
 }
+
+
+# --- int16 activations (TFLite's 16x8 scheme) -------------------------------------------------------
+
+
+def multiply_by_quantized_multiplier_int64(x: np.ndarray, multiplier: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """TFLite's MultiplyByQuantizedMultiplier for an int64 accumulator (its 16x8 kernels, in every
+    runtime): the multiplier cut to 16 bits, then one rounding, ties upward."""
+    m = np.asarray(multiplier, dtype=np.int64)
+    reduced = np.where(m < 0x7FFF0000, (m + (1 << 15)) >> 16, np.int64(0x7FFF))
+    total = 15 - np.asarray(shift, dtype=np.int64)
+    return (np.asarray(x, dtype=np.int64) * reduced + (np.int64(1) << (total - 1))) >> total
+
+
+#: TFLite's sigmoid(i / 24) in unsigned 0.16 fixed point, i = 0..255: the table its int16 TANH and
+#: LOGISTIC interpolate (the same bytes in LiteRT, TFLite Micro and CMSIS-NN)
+SIGMOID_TABLE_UINT16 = np.array(
+    [
+        32768,
+        33451,
+        34133,
+        34813,
+        35493,
+        36169,
+        36843,
+        37513,
+        38180,
+        38841,
+        39498,
+        40149,
+        40794,
+        41432,
+        42064,
+        42688,
+        43304,
+        43912,
+        44511,
+        45102,
+        45683,
+        46255,
+        46817,
+        47369,
+        47911,
+        48443,
+        48964,
+        49475,
+        49975,
+        50464,
+        50942,
+        51409,
+        51865,
+        52311,
+        52745,
+        53169,
+        53581,
+        53983,
+        54374,
+        54755,
+        55125,
+        55485,
+        55834,
+        56174,
+        56503,
+        56823,
+        57133,
+        57433,
+        57724,
+        58007,
+        58280,
+        58544,
+        58800,
+        59048,
+        59288,
+        59519,
+        59743,
+        59959,
+        60168,
+        60370,
+        60565,
+        60753,
+        60935,
+        61110,
+        61279,
+        61441,
+        61599,
+        61750,
+        61896,
+        62036,
+        62172,
+        62302,
+        62428,
+        62549,
+        62666,
+        62778,
+        62886,
+        62990,
+        63090,
+        63186,
+        63279,
+        63368,
+        63454,
+        63536,
+        63615,
+        63691,
+        63765,
+        63835,
+        63903,
+        63968,
+        64030,
+        64090,
+        64148,
+        64204,
+        64257,
+        64308,
+        64357,
+        64405,
+        64450,
+        64494,
+        64536,
+        64576,
+        64614,
+        64652,
+        64687,
+        64721,
+        64754,
+        64786,
+        64816,
+        64845,
+        64873,
+        64900,
+        64926,
+        64950,
+        64974,
+        64997,
+        65019,
+        65039,
+        65060,
+        65079,
+        65097,
+        65115,
+        65132,
+        65149,
+        65164,
+        65179,
+        65194,
+        65208,
+        65221,
+        65234,
+        65246,
+        65258,
+        65269,
+        65280,
+        65291,
+        65301,
+        65310,
+        65319,
+        65328,
+        65337,
+        65345,
+        65352,
+        65360,
+        65367,
+        65374,
+        65381,
+        65387,
+        65393,
+        65399,
+        65404,
+        65410,
+        65415,
+        65420,
+        65425,
+        65429,
+        65433,
+        65438,
+        65442,
+        65445,
+        65449,
+        65453,
+        65456,
+        65459,
+        65462,
+        65465,
+        65468,
+        65471,
+        65474,
+        65476,
+        65479,
+        65481,
+        65483,
+        65485,
+        65488,
+        65489,
+        65491,
+        65493,
+        65495,
+        65497,
+        65498,
+        65500,
+        65501,
+        65503,
+        65504,
+        65505,
+        65507,
+        65508,
+        65509,
+        65510,
+        65511,
+        65512,
+        65513,
+        65514,
+        65515,
+        65516,
+        65517,
+        65517,
+        65518,
+        65519,
+        65520,
+        65520,
+        65521,
+        65522,
+        65522,
+        65523,
+        65523,
+        65524,
+        65524,
+        65525,
+        65525,
+        65526,
+        65526,
+        65526,
+        65527,
+        65527,
+        65528,
+        65528,
+        65528,
+        65529,
+        65529,
+        65529,
+        65529,
+        65530,
+        65530,
+        65530,
+        65530,
+        65531,
+        65531,
+        65531,
+        65531,
+        65531,
+        65532,
+        65532,
+        65532,
+        65532,
+        65532,
+        65532,
+        65533,
+        65533,
+        65533,
+        65533,
+        65533,
+        65533,
+        65533,
+        65533,
+        65534,
+        65534,
+        65534,
+        65534,
+        65534,
+        65534,
+        65534,
+        65534,
+        65534,
+        65534,
+        65535,
+    ],
+    dtype=np.int64,
+)
+
+
+def tanh_int16_params(input_scale: float) -> tuple[int, int]:
+    """TFLite's int16 TANH preparation for a general (not power-of-two) input scale: the multiplier
+    and left shift that bring the input to units of 1 / (3 * 4096), the multiplier in [2^14, 2^15)."""
+    multiplier = float(np.float32(input_scale)) * 4096.0 * 3.0
+    left_shift = 0
+    while multiplier <= 32767.0 / 2.0 and left_shift <= 30:
+        left_shift += 1
+        multiplier *= 2.0
+    return int(multiplier), left_shift
+
+
+def tanh_int16(q: np.ndarray, multiplier: int, left_shift: int) -> np.ndarray:
+    """TFLite's int16 TANH (output scale 1/32768): tanh(x) = 2 sigmoid(2x) - 1, the sigmoid table
+    interpolated linearly between entries in 24-bit fixed point."""
+    x = np.asarray(q, dtype=np.int64)
+    rounding = (1 << (left_shift - 1)) if left_shift > 0 else 0
+    scaled = (x * multiplier + rounding) >> left_shift
+    magnitude = np.abs(scaled)
+    high = np.minimum(magnitude >> 8, 254)
+    low_entry, high_entry = SIGMOID_TABLE_UINT16[high], SIGMOID_TABLE_UINT16[high + 1]
+    interpolated = (low_entry << 8) + (magnitude & 0xFF) * (high_entry - low_entry)
+    result = np.where(magnitude >> 8 >= 255, np.int64(0xFFFF << 8), interpolated)
+    result = np.where(scaled >= 0, result - (1 << 23) + (1 << 7), -result + (1 << 23) + (1 << 7) - 1)
+    return (result >> 8).astype(np.int16)
+
+
+def multiply_by_quantized_multiplier_int64_single(
+    x: np.ndarray, multiplier: np.ndarray, shift: np.ndarray
+) -> np.ndarray:
+    """LiteRT's 16x8 requantization (its builtin and reference kernels are built with
+    TFLITE_SINGLE_ROUNDING): (x * M + 2^(30 - shift)) >> (31 - shift) on the int64 accumulator, the
+    full 31-bit multiplier, one rounding. The product can pass 64 bits, so M is split in 16-bit halves:
+    floor((A 2^16 + B) / 2^t) = floor((A + floor(B / 2^16)) / 2^(t - 16)) for t >= 16."""
+    x = np.asarray(x, dtype=np.int64)
+    m = np.asarray(multiplier, dtype=np.int64)
+    total = 31 - np.asarray(shift, dtype=np.int64)
+    high, low = x * (m >> 16), x * (m & 0xFFFF) + (np.int64(1) << (total - 1))
+    return (high + (low >> 16)) >> (total - 16)
+
+
+#: the requantization of each runtime family's 16x8 kernels (keys as ROUNDINGS): TFLite Micro's (and
+#: the C policy's default) reduces the multiplier to 16 bits; LiteRT's keeps it whole
+ROUNDINGS_16X8 = {
+    "gemmlowp": multiply_by_quantized_multiplier_int64,
+    "ruy": multiply_by_quantized_multiplier_int64_single,
+    "single": multiply_by_quantized_multiplier_int64_single,
+}

@@ -25,6 +25,12 @@ layers with ReLU, Tanh or no activation between them):
 - head: argmax of the int8 output (first maximum) for discrete actions; for continuous ones the
   dequantized output through SB3's clip or squash (a squashing policy's tanh runs as an int8 Tanh
   first), in float32, tabulated per output code so no target does float arithmetic there.
+
+`activation_bits=16` is TFLite's 16x8 scheme instead: every activation int16 with zero point 0, int8
+weights as above, int64 biases, requantization of the int64 accumulator (`fixedpoint.ROUNDINGS_16X8`),
+TFLite's int16 TANH (output scale 1/32768: the interpolated sigmoid table, `fixedpoint.tanh_int16`), and
+for continuous actions the head computed in float32 from the dequantized output (no table of 65536
+codes). It costs twice the activation memory and keeps 256 times finer activations.
 """
 
 from __future__ import annotations
@@ -38,16 +44,18 @@ from typing import Optional
 import numpy as np
 import torch
 
-from quarl.deploy.edge.fixedpoint import ROUNDINGS, round_half_away
+from quarl.deploy.edge.fixedpoint import ROUNDINGS, ROUNDINGS_16X8, round_half_away, tanh_int16
 from quarl.errors import QuarlError
 from quarl.quantize.weights import qparams
 
 log = logging.getLogger(__name__)
 
 WEIGHT_BITS = (8, 4, 2)
+ACTIVATION_BITS = (8, 16)  # TFLite's int8 scheme, and its 16x8 scheme (int16 activations, int8 weights)
 GRANULARITIES = ("per_channel", "per_channel_pow2", "per_tensor")
 ACTIVATIONS = ("none", "relu", "tanh")
 TANH_SCALE = 1.0 / 128.0  # TFLite's int8 TANH output: scale 1/128, zero point 0
+TANH_SCALE_16 = 1.0 / 32768.0  # its int16 TANH output: scale 1/32768, zero point 0
 # a Tanh's input range ends where its output reaches code +-127: beyond, the output is the end code
 # either way (and codes -127..127 of a zero-point-0 input map to an odd table, which the C policy halves)
 TANH_SATURATION = 127.0 / 128.0
@@ -60,10 +68,23 @@ SUPPORTED = (
 
 @dataclass(frozen=True)
 class Quant:
-    """An int8 tensor's quantization: real = scale * (q - zero_point), q in [-128, 127]."""
+    """An int8 (or int16) tensor's quantization: real = scale * (q - zero_point), q in [qmin, qmax]."""
 
     scale: float  # a float32 value
     zero_point: int
+    bits: int = 8
+
+    @property
+    def qmin(self) -> int:
+        return -(2 ** (self.bits - 1))
+
+    @property
+    def qmax(self) -> int:
+        return 2 ** (self.bits - 1) - 1
+
+    @property
+    def dtype(self) -> type:
+        return np.int8 if self.bits == 8 else np.int16
 
     def dequantize(self, q: np.ndarray) -> np.ndarray:
         return (np.float32(self.scale) * (np.asarray(q, dtype=np.int32) - self.zero_point).astype(np.float32)).astype(
@@ -71,7 +92,7 @@ class Quant:
         )
 
     def range(self) -> tuple[float, float]:
-        return self.scale * (-128 - self.zero_point), self.scale * (127 - self.zero_point)
+        return self.scale * (self.qmin - self.zero_point), self.scale * (self.qmax - self.zero_point)
 
 
 def quant_of(lo: float, hi: float, what: str) -> Quant:
@@ -96,7 +117,7 @@ class Dense:
     weight: np.ndarray  # int8 codes [out, in] (within +-(2^(weight_bits-1) - 1))
     weight_scale: np.ndarray  # float32 [out]
     weight_bits: int
-    bias: np.ndarray  # int32 [out]
+    bias: np.ndarray  # int32 [out] (int64 with int16 activations)
     input: Quant
     output: Quant  # the FC's own output (before a Tanh)
     multiplier: np.ndarray  # int32 [out]
@@ -106,18 +127,29 @@ class Dense:
     act_max: int = 127
     tanh_table: Optional[np.ndarray] = None  # int8 [256]: the Tanh of input code q at [q + 128]
     rounding: str = "gemmlowp"  # the requantization's rounding (fixedpoint.ROUNDINGS)
+    tanh_int16: Optional[tuple[int, int]] = None  # int16 Tanh: its input multiplier and left shift
+
+    @property
+    def bits(self) -> int:
+        """The activations' width: 8, or 16 (TFLite's 16x8 scheme)."""
+        return self.output.bits
 
     @property
     def out_quant(self) -> Quant:
         """The quantization of what the layer passes on (its Tanh's output where it has one)."""
-        return Quant(TANH_SCALE, 0) if self.activation == "tanh" else self.output
+        if self.activation != "tanh":
+            return self.output
+        return Quant(TANH_SCALE, 0) if self.bits == 8 else Quant(TANH_SCALE_16, 0, 16)
 
     def __call__(self, q: np.ndarray) -> np.ndarray:
         acc = (q.astype(np.int64) - self.input.zero_point) @ self.weight.astype(np.int64).T + self.bias
-        out = ROUNDINGS[self.rounding](acc, self.multiplier, self.shift) + self.output.zero_point
-        out = np.clip(out, self.act_min, self.act_max).astype(np.int8)
+        requantize = (ROUNDINGS if self.bits == 8 else ROUNDINGS_16X8)[self.rounding]
+        out = requantize(acc, self.multiplier, self.shift) + self.output.zero_point
+        out = np.clip(out, self.act_min, self.act_max).astype(self.output.dtype)
         if self.tanh_table is not None:
             out = self.tanh_table[out.astype(np.int64) + 128]
+        if self.tanh_int16 is not None:
+            out = tanh_int16(out, *self.tanh_int16)
         return out
 
 
@@ -128,16 +160,18 @@ class IntegerPolicy:
     Attributes:
         obs_shape: one raw observation's shape (flattened to `obs_dim` values).
         mean, std, clip: VecNormalize's observation normalisation (None: none), float32.
-        center, step: the per-feature int8 grid of the (normalised) observation, float32: feature j
-            enters as clamp(round((x_j - center_j) / step_j)) (the first layer's weights and bias
-            absorb center and step).
+        center, step: the per-feature int8 (int16) grid of the (normalised) observation, float32:
+            feature j enters as clamp(round((x_j - center_j) / step_j)) (the first layer's weights
+            and bias absorb center and step); round: half away from zero, as TFLite's reference
+            QUANTIZE, except in LiteRT's rounding ("ruy"): its builtin QUANTIZE rounds whole blocks
+            of 8 features half to even (SIMD), the rest half away.
         input: quantization of the first layer's input (scale 1, zero point 0: the grid above).
         layers: the FC layers in order.
         action_kind: "discrete" (an index) or "continuous" (float32 values).
         action_shape: one action's shape.
         low, high: the action bounds (continuous); squash: SB3 maps [-1, 1] onto them (else clips).
         action_table: float32 [action values, 256]: the action value of each int8 output code
-            (continuous policies; index code + 128).
+            (continuous policies with int8 activations; index code + 128; `action_values`).
         ranges: where every activation range came from, for the record and the user.
         algo: the SB3 algorithm.
     """
@@ -170,6 +204,11 @@ class IntegerPolicy:
     @property
     def weight_bits(self) -> int:
         return self.layers[0].weight_bits
+
+    @property
+    def activation_bits(self) -> int:
+        """8 (TFLite's int8 scheme) or 16 (its 16x8 scheme)."""
+        return self.input.bits
 
     @property
     def output(self) -> Quant:
@@ -205,13 +244,18 @@ class IntegerPolicy:
         return x.astype(np.float32)
 
     def quantize_input(self, obs: np.ndarray) -> np.ndarray:
-        """clamp(round_half_away((x - center) / step)) in int8, in float32 (TFLite: SUB, DIV, QUANTIZE)."""
+        """clamp(round((x - center) / step)) in int8 (int16), from float32 (TFLite: SUB, DIV, QUANTIZE)."""
         x = (self.normalize(obs) - self.center) / self.step
-        x = np.clip(np.nan_to_num(x, nan=-1e6), -1e6, 1e6)  # NaN enters as -128 (as the C policy's compare)
-        return np.clip(round_half_away(x) + self.input.zero_point, -128, 127).astype(np.int8)
+        x = np.clip(np.nan_to_num(x, nan=-1e6), -1e6, 1e6)  # NaN enters as the lowest code (the C policy's compare)
+        rounded = round_half_away(x)
+        if self.rounding == "ruy":  # LiteRT's builtin QUANTIZE: ties to even in its blocks of 8 values
+            vectorized = (x.shape[1] // 8) * 8
+            rounded[:, :vectorized] = np.rint(x[:, :vectorized].astype(np.float64))
+        q = self.input
+        return np.clip(rounded + q.zero_point, q.qmin, q.qmax).astype(q.dtype)
 
     def codes(self, obs: np.ndarray) -> np.ndarray:
-        """The int8 output codes (logits, Q-values or action values) for a batch of raw observations."""
+        """The int8 (int16) output codes (logits, Q-values or action values) for raw observations."""
         q = self.quantize_input(obs)
         for layer in self.layers:
             q = layer(q)
@@ -222,9 +266,22 @@ class IntegerPolicy:
         codes = self.codes(obs)
         if self.action_kind == "discrete":
             return np.argmax(codes, axis=1).astype(np.int64)  # ties: the first maximum, as TFLite's ARG_MAX
-        assert self.action_table is not None
-        values = self.action_table[np.arange(codes.shape[1])[None, :], codes.astype(np.int64) + 128]
+        if self.action_table is not None:
+            values = self.action_table[np.arange(codes.shape[1])[None, :], codes.astype(np.int64) + 128]
+        else:
+            values = self.action_values(codes)
         return values.reshape((len(codes), *self.action_shape)).astype(np.float32)
+
+    def action_values(self, codes: np.ndarray) -> np.ndarray:
+        """SB3's action of output codes [N, n_outputs], in float32 as torch and LiteRT compute it:
+        the dequantized output squashed onto the bounds (low + 0.5 (a + 1) span) or clipped."""
+        assert self.low is not None and self.high is not None
+        out = self.output.dequantize(codes)
+        low, high = self.low.astype(np.float32)[None, :], self.high.astype(np.float32)[None, :]
+        if self.squash:
+            span = (high - low).astype(np.float32)
+            return (low + ((np.float32(0.5) * (out + np.float32(1.0))) * span)).astype(np.float32)
+        return np.minimum(np.maximum(out, low), high).astype(np.float32)
 
     def weight_bytes(self) -> int:
         """Bytes of the packed weights (codes of `weight_bits` bits, rows padded to whole bytes)."""
@@ -233,9 +290,10 @@ class IntegerPolicy:
 
     def describe(self) -> str:
         """One line per tensor: its int8 scale and zero point, and where its range came from."""
+        kind = "int8" if self.activation_bits == 8 else "int16 (16x8)"
         lines = [
-            f"{self.rounding} rounding; input: {self.obs_dim} features, each on its own int8 grid "
-            f"({self.ranges['input']})"
+            f"{self.rounding} rounding, {kind} activations; input: {self.obs_dim} features, each on its own "
+            f"{kind.split()[0]} grid ({self.ranges['input']})"
         ]
         for layer in self.layers:
             lines.append(

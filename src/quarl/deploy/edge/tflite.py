@@ -9,6 +9,9 @@ converter writes), so every scale, zero point, weight and bias in the file is th
       RELU where the layer has one) [-> TANH (out 1/128)] -> ... -> ARG_MAX (discrete: int32 [1])
       or DEQUANTIZE -> MAXIMUM low, MINIMUM high (clip) | ADD 1, MUL 0.5, MUL span, ADD low (squash)
 
+With int16 activations (TFLite's 16x8 scheme) the same ops carry int16 tensors (zero point 0), int64
+biases and int16 TANH (out 1/32768); a discrete head dequantizes before ARG_MAX, which takes no int16.
+
 Why quarl writes the file itself rather than through a converter: no TFLite converter installs next to
 quarl's pinned packages (`litert-torch` 0.10 and `litert-converter` 0.5 pull `xdsl`, which wants
 typing-extensions < 4.13; onnx2tf pins numpy 1.26 and TensorFlow 2.19; `tensorflow-cpu` 2.21 wants
@@ -191,7 +194,11 @@ def tflite_model(policy: IntegerPolicy, metadata: Optional[dict[str, Any]] = Non
         x = binary(op.MINIMUM, x, np.array([clip]), "normalize/clip_high")
     x = binary(op.SUB, x, policy.center, "input/sub_center", (s.BuiltinOptions.SubOptions, s.SubOptionsT()))
     x = binary(op.DIV, x, policy.step, "input/div_step", (s.BuiltinOptions.DivOptions, s.DivOptionsT()))
-    q = g.tensor("input/int8", [1, n], tt.INT8, (policy.input.scale, policy.input.zero_point), signature=[-1, n])
+    act_type, bias_type, bias_dtype = (
+        (tt.INT8, tt.INT32, "<i4") if policy.activation_bits == 8 else (tt.INT16, tt.INT64, "<i8")
+    )
+    kind = f"int{policy.activation_bits}"
+    q = g.tensor(f"input/{kind}", [1, n], act_type, (policy.input.scale, policy.input.zero_point), signature=[-1, n])
     g.op(op.QUANTIZE, [x], [q], 2)
     for layer in policy.layers:
         rows, cols = layer.weight.shape
@@ -207,8 +214,9 @@ def tflite_model(policy: IntegerPolicy, metadata: Optional[dict[str, Any]] = Non
             (layer.weight_scale, np.zeros(rows, dtype=np.int64)),
         )
         bias_scale = (np.float32(layer.input.scale) * layer.weight_scale).astype(np.float32)
-        b = g.const(f"{layer.name}/bias", layer.bias.astype("<i4"), tt.INT32, (bias_scale, np.zeros(rows, np.int64)))
-        out = g.tensor(f"{layer.name}/out", [1, rows], tt.INT8, (layer.output.scale, layer.output.zero_point))
+        bias_quant = (bias_scale, np.zeros(rows, np.int64))
+        b = g.const(f"{layer.name}/bias", layer.bias.astype(bias_dtype), bias_type, bias_quant)
+        out = g.tensor(f"{layer.name}/out", [1, rows], act_type, (layer.output.scale, layer.output.zero_point))
         g.tensors[out].shapeSignature = [-1, rows]
         options = s.FullyConnectedOptionsT()
         options.fusedActivationFunction = (
@@ -217,12 +225,16 @@ def tflite_model(policy: IntegerPolicy, metadata: Optional[dict[str, Any]] = Non
         g.op(op.FULLY_CONNECTED, [q, w, b], [out], 12, (s.BuiltinOptions.FullyConnectedOptions, options))
         q = out
         if layer.activation == "tanh":
-            t = g.tensor(f"{layer.name}/tanh", [1, rows], tt.INT8, (layer.out_quant.scale, layer.out_quant.zero_point))
+            t = g.tensor(f"{layer.name}/tanh", [1, rows], act_type, (layer.out_quant.scale, layer.out_quant.zero_point))
             g.tensors[t].shapeSignature = [-1, rows]
-            g.op(op.TANH, [q], [t], 2)
+            g.op(op.TANH, [q], [t], 2 if policy.activation_bits == 8 else 3)
             q = t
     k = policy.n_outputs
     if policy.action_kind == "discrete":
+        if policy.activation_bits == 16:  # exact: distinct int16 codes stay distinct in float32
+            logits = g.tensor("head/dequantize", [1, k], tt.FLOAT32, signature=[-1, k])
+            g.op(op.DEQUANTIZE, [q], [logits], 2)
+            q = logits
         axis = g.const("argmax/axis", np.array([1], dtype="<i4"), tt.INT32)
         action = g.tensor(OUTPUT, [1], tt.INT32, signature=[-1])
         options = s.ArgMaxOptionsT()
