@@ -108,8 +108,10 @@ def cmd_export(args: argparse.Namespace) -> None:
         from quarl.deploy.edge.export import export_record
 
         edge_precision = args.precision or precision.replace("fp32", "int8")
-        print(export_record(model, cfg, policy, args.out, args.format, edge_precision).text())
+        print(export_record(model, cfg, policy, args.out, args.format, edge_precision, args.activations).text())
         return
+    if args.activations != "int8":
+        raise QuarlError("--activations chooses the full-integer formats' activations: use --format tflite or c.")
     print(export(model, args.out, precision=precision, obs_transform=policy.obs_transform(), env_id=cfg.env.id))
 
 
@@ -327,6 +329,14 @@ def _export_command(sub: Any) -> None:
         help="the file's weights (default: the record's own: fp32 for fp32; int8, int4 or int2 for a policy "
         "quantized to at most 8, 4 or 2 bits; fp32, which holds them exactly, for fp16, bf16 and 9..16 bits, "
         "saying so). --format tflite is int8; --format c takes int8 (an fp32 record's default), int4 or int2",
+    )
+    ex.add_argument(
+        "--activations",
+        choices=("int8", "int16"),
+        default="int8",
+        help="the full-integer formats' activations: int8 (default, TFLite's int8 scheme) or int16 (its 16x8 "
+        "scheme: int16 activations, int8 weights, int64 biases; finer where the greedy action turns on small "
+        "logit gaps)",
     )
     _store_option(ex)
     ex.set_defaults(func=cmd_export)

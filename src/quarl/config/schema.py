@@ -232,6 +232,8 @@ EXEC_BACKENDS: dict[str, str] = {
     "torch_bf16": "bf16",
     "c": "int8",
     "tflite": "int8",
+    "c_16x8": "16x8",
+    "tflite_16x8": "16x8",
 }
 
 
@@ -250,7 +252,7 @@ def _check_backend(q: Any, method: methods.QuantMethod) -> None:
             f"quant.backend={q.backend} executes policies with at most {nbits}-bit weights, not quant={q.method} "
             f"with quant.bits={q.bits}: use quant.bits<={nbits}, or quant.backend=onnx_int8/auto."
         )
-    if q.backend in ("c", "tflite") and not (method.integer and q.bits <= 8):
+    if q.backend in ("c", "tflite", "c_16x8", "tflite_16x8") and not (method.integer and q.bits <= 8):
         raise QuarlError(
             f"quant.backend={q.backend} executes full-integer policies of at most 8-bit weights, not quant={q.method} "
             f"with quant.bits={q.bits}: use quant=ptq or quant=qat with quant.bits<=8."

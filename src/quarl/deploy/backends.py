@@ -11,6 +11,8 @@
 | `torch_bf16` | bf16      | eager PyTorch, weight layers in bfloat16                                            |
 | `c`          | int8      | full-integer C99 policy (quarl.deploy.edge), compiled by the host cc, via ctypes    |
 | `tflite`     | int8      | full-integer LiteRT model (quarl.deploy.edge), ai-edge-litert's builtin kernels     |
+| `c_16x8`     | 16x8      | `c` in TFLite's 16x8 scheme: int16 activations, int8 weights, int64 biases          |
+| `tflite_16x8`| 16x8      | `tflite` in the 16x8 scheme                                                         |
 | `auto`       | any above | the fastest low-precision backend that keeps the policy (see below)                 |
 
 `onnx_int8` runs an MLP statically with a PTQ policy's own calibrated 8-bit ranges. `auto` takes a
@@ -21,7 +23,9 @@ activations, int32 biases, fixed-point requantization), the policy a microcontro
 device runs, bit for bit. Their activation ranges come from the record (quant.act_bits=8
 quant.input_bits=8) or from `example_obs` when it is a batch of calibration states
 (quarl.deploy.edge.calibration_states); `auto` never picks them (they need a compiler / the edge
-extra, and calibration states).
+extra, and calibration states). `c_16x8` and `tflite_16x8` keep every activation in int16: 256 times
+finer than int8, for policies whose greedy action turns on small logit gaps (PPO CartPole: action
+agreement with fp32 0.955 at int8, 0.998 at 16x8; benchmarks/bench_edge_agreement.py).
 
 Chosen by measurement (benchmarks/bench_deploy.py, batch 1, one thread): ONNX Runtime int8 is the
 fastest int8 path for every policy size (3x2048 MLP 3.6x over fp32 eager torch, 4096-512-1024 5.2x,
@@ -70,7 +74,7 @@ from quarl.errors import QuarlError
 log = logging.getLogger(__name__)
 
 BACKENDS = EXEC_BACKENDS  # backend -> precision (the names are config: quarl.config.schema)
-EDGE = ("c", "tflite")  # full-integer backends (quarl.deploy.edge)
+EDGE = {"c": 8, "tflite": 8, "c_16x8": 16, "tflite_16x8": 16}  # full-integer backends: their activation bits
 CHOICES: tuple[str, ...] = ("auto", *BACKENDS)
 NBITS = {"onnx_int4": 4, "onnx_int2": 2}  # weight-only backends (ONNX Runtime MatMulNBits) -> bits
 LOW = ("onnx_int8", *NBITS)  # the backends auto weighs against fp32
@@ -208,12 +212,12 @@ def _build(net: ActingNetwork, backend: str, example: np.ndarray, calibrated: bo
 
 
 def _build_edge(net: ActingNetwork, backend: str, example: np.ndarray, calibrated: bool) -> Runner:
-    """The full-integer C policy (`c`, host cc) or LiteRT model (`tflite`, ai-edge-litert)."""
+    """The full-integer C policy (`c`, host cc) or LiteRT model (`tflite`, ai-edge-litert), with int8
+    or (`_16x8`) int16 activations."""
     from quarl.deploy.edge.runners import CRunner, TfliteRunner, edge_policy
 
-    if backend == "c":
-        return CRunner(net, edge_policy(net, example, calibrated, "gemmlowp"))
-    return TfliteRunner(net, edge_policy(net, example, calibrated, "gemmlowp"))
+    integer = edge_policy(net, example, calibrated, "gemmlowp", EDGE[backend])
+    return CRunner(net, integer) if backend.startswith("c") else TfliteRunner(net, integer)
 
 
 def calibrated_int8_ranges(net: ActingNetwork) -> Optional[list[tuple[float, int]]]:

@@ -11,11 +11,20 @@ from quarl.deploy.edge.integer import MIN_CALIBRATION_OBS, IntegerPolicy
 from quarl.deploy.runner import Runner
 
 
-def edge_policy(net: ActingNetwork, example: np.ndarray, calibrated: bool, rounding: str) -> IntegerPolicy:
+def edge_policy(
+    net: ActingNetwork, example: np.ndarray, calibrated: bool, rounding: str, activation_bits: int = 8
+) -> IntegerPolicy:
     """The integer policy of `net`: ranges from the record (PTQ act_bits/input_bits, QAT), the rest
     observed on `example` where it is a batch of calibration states (at least MIN_CALIBRATION_OBS)."""
     states = example if calibrated and len(example) >= MIN_CALIBRATION_OBS else None
-    return integer_policy(net, states, rounding=rounding)
+    return integer_policy(net, states, rounding=rounding, activation_bits=activation_bits)
+
+
+def _backend(name: str, integer: IntegerPolicy) -> tuple[str, str]:
+    """The backend's name and the precision it executes (int8 activations, or 16x8)."""
+    if integer.activation_bits == 16:
+        return f"{name}_16x8", "16x8"
+    return name, f"int{integer.weight_bits}"
 
 
 class CRunner(Runner):
@@ -28,7 +37,8 @@ class CRunner(Runner):
         from quarl.deploy.edge.cgen import data_bytes
         from quarl.deploy.edge.toolchain import CPolicy
 
-        self.net, self.backend, self.precision = net, "c", f"int{integer.weight_bits}"
+        self.net = net
+        self.backend, self.precision = _backend("c", integer)
         self.threads, self.timings_ms = 1, {}
         self.integer = integer
         self.c = CPolicy(integer)
@@ -48,7 +58,8 @@ class TfliteRunner(Runner):
     def __init__(self, net: ActingNetwork, integer: IntegerPolicy) -> None:
         from quarl.deploy.edge.tflite import RUNTIME_ROUNDING, LiteRTPolicy, tflite_model
 
-        self.net, self.backend, self.precision = net, "tflite", "int8"
+        self.net = net
+        self.backend, self.precision = _backend("tflite", integer)
         self.threads, self.timings_ms = 1, {}
         self.integer = integer.with_rounding(RUNTIME_ROUNDING["litert"])
         self.model = tflite_model(integer)

@@ -1,0 +1,160 @@
+"""TFLite's 16x8 scheme (int16 activations, int8 weights, int64 biases): its fixed-point arithmetic
+on hand-worked numbers and, exhaustively, against LiteRT's and TFLite Micro's int16 TANH; the C policy
+and TFLite Micro bit for bit against the reference; the agreement with fp32 it buys over int8."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from quarl.deploy import compile_policy
+from quarl.deploy.edge import fixedpoint
+from quarl.deploy.edge.export import export_edge
+from quarl.deploy.edge.toolchain import CPolicy
+from quarl.errors import QuarlError
+from tests.deploy.edge.test_cgen import Trained, make_cartpole, make_pendulum
+
+
+def _installed(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+EDGE_EXTRA = pytest.mark.skipif(
+    not (_installed("ai_edge_litert.interpreter") and _installed("tflite_micro")),
+    reason="ai-edge-litert and tflite-micro are not installed: pip install 'quarl[edge]'",
+)
+
+
+@pytest.fixture(scope="module")
+def cartpole() -> Trained:
+    return make_cartpole()
+
+
+@pytest.fixture(scope="module")
+def pendulum() -> Trained:
+    return make_pendulum()
+
+
+def test_int64_requantization_and_int16_tanh_on_hand_worked_numbers():
+    # M = 2^30 is 0.5: 1000 -> 500; 1001 -> 500.5, a tie, goes up to 501 (both forms round once)
+    x, m, shift = np.array([1000, 1001, -1001]), np.int64(2**30), np.int64(0)
+    for requantize in (
+        fixedpoint.multiply_by_quantized_multiplier_int64,
+        fixedpoint.multiply_by_quantized_multiplier_int64_single,
+    ):
+        assert requantize(x, m, shift).tolist() == [500, 501, -500]
+    # the whole multiplier keeps what the 16-bit cut loses: 3 (2^30 + 2^14) / 2^31 = 1.50002 -> 2, and
+    # -3 (2^30 + 2^14) / 2^31 = -1.50002 -> -2, where the cut (to 2^30) gives the tie -1.5 -> -1
+    m = np.int64(2**30 + 2**14)
+    assert fixedpoint.multiply_by_quantized_multiplier_int64_single(np.array([3, -3]), m, shift).tolist() == [2, -2]
+    assert fixedpoint.multiply_by_quantized_multiplier_int64(np.array([3, -3]), m, shift).tolist() == [2, -1]
+    big = np.array([2**40 + 12345])  # past 64-bit products: the split multiply stays exact
+    single = fixedpoint.multiply_by_quantized_multiplier_int64_single(big, np.int64(2**31 - 1), np.int64(-20))
+    assert int(single[0]) == (int(big[0]) * (2**31 - 1) + 2**50) >> 51
+    mult, left = fixedpoint.tanh_int16_params(1e-4)
+    assert 2**14 <= mult < 2**15 and left > 0
+    q = np.array([0, 10_000, -10_000, 32767, -32768])
+    out = fixedpoint.tanh_int16(q, mult, left)
+    assert out[0] == 0 and out[1] == -out[2] == 24956  # tanh(1.0) = 0.76159 = 24956.2 / 32768
+    assert abs(out[3] / 32768 - math.tanh(3.2767)) < 2e-4 and abs(out[4] / 32768 + math.tanh(3.2768)) < 2e-4
+
+
+@EDGE_EXTRA
+@pytest.mark.parametrize("scale", [1.69e-4, 3.3e-5, 1.2345e-3])
+def test_int16_tanh_is_litert_and_tflite_micro_on_every_input(scale):
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    from tflite_micro.python.tflite_micro import runtime
+
+    from quarl.deploy.edge.tflite import _Graph, _schema
+
+    s = _schema()
+    g = _Graph(s)
+    x = g.tensor("obs", [65536], s.TensorType.INT16, (scale, 0))
+    y = g.tensor("action", [65536], s.TensorType.INT16, (1 / 32768, 0))
+    g.op(s.BuiltinOperator.TANH, [x], [y], 3)
+    model = g.finish([x], [y], "tanh", {})
+    q = np.arange(-32768, 32768).astype(np.int16)
+    expected = fixedpoint.tanh_int16(q, *fixedpoint.tanh_int16_params(scale))
+    for kind in (OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES, OpResolverType.BUILTIN_REF):
+        it = Interpreter(model_content=model, experimental_op_resolver_type=kind)
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], q)
+        it.invoke()
+        assert np.array_equal(it.get_tensor(it.get_output_details()[0]["index"]), expected)
+    micro = runtime.Interpreter.from_bytes(model, arena_size=1 << 20)
+    micro.set_input(q, 0)
+    micro.invoke()
+    assert np.array_equal(micro.get_output(0), expected)
+
+
+@pytest.mark.parametrize("which", ["cartpole", "pendulum"])
+@pytest.mark.parametrize("rounding", ["gemmlowp", "ruy", "single"])
+def test_c_policy_is_the_16x8_reference_bit_for_bit(which, rounding, request, tmp_path):
+    trained: Trained = request.getfixturevalue(which)
+    policy = trained.integer(activation_bits=16, rounding=rounding)
+    assert policy.activation_bits == 16 and all(layer.bias.dtype == np.int64 for layer in policy.layers)
+    assert "int16 (16x8) activations" in policy.describe()
+    got, expected = CPolicy(policy, tmp_path).act(trained.states), policy.act(trained.states)
+    assert np.array_equal(got.view(np.uint32), expected.astype(got.dtype).view(np.uint32))
+    src = (tmp_path / "policy.c").read_text()
+    assert "int16_t act_t" in src and "math.h" not in src and "malloc" not in src
+
+
+@EDGE_EXTRA
+@pytest.mark.parametrize("which", ["cartpole", "pendulum"])
+def test_16x8_tflite_is_the_reference_under_tflite_micro_and_litert(which, request):
+    from quarl.deploy.edge.tflite import MicroPolicy, check, tflite_model
+
+    trained: Trained = request.getfixturevalue(which)
+    policy = trained.integer(activation_bits=16)
+    model = tflite_model(policy)
+    counts = check(model, policy, trained.states)
+    assert counts["tflite-micro"] == 0  # TFLite's reference arithmetic, bit for bit
+    # LiteRT's 16x8 kernels round a near-tie (an output within ~1e-9 of .5) their own way
+    assert counts["litert"] <= len(trained.states) // 1000 and counts["litert-reference"] <= len(trained.states) // 1000
+    if which == "cartpole":
+        assert counts["litert"] == counts["litert-reference"] == 0
+    assert 0 < MicroPolicy(model, policy).arena_bytes < 16384  # type: ignore[operator]
+
+
+def test_16x8_keeps_more_of_the_fp32_actions_than_int8(cartpole, pendulum):
+    states = cartpole.states
+    fp32 = cartpole.fp32.act(states)
+    int8 = np.mean(cartpole.integer().act(states) == fp32)
+    int16 = np.mean(cartpole.integer(activation_bits=16).act(states) == fp32)
+    assert int16 >= 0.99 and int16 >= int8
+    continuous = pendulum.fp32.act(pendulum.states)
+    error8 = np.abs(pendulum.integer().act(pendulum.states) - continuous).mean()
+    error16 = np.abs(pendulum.integer(activation_bits=16).act(pendulum.states) - continuous).mean()
+    assert error16 < error8  # the 8-bit weights' error stays: the activations' part is what goes
+
+
+def test_16x8_is_a_backend_and_an_export_and_refuses_packed_weights(cartpole, tmp_path):
+    runner = compile_policy(cartpole.model_copy(), "c_16x8", cartpole.calibration)
+    assert runner.backend == "c_16x8" and runner.precision == "16x8"
+    assert np.array_equal(runner(cartpole.states[:2000]), runner.integer.act(cartpole.states[:2000]))
+    report = export_edge(
+        cartpole.model_copy(), tmp_path / "policy", "c", calibration_obs=cartpole.calibration, activations="int16"
+    )
+    assert "#define POLICY_ACTIVATION_BITS 16" in (tmp_path / "policy" / "policy.h").read_text()
+    assert report.checked == {"C policy (host cc)": 0}
+    with pytest.raises(QuarlError, match="activations=int16 takes int8 weights"):
+        export_edge(
+            cartpole.model_copy(),
+            tmp_path / "p4",
+            "c",
+            calibration_obs=cartpole.calibration,
+            precision="int4",
+            activations="int16",
+        )
+    with pytest.raises(QuarlError, match="activations=int12 is not supported: choose one of int8, int16"):
+        export_edge(
+            cartpole.model_copy(), tmp_path / "p12", "c", calibration_obs=cartpole.calibration, activations="int12"
+        )
+    assert not (tmp_path / "p4").exists() and not (tmp_path / "p12").exists()
