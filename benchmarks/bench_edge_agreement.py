@@ -11,7 +11,8 @@ Stages, each in float64 on top of the previous one, then the integer reference i
 3. each pre-activation requantized to its int8 output scale;
 4. each Tanh's output on TFLite's fixed int8 grid (scale 1/128);
 5. `quarl.deploy.edge.integer` (what `quant.backend=c|tflite` execute), with min-max and with
-   percentile calibration.
+   percentile calibration;
+6. the same in TFLite's 16x8 scheme (int16 activations: `quant.backend=c_16x8|tflite_16x8`).
 
 With `--algo dqn` it also sets the Q-value gap between the best two actions beside how far int8
 weights (per tensor, as quarl's PTQ default, and per channel) move the Q-values: where the move is
@@ -129,14 +130,15 @@ def main() -> None:
         {"stage": name, "action agreement": float((staged(net.body, ip, states, i) == fp32).mean())}
         for i, name in enumerate(names)
     ]
-    for statistic in ("minmax", "percentile"):
-        reference = integer_policy(net, calibration, statistic=statistic)
-        rows.append(
-            {
-                "stage": f"5. integer reference ({statistic} calibration)",
-                "action agreement": float((reference.act(states) == fp32).mean()),
-            }
-        )
+    for bits, stage in ((8, "5. integer reference"), (16, "6. integer reference, 16x8")):
+        for statistic in ("minmax", "percentile"):
+            reference = integer_policy(net, calibration, statistic=statistic, activation_bits=bits)
+            rows.append(
+                {
+                    "stage": f"{stage} ({statistic} calibration)",
+                    "action agreement": float((reference.act(states) == fp32).mean()),
+                }
+            )
     print(
         f"## Action agreement with fp32: {a.algo.upper()} CartPole seed 0 ({len(states)} states of "
         f"{a.episodes} fp32 episodes; calibration: {len(calibration)} states)\n"
