@@ -190,8 +190,14 @@ def test_reference_takes_a_records_calibrated_ranges_without_states():
     needs no states (the last layer's output range is then bounded from its input and weights)."""
     model = DQN("MlpPolicy", "CartPole-v1", policy_kwargs={"net_arch": [16, 16]}, seed=2, buffer_size=100, device="cpu")
     quant = OmegaConf.create(dict(PTQ8, act_bits=8, input_bits=8))
-    quantize_policy(model, quant, calibrate=lambda m: {n: (-2.5 if i == 0 else 0.0, 2.5) for i, n in enumerate(
-        __import__("quarl.quantize.weights", fromlist=["x"]).inference_layers(m))})
+    quantize_policy(
+        model,
+        quant,
+        calibrate=lambda m: {
+            n: (-2.5 if i == 0 else 0.0, 2.5)
+            for i, n in enumerate(__import__("quarl.quantize.weights", fromlist=["x"]).inference_layers(m))
+        },
+    )
     policy = integer_policy(acting_network(model))
     assert "the record's calibrated input range" in policy.describe()
     assert "bounded from its input range and weights" in policy.describe()
@@ -239,12 +245,29 @@ def test_c_policy_is_exact_for_continuous_actions_with_vecnormalize(pendulum, tm
 @pytest.mark.parametrize(
     "make, env_id",
     [
-        (lambda: DQN("MlpPolicy", "CartPole-v1", policy_kwargs={"net_arch": [32, 32]}, seed=1, buffer_size=100,
-                     device="cpu"), "CartPole-v1"),
-        (lambda: TD3("MlpPolicy", "Pendulum-v1", policy_kwargs={"net_arch": [32, 32]}, seed=1, buffer_size=100,
-                     device="cpu"), "Pendulum-v1"),
-        (lambda: SAC("MlpPolicy", "MountainCarContinuous-v0", policy_kwargs={"net_arch": [32, 32]}, seed=1,
-                     buffer_size=100, device="cpu"), "MountainCarContinuous-v0"),
+        (
+            lambda: DQN(
+                "MlpPolicy", "CartPole-v1", policy_kwargs={"net_arch": [32, 32]}, seed=1, buffer_size=100, device="cpu"
+            ),
+            "CartPole-v1",
+        ),
+        (
+            lambda: TD3(
+                "MlpPolicy", "Pendulum-v1", policy_kwargs={"net_arch": [32, 32]}, seed=1, buffer_size=100, device="cpu"
+            ),
+            "Pendulum-v1",
+        ),
+        (
+            lambda: SAC(
+                "MlpPolicy",
+                "MountainCarContinuous-v0",
+                policy_kwargs={"net_arch": [32, 32]},
+                seed=1,
+                buffer_size=100,
+                device="cpu",
+            ),
+            "MountainCarContinuous-v0",
+        ),
     ],
     ids=["dqn-relu-argmax", "td3-tanh-squash", "sac-squashed-tanh-head"],
 )
@@ -308,11 +331,13 @@ class _ImageEnv(gym.Env):
         return self.observation_space.sample(), 0.0, False, False, {}
 
 
-
 def test_unsupported_policies_are_named_with_what_is_supported():
     elu = PPO("MlpPolicy", "CartPole-v1", policy_kwargs={"activation_fn": nn.ELU}, device="cpu")
-    with pytest.raises(QuarlError, match=r"The layer body\.1\.1 \(ELU\) has no integer form here: the integer policy "
-                                         r"takes MLP policies: Linear layers with ReLU, Tanh"):
+    with pytest.raises(
+        QuarlError,
+        match=r"The layer body\.1\.1 \(ELU\) has no integer form here: the integer policy "
+        r"takes MLP policies: Linear layers with ReLU, Tanh",
+    ):
         integer_policy(acting_network(elu), np.zeros((64, 4), np.float32))
     conv = PPO("MlpPolicy", "CartPole-v1", device="cpu")
     net = acting_network(conv)
@@ -356,8 +381,10 @@ def test_calibration_without_states_or_with_a_zero_range_is_an_error(cartpole):
 def test_a_missing_toolchain_names_the_debian_package(monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     monkeypatch.delenv("CC", raising=False)
-    with pytest.raises(QuarlError, match="arm-none-eabi-gcc is not installed: .* Debian's gcc-arm-none-eabi and "
-                                         "libnewlib-arm-none-eabi"):
+    with pytest.raises(
+        QuarlError,
+        match="arm-none-eabi-gcc is not installed: .* Debian's gcc-arm-none-eabi and libnewlib-arm-none-eabi",
+    ):
         tool("arm-none-eabi-gcc")
     with pytest.raises(QuarlError, match="qemu-system-arm is not installed: .* Debian's qemu-system-arm"):
         tool("qemu-system-arm")
@@ -371,7 +398,23 @@ def test_generated_sources_are_c99_without_warnings_under_pedantic_flags(cartpol
     import subprocess
 
     cc = tool("cc")
-    done = subprocess.run([cc, "-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-Wconversion", "-c",
-                           "policy.c", "-o", "policy.o"], cwd=tmp_path, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            cc,
+            "-std=c99",
+            "-pedantic",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-Wconversion",
+            "-c",
+            "policy.c",
+            "-o",
+            "policy.o",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "policy.o").exists()

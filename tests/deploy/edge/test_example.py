@@ -22,8 +22,12 @@ def test_board_files_are_quarls_and_the_policy_compiles_for_the_host(tmp_path):
     assert (EXAMPLE / "mps2.ld").read_text() == board.LINKER_SCRIPT
     for name in ("policy.c", "policy.h"):
         shutil.copy(EXAMPLE / name, tmp_path / name)
-    done = subprocess.run([tool("cc"), "-std=c99", "-Wall", "-Wextra", "-Werror", "-c", "policy.c"], cwd=tmp_path,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [tool("cc"), "-std=c99", "-Wall", "-Wextra", "-Werror", "-c", "policy.c"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     assert "malloc" not in (EXAMPLE / "policy.c").read_text() and "math.h" not in (EXAMPLE / "policy.c").read_text()
 

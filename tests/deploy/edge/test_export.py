@@ -48,8 +48,15 @@ def test_export_from_a_record_writes_a_checked_policy(fmt, scratch, shared_polic
     cfg, policy, model = _record(scratch, shared_policies)
     states = calibration_states(cfg, policy)
     out = scratch / ("policy.tflite" if fmt == "tflite" else "policy")
-    report = export_edge(model, out, fmt, obs_transform=policy.obs_transform(), calibration_obs=states,
-                         statistic=cfg.quant.calibration, metadata={"env_id": cfg.env.id})
+    report = export_edge(
+        model,
+        out,
+        fmt,
+        obs_transform=policy.obs_transform(),
+        calibration_obs=states,
+        statistic=cfg.quant.calibration,
+        metadata={"env_id": cfg.env.id},
+    )
     assert out.exists() and all(v == 0 for v in report.checked.values()) and report.checked
     text = report.text()
     assert str(out) in text and "identical to the integer reference" in text

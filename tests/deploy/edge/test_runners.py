@@ -60,8 +60,9 @@ def test_without_calibration_states_or_record_ranges_the_backend_says_what_it_ne
 def test_a_run_records_the_executed_full_integer_policy(backend, scratch, shared_policies):
     """A PTQ cell with 8-bit activations and inputs carries every range it needs: the pipeline runs
     it on the edge backend and records what the deployed policy scores."""
-    done = run_quarl(scratch, *FAST, "quant.act_bits=8", "quant.input_bits=8", f"quant.backend={backend}",
-                     policies=shared_policies)
+    done = run_quarl(
+        scratch, *FAST, "quant.act_bits=8", "quant.input_bits=8", f"quant.backend={backend}", policies=shared_policies
+    )
     cell = results.load(scratch / "outputs/results.sqlite", quant="ptq").iloc[0]
     assert cell["backend"] == backend and cell["backend_precision"] == "int8"
     assert cell["backend_reward"] == pytest.approx(cell["reward_mean"], rel=0.3)  # same episodes, int8 arithmetic

@@ -23,7 +23,7 @@ from typing import Iterable
 
 import numpy as np
 
-from quarl.deploy.edge.fixedpoint import SIGMOID_TABLE_UINT16
+from quarl.deploy.edge.fixedpoint import DOUBLE_16X8, SIGMOID_TABLE_UINT16
 from quarl.deploy.edge.integer import Dense, IntegerPolicy
 from quarl.errors import QuarlError
 
@@ -233,6 +233,8 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
         if layer.tanh_table is not None:
             table = half_table(layer.tanh_table) if is_odd(layer.tanh_table) else layer.tanh_table
             parts.append(_array("int8_t", f"L{i}_TANH", _ints(table), f"[{len(table)}]"))
+        if _in_double(policy):
+            parts.append(_array("double", f"L{i}_REAL", (float(v).hex() for v in layer.real_multiplier), f"[{rows}]"))
     if any(layer.tanh_int16 for layer in layers):
         parts.append("\n/* TFLite's sigmoid(i / 24) in unsigned 0.16 fixed point: its int16 Tanh interpolates it */\n")
         parts.append(_array("uint16_t", "SIGMOID", _ints(SIGMOID_TABLE_UINT16), f"[{len(SIGMOID_TABLE_UINT16)}]"))
@@ -247,9 +249,15 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
     parts.append(_layer_t(policy))
     parts.append(_layers(policy))
     parts.append(_TANH16 if any(layer.tanh_int16 for layer in layers) else _ODD_LOOKUP)
-    parts.append(_FC.replace("@BIAS@", _BIAS).replace("@ACTIVATE@", _TANH16_APPLY if wide else _TABLE_APPLY))
+    fc = _FC.replace("@BIAS@", _BIAS).replace("@ACTIVATE@", _TANH16_APPLY if wide else _TABLE_APPLY)
+    parts.append(fc.replace("@REQUANTIZE@", _REQUANTIZE_DOUBLE if _in_double(policy) else _REQUANTIZE_FIXED))
     parts.append(_act(policy))
     return "".join(parts)
+
+
+def _in_double(policy: IntegerPolicy) -> bool:
+    """Whether the layers requantize in float64 (LiteRT's 16x8 kernels: `fixedpoint.DOUBLE_16X8`)."""
+    return policy.activation_bits == 16 and policy.rounding in DOUBLE_16X8
 
 
 def _even_features(policy: IntegerPolicy) -> int:
@@ -319,19 +327,25 @@ static int32_t requantize(int64_t acc, int32_t multiplier, int shift) {
 }
 """
 
-_SINGLE_64 = r"""/* LiteRT's 16x8 requantization: (acc * M + 2^(30 - shift)) >> (31 - shift) with the whole multiplier;
-   the product may pass 64 bits, so M is taken in 16-bit halves */
-static int32_t requantize(int64_t acc, int32_t multiplier, int shift) {
-    const int total = 31 - shift;
-    const int64_t high = acc * (multiplier >> 16);
-    const int64_t low = acc * (multiplier & 0xFFFF) + ((int64_t)1 << (total - 1));
+_DOUBLE_64 = r"""/* LiteRT's 16x8 requantization: the accumulator times the real multiplier in double, rounded half
+   away from zero (2v is exact and truncates to 2n or 2n + 1) */
+static int32_t requantize(double v) {
+    int64_t t;
     (void)rdbpot;
     (void)srdhm;
-    return (int32_t)((high + (low >> 16)) >> (total - 16));
+    if (v > 1099511627776.0) {
+        v = 1099511627776.0;
+    }
+    if (v < -1099511627776.0) {
+        v = -1099511627776.0;
+    }
+    t = (int64_t)(v + v);
+    t = (t + (t > 0) - (t < 0)) / 2;
+    return t > I32_MAX ? I32_MAX : (t < I32_MIN ? I32_MIN : (int32_t)t);
 }
 """
 
-REQUANTIZE_16X8 = {"gemmlowp": _REDUCED_64, "ruy": _SINGLE_64, "single": _SINGLE_64}
+REQUANTIZE_16X8 = {"gemmlowp": _REDUCED_64, "ruy": _DOUBLE_64, "single": _DOUBLE_64}
 
 _RUNTIME = r"""
 /* gemmlowp's SaturatingRoundingDoublingHighMul */
@@ -412,6 +426,11 @@ def _layer_t(policy: IntegerPolicy) -> str:
         about = "and Tanh table (null: none)"
     else:
         tanh = "    int32_t tanh_mult; /* int16 Tanh's input multiplier (0: no Tanh) and left shift */\n"
+        tanh += (
+            "    const double *real; /* the real multipliers (LiteRT's float64 requantization) */\n"
+            if _in_double(policy)
+            else ""
+        )
         tail = "    int8_t tanh_shift;\n"
         about = "and Tanh (TFLite's int16 TANH parameters)"
     return f"""
@@ -443,7 +462,7 @@ def _layers(policy: IntegerPolicy) -> str:
             tanh, tail = f"{table}, ", f", {odd}"
         else:
             tanh_mult, tanh_shift = layer.tanh_int16 or (0, 0)
-            tanh, tail = f"{tanh_mult}, ", f", {tanh_shift}"
+            tanh, tail = f"{tanh_mult}, " + (f"L{i}_REAL, " if _in_double(policy) else ""), f", {tanh_shift}"
         entries.append(
             f"    {{L{i}_W, {f'L{i}_B' if narrow else '0'}, {'0' if narrow else f'L{i}_B'}, {mult}, {shift}, {tanh}"
             f"{_int32s(layer.multiplier[:1])[0]}, {cols}, {rows}, {layer.output.zero_point}, "
@@ -490,6 +509,10 @@ static int16_t tanh16(int32_t q, int32_t multiplier, int left_shift) {
 """
 
 _BIAS = "l->bias_narrow != 0 ? (acc_t)l->bias_narrow[o] : (acc_t)l->bias_wide[o]"
+_REQUANTIZE_FIXED = (
+    "requantize(sum, l->mult != 0 ? l->mult[o] : l->mult_all, l->shift != 0 ? l->shift[o] : l->shift_all)"
+)
+_REQUANTIZE_DOUBLE = "requantize((double)sum * l->real[o])"
 _TABLE_APPLY = r"""        if (l->table == 0) {
             out[o] = (act_t)acc;
         } else {
@@ -508,7 +531,7 @@ static void fc(const layer_t *l, const act_t *in, act_t *out) {
         for (i = 0; i < l->n_in; ++i) {
             sum += (acc_t)((int32_t)in[i] * WEIGHT(row, i));
         }
-        acc = requantize(sum, l->mult != 0 ? l->mult[o] : l->mult_all, l->shift != 0 ? l->shift[o] : l->shift_all);
+        acc = @REQUANTIZE@;
         acc += l->out_zp;
         if (acc < l->act_min) {
             acc = l->act_min;

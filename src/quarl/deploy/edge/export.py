@@ -35,9 +35,6 @@ log = logging.getLogger(__name__)
 FORMATS = ("tflite", "c")
 PRECISIONS = {"int8": 8, "int4": 4, "int2": 2}  # C: packed weights; LiteRT: int8 only
 ACTIVATIONS = {"int8": 8, "int16": 16}  # TFLite's int8 scheme, or its 16x8 scheme (8-bit weights)
-#: LiteRT's 16x8 requantization departs from TFLite's reference (TFLite Micro's, the C policy's) on
-#: near-ties, about 1 output in 10^5; its actions are counted and reported, not required to be identical
-APPROXIMATE_16X8 = ("litert", "litert-reference")
 
 
 @dataclass
@@ -135,14 +132,7 @@ def _export_tflite(policy: IntegerPolicy, path: Path, states: np.ndarray, metada
     report = EdgeExport([path], policy, states=len(states) if states.ndim > 1 else 0)
     if report.states:
         report.checked = check(data, policy, states)
-        approximate = APPROXIMATE_16X8 if policy.activation_bits == 16 else ()
-        _refuse_differences(report, approximate)
-        for target in approximate:
-            if report.checked.get(target):
-                report.notes.append(
-                    f"{target}: LiteRT's 16x8 requantization rounds near-ties its own way (TFLite Micro and the C "
-                    "policy follow TFLite's reference), so its actions may differ on a few states"
-                )
+        _refuse_differences(report)
     try:
         arena = MicroPolicy(data, policy).arena_bytes
         if arena is not None:
@@ -192,8 +182,8 @@ def _export_c(policy: IntegerPolicy, folder: Path, states: np.ndarray) -> EdgeEx
     return report
 
 
-def _refuse_differences(report: EdgeExport, approximate: tuple[str, ...] = ()) -> None:
-    bad = {target: n for target, n in report.checked.items() if n and target not in approximate}
+def _refuse_differences(report: EdgeExport) -> None:
+    bad = {target: n for target, n in report.checked.items() if n}
     if bad:
         raise QuarlError(
             "The exported policy does not act as the integer reference: "

@@ -27,7 +27,8 @@ layers with ReLU, Tanh or no activation between them):
   first), in float32, tabulated per output code so no target does float arithmetic there.
 
 `activation_bits=16` is TFLite's 16x8 scheme instead: every activation int16 with zero point 0, int8
-weights as above, int64 biases, requantization of the int64 accumulator (`fixedpoint.ROUNDINGS_16X8`),
+weights as above, int64 biases, requantization of the int64 accumulator (TFLite Micro's 16-bit multiplier,
+or LiteRT's float64 product: `fixedpoint.DOUBLE_16X8`),
 TFLite's int16 TANH (output scale 1/32768: the interpolated sigmoid table, `fixedpoint.tanh_int16`), and
 for continuous actions the head computed in float32 from the dequantized output (no table of 65536
 codes). It costs twice the activation memory and keeps 256 times finer activations.
@@ -44,7 +45,14 @@ from typing import Optional
 import numpy as np
 import torch
 
-from quarl.deploy.edge.fixedpoint import ROUNDINGS, ROUNDINGS_16X8, round_half_away, tanh_int16
+from quarl.deploy.edge.fixedpoint import (
+    DOUBLE_16X8,
+    ROUNDINGS,
+    multiply_by_quantized_multiplier_int64,
+    requantize_in_double,
+    round_half_away,
+    tanh_int16,
+)
 from quarl.errors import QuarlError
 from quarl.quantize.weights import qparams
 
@@ -135,6 +143,19 @@ class Dense:
         return self.output.bits
 
     @property
+    def real_multiplier(self) -> np.ndarray:
+        """float64 [out]: input scale x weight scale / output scale, as TFLite's kernels compute it."""
+        return np.float64(self.input.scale) * self.weight_scale.astype(np.float64) / np.float64(self.output.scale)
+
+    def requantize(self, acc: np.ndarray) -> np.ndarray:
+        """The accumulator on the output's grid (before its zero point), in the layer's rounding."""
+        if self.bits == 8:
+            return ROUNDINGS[self.rounding](acc, self.multiplier, self.shift)
+        if self.rounding in DOUBLE_16X8:
+            return requantize_in_double(acc, self.real_multiplier)
+        return multiply_by_quantized_multiplier_int64(acc, self.multiplier, self.shift)
+
+    @property
     def out_quant(self) -> Quant:
         """The quantization of what the layer passes on (its Tanh's output where it has one)."""
         if self.activation != "tanh":
@@ -143,8 +164,7 @@ class Dense:
 
     def __call__(self, q: np.ndarray) -> np.ndarray:
         acc = (q.astype(np.int64) - self.input.zero_point) @ self.weight.astype(np.int64).T + self.bias
-        requantize = (ROUNDINGS if self.bits == 8 else ROUNDINGS_16X8)[self.rounding]
-        out = requantize(acc, self.multiplier, self.shift) + self.output.zero_point
+        out = self.requantize(acc) + self.output.zero_point
         out = np.clip(out, self.act_min, self.act_max).astype(self.output.dtype)
         if self.tanh_table is not None:
             out = self.tanh_table[out.astype(np.int64) + 128]
