@@ -32,7 +32,8 @@ batch 1, each calibrated on the states the trained fp32 policy visits in quarl's
 episodes (`quarl.quantize.calibration.calibration_seeds`). `c (native)` is the same C policy timed in C,
 without the Python call. Their `flash bytes` / `RAM bytes`: the C policy for a Cortex-M4
 (arm-none-eabi-gcc -Os: .text + .rodata, and .data + .bss + stack), the .tflite file and TFLite
-Micro's tensor arena; their reward is the executed full-integer policy's.
+Micro's tensor arena; their reward is the executed full-integer policy's. `tflite_16x8` and `c_16x8`
+are the same in TFLite's 16x8 scheme (int16 activations).
 
 Usage: python benchmarks/bench_deploy.py [--policies DIR] [--episodes 10] [--cnn-episodes 10]
        [--cnn-frames 10000] [--jobs 2] [--no-reward] [--no-edge] [--networks "MLP 3x2048,..."]
@@ -103,7 +104,7 @@ TUNED: dict[str, list[str]] = {
     "PPO CartPole-v1 (tuned 64x64)": ["env=cartpole"],
     "PPO MountainCarContinuous-v0 (tuned + VecNormalize)": ["env=mountaincar_continuous"],
 }
-EDGE = ("tflite", "c")
+EDGE = ("tflite", "c", "tflite_16x8", "c_16x8")  # int8 activations, then TFLite's 16x8 scheme
 EDGE_MAX_WEIGHTS = 4_000_000  # larger MLPs get no C source / .tflite rows (MLP 3x2048: 8.4M weights)
 
 
@@ -250,22 +251,21 @@ def edge_runners(net: ActingNetwork, calibration: np.ndarray) -> tuple[dict[str,
             runners[backend] = compile_network(net, backend, calibration)
         except QuarlError as exc:
             print(f"- no {backend} row: {exc}")
-    if "tflite" in runners:
-        from quarl.deploy.edge.tflite import MicroPolicy
+    missing = available("arm-none-eabi-gcc", "arm-none-eabi-size")
+    if missing is not None and any(name.startswith("c") for name in runners):
+        print(f"- no Cortex-M sizes: {missing}")
+    for name, runner in runners.items():
+        if name.startswith("tflite"):
+            from quarl.deploy.edge.tflite import MicroPolicy
 
-        tfl = runners["tflite"]
-        try:
-            arena = MicroPolicy(tfl.model, tfl.integer).arena_bytes
-        except QuarlError:
-            arena = None
-        sizes["tflite"] = {"flash bytes": len(tfl.model), "RAM bytes": float("nan") if arena is None else arena}
-    if "c" in runners:
-        missing = available("arm-none-eabi-gcc", "arm-none-eabi-size")
-        if missing is None:
-            footprint = arm_footprint(runners["c"].integer)
-            sizes["c"] = sizes["c (native)"] = {"flash bytes": footprint.flash, "RAM bytes": footprint.ram}
-        else:
-            print(f"- no Cortex-M sizes: {missing}")
+            try:
+                arena = MicroPolicy(runner.model, runner.integer).arena_bytes
+            except QuarlError:
+                arena = None
+            sizes[name] = {"flash bytes": len(runner.model), "RAM bytes": float("nan") if arena is None else arena}
+        elif missing is None:
+            footprint = arm_footprint(runner.integer)
+            sizes[name] = sizes[f"{name} (native)"] = {"flash bytes": footprint.flash, "RAM bytes": footprint.ram}
     return runners, sizes
 
 
@@ -274,7 +274,7 @@ class NativeC:
 
     def __init__(self, runner: Any, obs: np.ndarray) -> None:
         self.runner, self.obs = runner, obs
-        self.backend, self.precision, self.nbytes = "c (native)", runner.precision, runner.nbytes
+        self.backend, self.precision, self.nbytes = f"{runner.backend} (native)", runner.precision, runner.nbytes
 
     def latency(self, rounds: int) -> dict[str, float]:
         per_call = [self.runner.c.native_ns(self.obs, repeats=200) / 1e6 for _ in range(max(rounds, 3))]
@@ -298,12 +298,12 @@ def bench_network(label: str, net: ActingNetwork, example: np.ndarray, reward: O
     if calibration is not None:
         edge, sizes = edge_runners(net, calibration)
         runners.update(edge)
-        policies.update({name: "fp32 -> full int8" for name in edge})
+        policies.update({name: "fp32 -> 16x8" if name.endswith("16x8") else "fp32 -> full int8" for name in edge})
     times = latency(runners, example, rounds, budget_s)
-    if "c" in runners:
-        native = NativeC(runners["c"], calibration[:256] if calibration is not None else example)
-        times["c (native)"], runners["c (native)"] = native.latency(rounds), native
-        policies["c (native)"] = "fp32 -> full int8"
+    for name in [n for n in runners if n in ("c", "c_16x8")]:
+        native = NativeC(runners[name], calibration[:256] if calibration is not None else example)
+        times[native.backend], runners[native.backend] = native.latency(rounds), native
+        policies[native.backend] = policies[name]
     base, int8 = times["torch"]["median_ms"], times["onnx_int8"]["median_ms"]
     fp32_bytes = runners["torch"].nbytes
     rows = []
@@ -472,7 +472,7 @@ def main() -> None:
         random_score = atari_reward(eval_env, args.cnn_episodes)(RandomActions(eval_env))
         print(f"- {CNN} on {cnn_env.id}: reward fp32 {cnn['torch']:.4g}, int8 (onnx_int8) {cnn['onnx_int8']:.4g}, "
               f"random actions {random_score:.4g} (same episodes)")
-    edge = table[table.backend.isin([*EDGE, "c (native)"])]
+    edge = table[table.backend.isin([*EDGE, "c (native)", "c_16x8 (native)"])]
     for network in edge.network.unique():
         rows_here = table[table.network == network].set_index("backend")
         c = rows_here.loc["c (native)"] if "c (native)" in rows_here.index else None

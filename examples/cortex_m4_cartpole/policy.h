@@ -13,6 +13,7 @@ extern "C" {
 #define POLICY_DISCRETE 1     /* 1: action[0] is an action index; 0: action values */
 #define POLICY_N_OUTPUTS 2    /* actions */
 #define POLICY_WEIGHT_BITS 8
+#define POLICY_ACTIVATION_BITS 8
 typedef int32_t POLICY_ACTION_T;
 
 /* The greedy action for one raw observation (as SB3's predict(obs, deterministic=True), in TFLite's

@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 
 WEIGHT_BITS = (8, 4, 2)
 ACTIVATION_BITS = (8, 16)  # TFLite's int8 scheme, and its 16x8 scheme (int16 activations, int8 weights)
-GRANULARITIES = ("per_channel", "per_channel_pow2", "per_tensor")
+GRANULARITIES = ("auto", "per_channel", "per_channel_pow2", "per_tensor")
 ACTIVATIONS = ("none", "relu", "tanh")
 TANH_SCALE = 1.0 / 128.0  # TFLite's int8 TANH output: scale 1/128, zero point 0
 TANH_SCALE_16 = 1.0 / 32768.0  # its int16 TANH output: scale 1/32768, zero point 0
