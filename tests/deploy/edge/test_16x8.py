@@ -8,13 +8,16 @@ import math
 
 import numpy as np
 import pytest
+from stable_baselines3 import DQN, SAC
 
-from quarl.deploy import compile_policy
-from quarl.deploy.edge import fixedpoint
+from quarl.deploy import acting_network, compile_policy
+from quarl.deploy.edge import fixedpoint, integer_policy
 from quarl.deploy.edge.export import export_edge
 from quarl.deploy.edge.toolchain import CPolicy
 from quarl.errors import QuarlError
-from tests.deploy.edge.test_cgen import Trained, make_cartpole, make_pendulum
+from quarl.quantize.weights import quantize_policy
+from quarl.rl.envs import random_observations
+from tests.deploy.edge.test_cgen import PTQ8, Trained, make_cartpole, make_pendulum
 
 
 def _installed(module: str) -> bool:
@@ -110,6 +113,23 @@ def test_16x8_tflite_is_the_reference_under_litert_and_tflite_micro(which, reque
     # TFLite Micro cuts the multiplier to 16 bits, LiteRT requantizes in float64: each is exact in its own
     assert check(model, policy, trained.states) == {"litert": 0, "litert-reference": 0, "tflite-micro": 0}
     assert 0 < MicroPolicy(model, policy).arena_bytes < 16384  # type: ignore[operator]
+
+
+@EDGE_EXTRA
+@pytest.mark.parametrize(
+    "algo, env_id",
+    [(DQN, "CartPole-v1"), (SAC, "MountainCarContinuous-v0")],
+    ids=["dqn-relu-argmax", "sac-squashed-tanh-head"],
+)
+def test_16x8_tflite_is_exact_for_relu_and_squashing_policies(algo, env_id):
+    """int16 ReLU fused into the FC (clamp at 0), and a squashing head (int16 TANH, then float32)."""
+    from quarl.deploy.edge.tflite import check, tflite_model
+
+    model = algo("MlpPolicy", env_id, policy_kwargs={"net_arch": [32, 32]}, seed=1, buffer_size=100, device="cpu")
+    quantize_policy(model, PTQ8)
+    states = random_observations(env_id, 3000, seed=1)
+    policy = integer_policy(acting_network(model), states[:500], activation_bits=16)
+    assert check(tflite_model(policy), policy, states) == {"litert": 0, "litert-reference": 0, "tflite-micro": 0}
 
 
 def test_16x8_keeps_more_of_the_fp32_actions_than_int8(cartpole, pendulum):

@@ -271,12 +271,13 @@ def test_c_policy_is_exact_for_continuous_actions_with_vecnormalize(pendulum, tm
     ],
     ids=["dqn-relu-argmax", "td3-tanh-squash", "sac-squashed-tanh-head"],
 )
-def test_c_policy_is_exact_for_relu_and_squashing_policies(make, env_id, tmp_path):
+@pytest.mark.parametrize("activation_bits", [8, 16])
+def test_c_policy_is_exact_for_relu_and_squashing_policies(make, env_id, activation_bits, tmp_path):
     model = make()
     quantize_policy(model, PTQ8)
     net = acting_network(model)
     states = random_observations(env_id, 3000, seed=1)
-    policy = integer_policy(net, states[:500])
+    policy = integer_policy(net, states[:500], activation_bits=activation_bits)
     if env_id != "CartPole-v1":
         assert policy.layers[-1].activation == "tanh" and policy.squash
     got, expected = CPolicy(policy, tmp_path).act(states), policy.act(states)

@@ -248,8 +248,10 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
     parts.append(_weight_reader(bits))
     parts.append(_layer_t(policy))
     parts.append(_layers(policy))
-    parts.append(_TANH16 if any(layer.tanh_int16 for layer in layers) else _ODD_LOOKUP)
-    fc = _FC.replace("@BIAS@", _BIAS).replace("@ACTIVATE@", _TANH16_APPLY if wide else _TABLE_APPLY)
+    tanh16 = any(layer.tanh_int16 for layer in layers)
+    parts.append(_TANH16 if tanh16 else "" if wide else _ODD_LOOKUP)
+    activate = (_TANH16_APPLY if tanh16 else _PLAIN_APPLY) if wide else _TABLE_APPLY
+    fc = _FC.replace("@BIAS@", _BIAS).replace("@ACTIVATE@", activate)
     parts.append(fc.replace("@REQUANTIZE@", _REQUANTIZE_DOUBLE if _in_double(policy) else _REQUANTIZE_FIXED))
     parts.append(_act(policy))
     return "".join(parts)
@@ -519,6 +521,7 @@ _TABLE_APPLY = r"""        if (l->table == 0) {
             out[o] = l->odd ? odd_lookup(l->table, acc) : l->table[acc + 128];
         }"""
 _TANH16_APPLY = r"""        out[o] = l->tanh_mult != 0 ? tanh16(acc, l->tanh_mult, l->tanh_shift) : (act_t)acc;"""
+_PLAIN_APPLY = r"""        out[o] = (act_t)acc;"""
 
 _FC = r"""
 /* one fully connected layer: act_t in -> acc_t accumulator -> requantized act_t out (-> Tanh) */
