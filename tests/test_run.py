@@ -133,8 +133,11 @@ def test_ctrl_c_ends_in_one_line_and_leaves_no_marker(scratch):
     import signal
     import time
 
+    # the child starts with Ctrl-C's default disposition, as from a shell: an ignored SIGINT is inherited, and
+    # another test in this worker (a Ray driver) may have left it ignored
     proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), "train.steps=200000", "train.progress=false"],
-                            cwd=scratch, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
+                            cwd=scratch, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     store = scratch / "outputs/results.sqlite"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (not store.exists() or results.load(store).empty):

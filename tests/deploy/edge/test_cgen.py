@@ -24,8 +24,8 @@ from quarl.config.schema import EnvConfig
 from quarl.deploy import acting_network
 from quarl.deploy.edge import fixedpoint, integer_policy, visited_states
 from quarl.deploy.edge.cgen import half_table, header, pack_weights, source
-from quarl.deploy.edge.convert import check_model
 from quarl.deploy.edge.integer import Quant
+from quarl.deploy.edge.stages import check_model
 from quarl.deploy.edge.toolchain import CPolicy, arm_footprint, available, qemu_actions, tool
 from quarl.errors import QuarlError
 from quarl.quantize.weights import quantize_policy

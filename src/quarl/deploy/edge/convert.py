@@ -7,22 +7,17 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 import torch
 import torch.nn as nn
-from stable_baselines3.common.torch_layers import FlattenExtractor
 
 from quarl.deploy.acting import (
     ActingNetwork,
-    ActivationFakeQuant,
     Argmax,
     BoxAction,
     CategoricalMode,
-    ObsNormalize,
-    Preprocess,
 )
 from quarl.deploy.edge.fixedpoint import ROUNDINGS, quantize_multiplier, round_half_away, tanh_int16_params
 from quarl.deploy.edge.integer import (
@@ -38,92 +33,15 @@ from quarl.deploy.edge.integer import (
     Quant,
     quant_of,
 )
+from quarl.deploy.edge.stages import Stage, fq_range, observation_step, stages_of, unsupported
 from quarl.errors import QuarlError
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class _Stage:
-    name: str
-    linear: nn.Linear
-    fq: Optional[ActivationFakeQuant]  # the layer's own input fake quant (PTQ calibrated / QAT frozen)
-    activation: str = "none"
-
-
-def _unsupported(what: str) -> QuarlError:
-    return QuarlError(f"{what} has no integer form here: {SUPPORTED}.")
-
-
-def _stages(net: ActingNetwork) -> list[_Stage]:
-    """The body's Linear layers with their input fake quants and activations, in order."""
-    stages: list[_Stage] = []
-    pending_fq: Optional[ActivationFakeQuant] = None
-
-    def visit(module: nn.Module, name: str) -> None:
-        nonlocal pending_fq
-        if isinstance(module, (nn.Sequential, FlattenExtractor)):
-            for child_name, child in module.named_children():
-                visit(child, f"{name}.{child_name}")
-        elif isinstance(module, nn.Flatten):
-            if stages:
-                raise _unsupported(f"A Flatten between weight layers ({name})")
-        elif isinstance(module, ActivationFakeQuant):
-            pending_fq = module
-        elif isinstance(module, nn.Linear):
-            stages.append(_Stage(name, module, pending_fq))
-            pending_fq = None
-        elif isinstance(module, (nn.Tanh, nn.ReLU, nn.Identity)):
-            kind = "tanh" if isinstance(module, nn.Tanh) else "relu" if isinstance(module, nn.ReLU) else "none"
-            if kind == "none":
-                return
-            if not stages or stages[-1].activation != "none":
-                raise _unsupported(f"An activation before any weight layer or after another ({name}, {kind})")
-            stages[-1].activation = kind
-        elif isinstance(module, (nn.Conv1d, nn.Conv2d, nn.Conv3d)):
-            raise QuarlError(
-                f"The convolution {name} ({type(module).__name__}) is not supported by the integer policy: {SUPPORTED} "
-                "(use quant.backend=onnx_int8 for CNN policies)."
-            )
-        elif isinstance(module, (nn.RNNBase, nn.RNNCellBase)):
-            raise QuarlError(f"The recurrent layer {name} ({type(module).__name__}) is not supported: {SUPPORTED}.")
-        else:
-            raise _unsupported(f"The layer {name} ({type(module).__name__})")
-
-    visit(net.body, "body")
-    if not stages:
-        raise QuarlError(f"The policy has no Linear layer: {SUPPORTED}.")
-    if pending_fq is not None:
-        raise _unsupported("A fake quantization after the last weight layer")
-    return stages
-
-
-def _check_prep(net: ActingNetwork) -> tuple[Optional[np.ndarray], Optional[np.ndarray], Optional[float]]:
-    mean = std = None
-    clip: Optional[float] = None
-    for module in net.prep.children():
-        if isinstance(module, ObsNormalize):
-            mean, std, clip = module.mean.numpy().reshape(-1), module.std.numpy().reshape(-1), module.clip
-        elif isinstance(module, Preprocess):
-            if module.scale_images:
-                raise QuarlError(f"Image observations are not supported by the integer policy: {SUPPORTED}.")
-        else:
-            raise _unsupported(f"The observation step {type(module).__name__}")
-    return mean, std, clip
-
-
-def _fq_range(fq: ActivationFakeQuant) -> tuple[float, float]:
-    """The real range an input fake quant keeps (calibrated or QAT-frozen)."""
-    lo, hi = getattr(fq, "lo", None), getattr(fq, "hi", None)
-    if lo is not None and hi is not None:  # quarl.quantize.calibration.CalibratedFakeQuant
-        return float(lo), float(hi)
-    scale = float(fq.scale.item())
-    return (fq.qmin - fq.zero_point) * scale, (fq.qmax - fq.zero_point) * scale
-
-
 @torch.no_grad()
 def _observe(
-    net: ActingNetwork, stages: list[_Stage], obs: np.ndarray, statistic: str
+    net: ActingNetwork, stages: list[Stage], obs: np.ndarray, statistic: str
 ) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
     """Ranges of every Linear's input and output on `obs` (RangeObserver: minmax or percentile)."""
     from quarl.quantize.calibration import RangeObserver  # it imports this package's parent
@@ -166,7 +84,7 @@ def _weights(w: torch.Tensor, bits: int, name: str, granularity: str = "per_chan
     return codes.numpy().astype(np.int8), scale.numpy().astype(np.float32)
 
 
-def _granularity_of(stage: _Stage, granularity: str, weight_bits: int) -> str:
+def _granularity_of(stage: Stage, granularity: str, weight_bits: int) -> str:
     """The weight scales of one layer: `granularity`, or for "auto" per tensor where 8-bit integer
     weights take a layer whose weights lie on at most 256 levels (an 8-bit per-tensor grid)."""
     if granularity != "auto":
@@ -176,7 +94,7 @@ def _granularity_of(stage: _Stage, granularity: str, weight_bits: int) -> str:
 
 
 def _input_grid(
-    net: ActingNetwork, first: _Stage, obs: Optional[np.ndarray], statistic: str, bits: int = 8
+    net: ActingNetwork, first: Stage, obs: Optional[np.ndarray], statistic: str, bits: int = 8
 ) -> tuple[np.ndarray, np.ndarray, str]:
     """Per-feature center and step of the observation's int8 (int16) grid: each feature's calibrated
     range [lo, hi] onto codes -qmax..qmax. One scale for every feature would leave a narrow feature
@@ -194,7 +112,7 @@ def _input_grid(
             lo, hi = x.min(axis=0), x.max(axis=0)
         why = f"{statistic} per feature of {len(obs)} calibration states"
     elif first.fq is not None:
-        lo_t, hi_t = _fq_range(first.fq)
+        lo_t, hi_t = fq_range(first.fq)
         lo, hi = np.full(n, min(lo_t, 0.0)), np.full(n, max(hi_t, 0.0))
         why = "the record's calibrated input range" if hasattr(first.fq, "lo") else "the QAT input range"
     else:
@@ -334,16 +252,16 @@ def integer_policy(
             )
     if len(net.obs_shape) > 1 and net.obs_dtype == np.uint8:
         raise QuarlError(f"Image observations are not supported by the integer policy: {SUPPORTED}.")
-    mean, std, clip = _check_prep(net)
-    stages = _stages(net)
+    mean, std, clip = observation_step(net)
+    stages = stages_of(net)
     head = net.head
     squash_tanh = isinstance(head, BoxAction) and head.tanh
     if squash_tanh:
         if stages[-1].activation != "none":
-            raise _unsupported(f"A squashing head after {stages[-1].activation}")
+            raise unsupported(f"A squashing head after {stages[-1].activation}")
         stages[-1].activation = "tanh"  # SAC / gSDE: the squashing tanh runs as an int8 Tanh
     if not isinstance(head, (Argmax, CategoricalMode, BoxAction)):
-        raise _unsupported(f"The action head {type(head).__name__}")
+        raise unsupported(f"The action head {type(head).__name__}")
 
     observed_in: list[Optional[tuple[float, float]]] = [None] * len(stages)
     observed_out: list[Optional[tuple[float, float]]] = [None] * len(stages)
@@ -358,7 +276,7 @@ def integer_policy(
         fq = stages[i].fq
         if fq is not None:
             kind = "calibrated in the record" if hasattr(fq, "lo") else "frozen by QAT"
-            return _fq_range(fq), kind
+            return fq_range(fq), kind
         got = observed_in[i]
         if got is None:
             raise QuarlError(
@@ -454,12 +372,5 @@ def integer_policy(
             codes = np.arange(-128, 128)[:, None].repeat(policy.n_outputs, axis=1)
             policy.action_table = policy.action_values(codes).T.copy()
     if policy.action_kind == "continuous" and policy.n_outputs != int(np.prod(policy.action_shape)):
-        raise _unsupported(f"An output of {policy.n_outputs} values for actions shaped {policy.action_shape}")
+        raise unsupported(f"An output of {policy.n_outputs} values for actions shaped {policy.action_shape}")
     return policy
-
-
-def check_model(model: Any) -> None:
-    """Refuse, in one sentence, SB3 policies the integer policy cannot take before building anything."""
-    policy = getattr(model, "policy", None)
-    if policy is not None and ("Recurrent" in type(policy).__name__ or hasattr(policy, "lstm_actor")):
-        raise QuarlError(f"Recurrent policies ({type(policy).__name__}, LSTM) are not supported: {SUPPORTED}.")

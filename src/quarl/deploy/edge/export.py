@@ -25,8 +25,9 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 
 from quarl.deploy.acting import ObsTransform, acting_network
 from quarl.deploy.edge.calibrate import calibration_states
-from quarl.deploy.edge.convert import check_model, integer_policy
+from quarl.deploy.edge.convert import integer_policy
 from quarl.deploy.edge.integer import IntegerPolicy
+from quarl.deploy.edge.stages import check_model
 from quarl.deploy.export import check_new
 from quarl.errors import QuarlError
 

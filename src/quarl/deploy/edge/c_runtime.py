@@ -1,0 +1,208 @@
+"""The C functions and templates a generated policy (`quarl.deploy.edge.cgen`) is made of: TFLite's
+requantizations (one per runtime family, for int32 and int64 accumulators), the input quantization,
+the weight readers, the Tanh lookups and the fully connected layer, each computing exactly what
+`quarl.deploy.edge.fixedpoint` and `quarl.deploy.edge.integer` compute in numpy."""
+
+from __future__ import annotations
+
+REQUANTIZE = {
+    "gemmlowp": r"""/* TFLite's MultiplyByQuantizedMultiplier (gemmlowp's double rounding, as TFLite Micro) */
+static int32_t requantize(int32_t acc, int32_t multiplier, int shift) {
+    const int left = shift > 0 ? shift : 0;
+    const int right = shift > 0 ? 0 : -shift;
+    return rdbpot(srdhm((int32_t)((uint32_t)acc << left), multiplier), right);
+}
+""",
+    "ruy": r"""/* ruy's requantization (LiteRT's builtin kernels): the rounding shift's ties go upward */
+static int32_t requantize(int32_t acc, int32_t multiplier, int shift) {
+    const int left = shift > 0 ? shift : 0;
+    const int right = shift > 0 ? 0 : -shift;
+    const int32_t high = srdhm((int32_t)((uint32_t)acc << left), multiplier);
+    (void)rdbpot;
+    if (right == 0) {
+        return high;
+    }
+    return (int32_t)(((int64_t)high + ((int64_t)1 << (right - 1))) >> right);
+}
+""",
+    "single": r"""/* TFLite's MultiplyByQuantizedMultiplier with TFLITE_SINGLE_ROUNDING (LiteRT's reference kernels) */
+static int32_t requantize(int32_t acc, int32_t multiplier, int shift) {
+    const int total = 31 - shift;
+    (void)rdbpot;
+    (void)srdhm;
+    return (int32_t)(((int64_t)acc * multiplier + ((int64_t)1 << (total - 1))) >> total);
+}
+""",
+}
+
+REDUCED_64 = r"""/* TFLite's MultiplyByQuantizedMultiplier of an int64 accumulator (TFLite Micro's 16x8 kernels):
+   the multiplier cut to 16 bits, one rounding, ties upward */
+static int32_t requantize(int64_t acc, int32_t multiplier, int shift) {
+    const int64_t reduced = multiplier < 0x7FFF0000 ? ((int64_t)multiplier + (1 << 15)) >> 16 : 0x7FFF;
+    const int total = 15 - shift;
+    (void)rdbpot;
+    (void)srdhm;
+    return (int32_t)((acc * reduced + ((int64_t)1 << (total - 1))) >> total);
+}
+"""
+
+DOUBLE_64 = r"""/* LiteRT's 16x8 requantization: the accumulator times the real multiplier in double, rounded half
+   away from zero (2v is exact and truncates to 2n or 2n + 1) */
+static int32_t requantize(double v) {
+    int64_t t;
+    (void)rdbpot;
+    (void)srdhm;
+    if (v > 1099511627776.0) {
+        v = 1099511627776.0;
+    }
+    if (v < -1099511627776.0) {
+        v = -1099511627776.0;
+    }
+    t = (int64_t)(v + v);
+    t = (t + (t > 0) - (t < 0)) / 2;
+    return t > I32_MAX ? I32_MAX : (t < I32_MIN ? I32_MIN : (int32_t)t);
+}
+"""
+
+REQUANTIZE_16X8 = {"gemmlowp": REDUCED_64, "ruy": DOUBLE_64, "single": DOUBLE_64}
+
+RUNTIME = r"""
+/* gemmlowp's SaturatingRoundingDoublingHighMul */
+static int32_t srdhm(int32_t a, int32_t b) {
+    int64_t ab;
+    int32_t nudge;
+    if (a == b && a == I32_MIN) {
+        return I32_MAX;
+    }
+    ab = (int64_t)a * (int64_t)b;
+    nudge = ab >= 0 ? (1 << 30) : (1 - (1 << 30));
+    return (int32_t)((ab + nudge) / ((int64_t)1 << 31));
+}
+
+/* gemmlowp's RoundingDivideByPOT: x / 2^e rounded to nearest, ties away from zero */
+static int32_t rdbpot(int32_t x, int e) {
+    const int32_t mask = (int32_t)(((int64_t)1 << e) - 1);
+    const int32_t remainder = x & mask;
+    const int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+    return (x >> e) + (remainder > threshold ? 1 : 0);
+}
+
+@REQUANTIZE@
+/* clamp(round half away from zero (v)) to act_t, without libm: 2v is exact and truncates to 2n or
+   2n + 1 (n = trunc(v)), so (t + sign(t)) / 2 rounds half away; NaN enters as ACT_MIN */
+static act_t quantize(float v) {
+    int32_t t;
+    if (!(v > ACT_MIN - 0.5f)) {
+        return (act_t)ACT_MIN;
+    }
+    if (v >= ACT_MAX + 0.5f) {
+        return (act_t)ACT_MAX;
+    }
+    t = (int32_t)(v + v);
+    return (act_t)((t + (t > 0) - (t < 0)) / 2);
+}
+"""
+
+QUANTIZE_EVEN = r"""
+/* as quantize, but a tie (2v an odd integer) goes to the even neighbour: LiteRT's builtin QUANTIZE
+   on its blocks of 8 features */
+static act_t quantize_even(float v) {
+    int32_t t, n;
+    if (!(v > ACT_MIN - 0.5f) || v >= ACT_MAX + 0.5f) {
+        return quantize(v);
+    }
+    t = (int32_t)(v + v);
+    n = t / 2;
+    if ((float)t == v + v && t != 2 * n && n % 2 == 0) {
+        return (act_t)n;
+    }
+    return quantize(v);
+}
+"""
+
+
+def weight_reader(bits: int) -> str:
+    if bits == 8:
+        return """
+typedef int8_t weight_t;
+#define WEIGHT(row, i) ((int32_t)(row)[i])
+#define ROW_BYTES(n) (n)
+"""
+    per, mask, sign = 8 // bits, (1 << bits) - 1, 1 << (bits - 1)
+    return f"""
+typedef uint8_t weight_t;
+/* {bits}-bit two's-complement codes, {per} to a byte, lowest bits first */
+#define WEIGHT(row, i) ((int32_t)((((row)[(i) / {per}] >> ({bits} * ((i) % {per}))) & {mask}) ^ {sign}) - {sign})
+#define ROW_BYTES(n) (((n) + {per - 1}) / {per})
+"""
+
+
+ODD_LOOKUP = r"""
+/* an odd table stored as codes 0..127 then -128 (cgen.half_table) */
+static int8_t odd_lookup(const int8_t *half, int32_t q) {
+    if (q >= 0) {
+        return half[q];
+    }
+    if (q == -128) {
+        return half[128];
+    }
+    return (int8_t)-half[-q];
+}
+"""
+
+TANH16 = r"""
+/* TFLite's int16 TANH (output scale 1/32768): tanh(x) = 2 sigmoid(2x) - 1, the sigmoid table
+   interpolated in 24-bit fixed point */
+static int16_t tanh16(int32_t q, int32_t multiplier, int left_shift) {
+    const int32_t round = left_shift > 0 ? (int32_t)1 << (left_shift - 1) : 0;
+    const int32_t x = (q * multiplier + round) >> left_shift;
+    const uint32_t magnitude = (uint32_t)(x >= 0 ? x : -x);
+    const uint32_t high = magnitude >> 8;
+    int32_t result;
+    if (high >= 255) {
+        result = 0xFFFF << 8;
+    } else {
+        const uint32_t a = SIGMOID[high], b = SIGMOID[high + 1];
+        result = (int32_t)((a << 8) + (magnitude & 0xFF) * (b - a));
+    }
+    result = x >= 0 ? result - (1 << 23) + (1 << 7) : -result + (1 << 23) + (1 << 7) - 1;
+    return (int16_t)(result >> 8);
+}
+"""
+
+BIAS = "l->bias_narrow != 0 ? (acc_t)l->bias_narrow[o] : (acc_t)l->bias_wide[o]"
+REQUANTIZE_FIXED = (
+    "requantize(sum, l->mult != 0 ? l->mult[o] : l->mult_all, l->shift != 0 ? l->shift[o] : l->shift_all)"
+)
+REQUANTIZE_DOUBLE = "requantize((double)sum * l->real[o])"
+TABLE_APPLY = r"""        if (l->table == 0) {
+            out[o] = (act_t)acc;
+        } else {
+            out[o] = l->odd ? odd_lookup(l->table, acc) : l->table[acc + 128];
+        }"""
+TANH16_APPLY = r"""        out[o] = l->tanh_mult != 0 ? tanh16(acc, l->tanh_mult, l->tanh_shift) : (act_t)acc;"""
+PLAIN_APPLY = r"""        out[o] = (act_t)acc;"""
+
+FC = r"""
+/* one fully connected layer: act_t in -> acc_t accumulator -> requantized act_t out (-> Tanh) */
+static void fc(const layer_t *l, const act_t *in, act_t *out) {
+    int o, i;
+    for (o = 0; o < l->n_out; ++o) {
+        const weight_t *row = l->w + (long)o * ROW_BYTES(l->n_in);
+        acc_t sum = @BIAS@;
+        int32_t acc;
+        for (i = 0; i < l->n_in; ++i) {
+            sum += (acc_t)((int32_t)in[i] * WEIGHT(row, i));
+        }
+        acc = @REQUANTIZE@;
+        acc += l->out_zp;
+        if (acc < l->act_min) {
+            acc = l->act_min;
+        }
+        if (acc > ACT_MAX) {
+            acc = ACT_MAX;
+        }
+@ACTIVATE@
+    }
+}
+"""
