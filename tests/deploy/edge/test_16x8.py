@@ -17,7 +17,7 @@ from quarl.deploy.edge.toolchain import CPolicy
 from quarl.errors import QuarlError
 from quarl.quantize.weights import quantize_policy
 from quarl.rl.envs import random_observations
-from tests.deploy.edge.test_cgen import PTQ8, Trained, make_cartpole, make_pendulum
+from tests.deploy.edge.test_cgen import PTQ8, Trained
 
 
 def _installed(module: str) -> bool:
@@ -32,16 +32,6 @@ EDGE_EXTRA = pytest.mark.skipif(
     not (_installed("ai_edge_litert.interpreter") and _installed("tflite_micro")),
     reason="ai-edge-litert and tflite-micro are not installed: pip install 'quarl[edge]'",
 )
-
-
-@pytest.fixture(scope="module")
-def cartpole() -> Trained:
-    return make_cartpole()
-
-
-@pytest.fixture(scope="module")
-def pendulum() -> Trained:
-    return make_pendulum()
 
 
 def test_int64_requantization_and_int16_tanh_on_hand_worked_numbers():

@@ -88,16 +88,6 @@ def make_pendulum() -> Trained:
     return Trained(model, "Pendulum-v1", venv)
 
 
-@pytest.fixture(scope="module")
-def cartpole() -> Trained:
-    return make_cartpole()
-
-
-@pytest.fixture(scope="module")
-def pendulum() -> Trained:
-    return make_pendulum()
-
-
 # --- TFLite's fixed-point arithmetic -----------------------------------------------------------------
 
 

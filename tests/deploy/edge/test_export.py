@@ -108,12 +108,24 @@ def test_16x8_from_the_command_line_export_and_backend(scratch, shared_policies)
     assert row["backend"] == "c_16x8" and row["backend_precision"] == "16x8" and row["backend_reward"] > 0
     out = scratch / "policy16"
     cli = [sys.executable, "-m", "quarl.cli", "export", "quant=ptq", "--out"]
-    done = subprocess.run([*cli, str(out), "--format", "c", "--activations", "int16"], cwd=scratch,
-                          capture_output=True, text=True, env=ENV, timeout=600)
+    done = subprocess.run(
+        [*cli, str(out), "--format", "c", "--activations", "int16"],
+        cwd=scratch,
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     assert "int16 (16x8) activations" in done.stdout and "identical to the integer reference" in done.stdout
     assert "#define POLICY_ACTIVATION_BITS 16" in (out / "policy.h").read_text()
-    onnx = subprocess.run([*cli, str(scratch / "p.onnx"), "--activations", "int16"], cwd=scratch,
-                          capture_output=True, text=True, env=ENV, timeout=600)
+    onnx = subprocess.run(
+        [*cli, str(scratch / "p.onnx"), "--activations", "int16"],
+        cwd=scratch,
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=600,
+    )
     assert onnx.returncode == 1 and "--activations chooses the full-integer formats' activations" in onnx.stderr
     assert "Traceback" not in onnx.stderr and not (scratch / "p.onnx").exists()

@@ -12,7 +12,6 @@ from quarl.deploy.backends import EDGE, LOW
 from quarl.errors import QuarlError
 from quarl.store import query as results
 from tests.conftest import FAST, run_quarl
-from tests.deploy.edge.test_cgen import Trained, make_cartpole
 from tests.test_run import log_of
 
 
@@ -26,11 +25,6 @@ def _has_litert() -> bool:
 
 NO_LITERT = "ai-edge-litert is not installed: pip install 'quarl[edge]'"
 BACKEND_PARAMS = ["c", pytest.param("tflite", marks=pytest.mark.skipif(not _has_litert(), reason=NO_LITERT))]
-
-
-@pytest.fixture(scope="module")
-def cartpole() -> Trained:
-    return make_cartpole()
 
 
 def test_edge_backends_are_choices_but_not_autos():

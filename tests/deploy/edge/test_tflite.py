@@ -10,7 +10,7 @@ import pytest
 
 from quarl.deploy.edge import fixedpoint
 from quarl.errors import QuarlError
-from tests.deploy.edge.test_cgen import N_STATES, PTQ8, Trained, make_cartpole, make_pendulum
+from tests.deploy.edge.test_cgen import N_STATES, PTQ8, Trained
 
 litert = pytest.importorskip(
     "ai_edge_litert.interpreter", reason="ai-edge-litert is not installed: pip install 'quarl[edge]'"
@@ -25,16 +25,6 @@ from quarl.deploy.edge.tflite import (  # noqa: E402
     read_metadata,
     tflite_model,
 )
-
-
-@pytest.fixture(scope="module")
-def cartpole() -> Trained:
-    return make_cartpole()
-
-
-@pytest.fixture(scope="module")
-def pendulum() -> Trained:
-    return make_pendulum()
 
 
 @pytest.mark.parametrize("which", ["cartpole", "pendulum"])
