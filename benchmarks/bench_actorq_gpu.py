@@ -1,21 +1,27 @@
 """ActorQ as published, and the paper's mixed-precision study, in one script that fits a GPU device
 machine's ten minutes (`benchmarks/device/gpu.sh` runs it there).
 
-Parts, in order, each skipped with a line saying so when the time left (`--budget-s`) cannot hold it:
+Parts, in order of what the study needs most, each skipped with a line saying so when the time left
+(`--budget-s`) cannot hold it:
 
 1. **CUDA smoke** (about 30 s at most): a DQN learner with the 3x2048 Q-network on the device, 50
-   updates on random batches, a publish (one copy from the GPU) and a bf16 autocast update; any
-   error or a non-finite loss exits 1 before anything else runs.
-2. **ActorQ DQN rows** (`+sweep=actorq_gpu`): the learner on the device, 14 actors pinned one to a
-   core (all cores but two), fp32 vs int8 actors, on CartPole, MountainCar and Acrobot, each run to
-   its published target (198.22, -120.62, -107.45; `actorq.stop_at_return`) or its cap (`--cap-s`;
-   `actorq.time_limit_s`). Prints time to target (a bound, ≥, where the cap came first), the
-   speedup beside the published one, and each side's throughput and waits.
-3. **Mixed precision** (`benchmarks/bench_amp.py`): DQN on Pong at the paper's three sizes.
-4. **D4PG** with the 2048x3 policy on Pendulum (`+sweep=d4pg_gpu`; Gymnasium's Pendulum travels,
+   updates on random batches, a publish (one copy from the GPU), an int8 actor built from it (ONNX
+   Runtime) and a bf16 autocast update; any error or a non-finite value exits 1 before anything
+   else runs.
+2. **ActorQ DQN on CartPole** (`+sweep=actorq_gpu`): the learner on the device, 14 actors pinned one
+   to a core (all cores but two), fp32 vs int8 actors, each run to its published target (198.22;
+   `actorq.stop_at_return`) or its cap (`--cap-s`; `actorq.time_limit_s`).
+3. **Mixed precision** (`benchmarks/bench_amp.py`, at most `AMP_S`): DQN on Pong at the paper's
+   three sizes; its CSV grows a row per size, so a part cut short keeps the sizes it measured.
+4. **ActorQ DQN on Acrobot, then MountainCar** (targets -107.45, -120.62), as part 2. MountainCar
+   comes last: at the paper's 3x2048 it needs the most env steps of the three.
+5. **D4PG** with the 2048x3 policy on Pendulum (`+sweep=d4pg_gpu`; Gymnasium's Pendulum travels,
    DeepMind Control does not), fp32 vs int8 actors.
-5. **4-bit on a VNNI CPU** (`benchmarks/bench_int4.py`), only where `lscpu` lists avx512_vnni or amx,
+6. **4-bit on a VNNI CPU** (`benchmarks/bench_int4.py`), only where `lscpu` lists avx512_vnni or amx,
    with the time left (it trains its 3x2048 policy first).
+
+The ActorQ table prints time to target (a bound, ≥, where the cap came first), the speedup beside
+the published one, and each side's throughput and waits.
 
 Writes under `--out`: the store `results.sqlite`, the records as `records.tar.gz` (one JSON file a
 cell, for `docs/reproduction/records`), `actorq_gpu.md` and `amp.csv`, and `log.txt`.
@@ -40,9 +46,10 @@ from pathlib import Path
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGETS = {"cartpole": 198.22, "mountaincar": -120.62, "acrobot": -107.45}  # the paper's DQN rows
+TARGETS = {"cartpole": 198.22, "acrobot": -107.45, "mountaincar": -120.62}  # the paper's DQN rows, in run order
 START_S = 25  # a capped run's start-up (14 actor processes) and its evaluation, beyond its cap
 SMOKE_S = 30
+AMP_S = 120  # the mixed-precision part's cap on a device (about 60 s measured in the plan: 3 sizes)
 
 
 class Clock:
@@ -68,8 +75,9 @@ def smoke(device: str, *overrides: str) -> None:
     from hydra import compose, initialize_config_dir
 
     from quarl import CONF_DIR
+    from quarl.actorq import execution
     from quarl.actorq.dqn import DQNLearner
-    from quarl.actorq.params import ParameterQuantizer
+    from quarl.actorq.params import ParameterQuantizer, unpack
     from quarl.actorq.settings import resolve
     from quarl.config import schema
     from quarl.train.amp import DTYPE
@@ -99,12 +107,15 @@ def smoke(device: str, *overrides: str) -> None:
         "discount": np.full(64, 0.97, np.float32),
     }
     losses = [learner.update(batch)["loss"] for _ in range(50)]
-    packed = ParameterQuantizer(settings.actor.layer_shapes, 8).pack(learner.policy)
+    spec = settings.actor
+    packed = ParameterQuantizer(spec.layer_shapes, 8).pack(learner.policy)
+    int8_actor = execution.build(execution.convert(unpack(packed, spec.layer_shapes, 8), 8), 8, spec.squash)
+    actions = int8_actor(batch["obs"])
     with torch.autocast(torch.device(device).type, dtype=DTYPE):
         losses.append(learner.update(batch)["loss"])
     values = torch.stack(losses).float().cpu()
-    if not torch.isfinite(values).all() or packed.nbytes == 0:
-        raise RuntimeError(f"smoke run: non-finite losses {values.tolist()[-3:]} or an empty publish")
+    if not torch.isfinite(values).all() or packed.nbytes == 0 or not np.isfinite(actions).all():
+        raise RuntimeError(f"smoke run: non-finite losses {values.tolist()[-3:]}, an empty publish or int8 actions")
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
     print(
         f"## CUDA smoke: passed on {name} in {time.monotonic() - start:.1f} s "
@@ -120,12 +131,12 @@ def quarl_run(args: list[str], log: Path) -> int:
         ).returncode
 
 
-def actorq_rows(a: argparse.Namespace, clock: Clock, common: list[str], log: Path) -> None:
-    """The DQN rows, one multirun (fp32 and int8 actors) per env."""
+def actorq_rows(a: argparse.Namespace, clock: Clock, common: list[str], log: Path, envs: list[str]) -> None:
+    """The DQN rows of `envs`, one multirun (fp32 and int8 actors) per env."""
     extra = (
         ["train.device=cpu", "actorq.actors=2", "algo.hyperparams.policy_kwargs.net_arch=[64,64]"] if a.rehearse else []
     )
-    for env in a.envs:
+    for env in envs:
         if not clock.allows(f"ActorQ DQN on {env}", 2 * (a.cap_s + START_S)):
             continue
         code = quarl_run(
@@ -235,6 +246,25 @@ def int4_on_vnni(rehearse: bool, clock: Clock) -> None:
             print("\n## 4-bit on a VNNI CPU: stopped at the end of the budget\n")
 
 
+def mixed_precision(a: argparse.Namespace, clock: Clock, device: str) -> None:
+    """bench_amp on the device, stopped at AMP_S or the end of the budget (its CSV keeps the sizes done)."""
+    tiny = ["--tiny", "--updates", "3", "--rounds", "1", "--train-steps", "300"] if a.rehearse else []
+    if not clock.allows("Mixed precision", 20 if a.rehearse else 60):
+        return
+    command = [
+        sys.executable,
+        str(ROOT / "benchmarks/bench_amp.py"),
+        "--device",
+        device,
+        "--csv",
+        str(a.out / "amp.csv"),
+    ]
+    try:
+        subprocess.run([*command, *tiny], timeout=min(AMP_S, clock.left()), check=False)
+    except subprocess.TimeoutExpired:
+        print(f"\n## Mixed precision: stopped after {min(AMP_S, clock.left()):.0f} s; amp.csv has the sizes done\n")
+
+
 def write_summary(out: Path, device: str) -> None:
     """Print the ActorQ table and write it to `out`/actorq_gpu.md."""
     table = summary(out)
@@ -287,22 +317,11 @@ def main() -> int:
         "eval.progress=false",
         "hydra.callbacks.collate.enabled=false",
     ]
-    actorq_rows(a, clock, common, log)
+    actorq_rows(a, clock, common, log, a.envs[:1])
     write_summary(a.out, device)
-    amp = ["--tiny", "--updates", "3", "--rounds", "1", "--train-steps", "300"] if a.rehearse else []
-    if clock.allows("Mixed precision", 20 if a.rehearse else 100):
-        subprocess.run(
-            [
-                sys.executable,
-                str(ROOT / "benchmarks/bench_amp.py"),
-                "--device",
-                device,
-                "--csv",
-                str(a.out / "amp.csv"),
-                *amp,
-            ],
-            check=False,
-        )
+    mixed_precision(a, clock, device)
+    actorq_rows(a, clock, common, log, a.envs[1:])
+    write_summary(a.out, device)
     d4pg_rows(a, clock, common, log)
     write_summary(a.out, device)
     int4_on_vnni(a.rehearse, clock)

@@ -152,6 +152,7 @@ def main() -> None:
     torch.set_num_threads(1 if a.device == "cpu" else torch.get_num_threads())
     env = pong_env()
     paper = pd.read_csv(resources.files("quarl").joinpath("data/mixed_precision_training.csv").open())
+    device = torch.cuda.get_device_name() if a.device == "cuda" else platform.processor() or platform.machine()
     rows = []
     for (name, size), arch in zip((TINY if a.tiny else SIZES).items(), paper["architecture"]):
         ups = updates_per_s(env, size, a.device, a.updates, a.rounds)
@@ -168,19 +169,18 @@ def main() -> None:
                 "env steps/s bf16": bf16,
                 "end-to-end speedup": bf16 / fp32,
                 "speedup (paper)": float(paper.loc[paper["policy"] == name, "speedup"].iloc[0]),
+                "device": device,
             }
         )
-    device = torch.cuda.get_device_name() if a.device == "cuda" else platform.processor() or platform.machine()
+        if a.csv:  # a row per size as it lands: a run stopped early keeps the sizes it measured
+            pd.DataFrame(rows).to_csv(a.csv, index=False)
     table = pd.DataFrame(rows)
-    table["device"] = device
     print(
         f"## Mixed-precision DQN on Pong: fp32 vs bf16 autocast ({device}, torch {torch.__version__}; "
         f"updates: median of {a.rounds} rounds of {a.updates}; end to end: {a.train_steps} env steps)\n"
     )
     print(table.drop(columns="device").to_markdown(index=False, floatfmt=".3g"))
     print("\nThe paper's speedup is whole-training runtime in fp32 over mixed precision (fp16) on its GPU.")
-    if a.csv:
-        table.to_csv(a.csv, index=False)
 
 
 if __name__ == "__main__":

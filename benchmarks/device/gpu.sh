@@ -5,7 +5,7 @@
 #   bash benchmarks/device/gpu.sh               # with carry [".whl"] and timeout_s 600
 # It installs the wheels beside the device's own torch (quarl from src/, without its torch pin),
 # names the GPU and the CPU, runs benchmarks/bench_actorq_gpu.py and leaves in $OUT: stdout.txt,
-# log.txt, actorq_gpu.md, amp.csv, records.tar.gz and results.sqlite. Back here:
+# log.txt, actorq_gpu.md, amp.csv, records.tar.gz, results.sqlite and runs.tar.gz. Back here:
 #   tar xzf <files_at>/records.tar.gz -C docs/reproduction/records && quarl report
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,4 +18,5 @@ export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
 timeout "${BUDGET_S:-540}" python3 benchmarks/bench_actorq_gpu.py --out /tmp/gpu --budget-s $(( ${BUDGET_S:-540} - 30 )) 2>&1 | tee -a "$OUT/stdout.txt"
 status=${PIPESTATUS[0]}
 for f in log.txt actorq_gpu.md amp.csv records.tar.gz results.sqlite; do [ -f "/tmp/gpu/$f" ] && cp "/tmp/gpu/$f" "$OUT/"; done
+[ -d /tmp/gpu/runs ] && tar czf "$OUT/runs.tar.gz" -C /tmp/gpu runs  # each run's folder: its record, curves and log, even if cut short
 exit "$status"
