@@ -42,6 +42,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -120,6 +121,32 @@ def smoke(device: str, *overrides: str) -> None:
     print(
         f"## CUDA smoke: passed on {name} in {time.monotonic() - start:.1f} s "
         f"(51 updates, loss {values[0]:.3f} -> {values[-1]:.3f}, {packed.nbytes} bytes a publish)\n"
+    )
+    print(learner_alone(learner, batch, spec.layer_shapes, device) + "\n")
+
+
+def learner_alone(learner: Any, batch: dict[str, Any], shapes: list[tuple[int, int]], device: str) -> str:
+    """The learner's own speed, without actors beside it: updates/s and the time of a publish at
+    32 and 8 bits (each timed to the GPU's end), the ceiling an ActorQ run's learner works under."""
+    import torch
+
+    from quarl.actorq.params import ParameterQuantizer
+
+    def timed(work: Callable[[], Any], times: int) -> float:
+        work()
+        sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(times):
+            work()
+        sync()
+        return (time.perf_counter() - t0) / times
+
+    update_s = timed(lambda: learner.update(batch), 200)
+    publish = {bits: timed(lambda q=ParameterQuantizer(shapes, bits): q.pack(learner.policy), 20) for bits in (32, 8)}
+    return (
+        f"## The learner alone on {device}: {1 / update_s:.0f} updates/s (batch 64, timed over 200); "
+        f"a publish takes {publish[32] * 1e3:.1f} ms at 32 bits and {publish[8] * 1e3:.1f} ms at 8 bits"
     )
 
 

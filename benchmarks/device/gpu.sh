@@ -3,6 +3,7 @@
 #   bash benchmarks/device/wheels.sh            # the packages the device lacks, as wheels in .whl/
 # then run on the device, carrying .whl (the command the device tool takes):
 #   bash benchmarks/device/gpu.sh               # with carry [".whl"] and timeout_s 600
+#   BUDGET_S=250 GPU_ARGS="--envs cartpole" bash benchmarks/device/gpu.sh   # a shorter call: one env
 # It installs the wheels beside the device's own torch (quarl from src/, without its torch pin),
 # names the GPU and the CPU, runs benchmarks/bench_actorq_gpu.py and leaves in $OUT: stdout.txt,
 # log.txt, actorq_gpu.md, amp.csv, records.tar.gz, results.sqlite and runs.tar.gz. Back here:
@@ -15,7 +16,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
 { nvidia-smi -L; lscpu | grep -E "Model name|^CPU\(s\)"; lscpu | grep -o -E "avx512_vnni|amx_[a-z0-9]+" | sort -u | tr '\n' ' '; echo; 
   python3 -c "import torch; print('torch', torch.__version__)"; } 2>&1 | tee "$OUT/stdout.txt"
-timeout "${BUDGET_S:-540}" python3 benchmarks/bench_actorq_gpu.py --out /tmp/gpu --budget-s $(( ${BUDGET_S:-540} - 30 )) 2>&1 | tee -a "$OUT/stdout.txt"
+timeout "${BUDGET_S:-540}" python3 benchmarks/bench_actorq_gpu.py --out /tmp/gpu --budget-s $(( ${BUDGET_S:-540} - 30 )) ${GPU_ARGS:-} 2>&1 | tee -a "$OUT/stdout.txt"
 status=${PIPESTATUS[0]}
 for f in log.txt actorq_gpu.md amp.csv records.tar.gz results.sqlite; do [ -f "/tmp/gpu/$f" ] && cp "/tmp/gpu/$f" "$OUT/"; done
 [ -d /tmp/gpu/runs ] && tar czf "$OUT/runs.tar.gz" -C /tmp/gpu runs  # each run's folder: its record, curves and log, even if cut short

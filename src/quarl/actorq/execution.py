@@ -49,7 +49,7 @@ def convert(layers: list[Layer], bits: int) -> list[Layer]:
         if bits == 8:
             if layer.scale is None:
                 q, scale, zero_point = quantize_uint8(torch.from_numpy(dequantize(layer)))
-                layer = Layer(q.numpy(), layer.b, scale, zero_point)
+                layer = Layer(q.numpy(), layer.b, float(scale), int(zero_point))
         else:
             dtype = np.float16 if bits == 16 else np.float32
             if layer.wt.dtype != dtype:

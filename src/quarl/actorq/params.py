@@ -24,6 +24,7 @@ import torch.nn as nn
 from quarl.quantize.weights import qparams, ranges
 
 WIRE_DTYPES = {32: np.float32, 16: np.float16, 8: np.uint8}
+TORCH_WIRE_DTYPES = {32: torch.float32, 16: torch.float16, 8: torch.uint8}
 ALIGN = 16  # every array starts at a multiple of 16 bytes, so views into the buffer are aligned
 
 
@@ -40,12 +41,13 @@ class Layer:
     zero_point: int | None = None
 
 
-def quantize_uint8(w: torch.Tensor) -> tuple[torch.Tensor, float, int]:
-    """Affine per-tensor uint8 quantization: (q, scale, zero_point) with w ≈ (q - zero_point) * scale,
-    the scale and zero point of PTQ's affine scheme (`quarl.quantize.weights.qparams`)."""
+def quantize_uint8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Affine per-tensor uint8 quantization on `w`'s device: (q, scale, zero_point), each of the last
+    two of shape [1], with w ≈ (q - zero_point) * scale, the scale and zero point of PTQ's affine
+    scheme (`quarl.quantize.weights.qparams`)."""
     scale, zero_point, qmin, qmax = qparams(*ranges(w), 8, "affine")
     q = torch.clamp(torch.round(w / scale) + zero_point, qmin, qmax).to(torch.uint8)
-    return q, float(scale), int(zero_point)
+    return q, scale.reshape(1), zero_point.reshape(1)
 
 
 def dequantize(layer: Layer) -> np.ndarray:
@@ -75,11 +77,16 @@ def packed_size(shapes: Sequence[tuple[int, int]], bits: int) -> int:
 
 
 class ParameterQuantizer:
-    """Packs an acting network's weights at `bits` into a reused buffer: once per publish, on the learner."""
+    """Packs an acting network's weights at `bits` into a reused buffer: once per publish, on the learner.
+
+    The packed image is built where the network lives and leaves it in one copy: a GPU learner
+    quantizes on the GPU and sends the wire bytes (a quarter of float32's at 8 bits) into pinned
+    host memory, instead of copying float32 weights out and quantizing them on one CPU thread."""
 
     def __init__(self, shapes: Sequence[tuple[int, int]], bits: int) -> None:
         self.shapes, self.bits = [(n_in, n_out) for n_in, n_out in shapes], bits
         self.buffer = np.zeros(packed_size(self.shapes, bits), dtype=np.uint8)
+        self._image: torch.Tensor | None = None  # the packed bytes on the network's device
 
     @property
     def nbytes(self) -> int:
@@ -89,32 +96,36 @@ class ParameterQuantizer:
     @torch.no_grad()
     def pack(self, net: nn.Module) -> np.ndarray:
         """The packed weights of `net` (a view of this quantizer's buffer: copy it before the next pack)."""
-        arrays: dict[str, torch.Tensor | float] = {}
-        for i, (wt, b) in enumerate(_on_host(net)):
-            if self.bits == 8:
-                wt, arrays[f"scale{i}"], arrays[f"zero_point{i}"] = quantize_uint8(wt)
-            arrays[f"wt{i}"], arrays[f"b{i}"] = wt, b
-        for name, offset, shape, dtype in _layout(self.shapes, self.bits)[:-1]:
-            view = torch.from_numpy(np.ndarray(shape, dtype=dtype, buffer=self.buffer, offset=offset))
-            value = arrays[name]
-            view.copy_(value if isinstance(value, torch.Tensor) else torch.tensor([value]))
+        arrays = _wire_arrays(net, self.bits)
+        image = self._image_on(arrays["wt0"].device)
+        for name, offset, _, _ in _layout(self.shapes, self.bits)[:-1]:
+            raw = arrays[name].reshape(-1).view(torch.uint8)
+            image[offset : offset + raw.numel()].copy_(raw)
+        if image.device.type != "cpu":
+            torch.from_numpy(self.buffer).copy_(image)  # the publish's one copy from the device
         return self.buffer
 
+    def _image_on(self, device: torch.device) -> torch.Tensor:
+        """Where a pack writes: the buffer itself on the CPU; elsewhere a zeroed device image, the
+        buffer then moved to pinned memory (a faster copy back)."""
+        if device.type == "cpu":
+            return torch.from_numpy(self.buffer)
+        if self._image is None or self._image.device != device:
+            self._image = torch.zeros(self.buffer.nbytes, dtype=torch.uint8, device=device)
+            self.buffer = torch.zeros(self.buffer.nbytes, dtype=torch.uint8, pin_memory=True).numpy()
+        return self._image
 
-def _on_host(net: nn.Module) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Every Linear layer's float32 (weight transposed, bias) on the CPU, in one copy from the
-    network's device (a GPU learner's publish waits on one transfer, not one per tensor)."""
+
+def _wire_arrays(net: nn.Module, bits: int) -> dict[str, torch.Tensor]:
+    """Every array of a publish (`_layout`'s names) at its wire dtype, on the network's device."""
+    arrays: dict[str, torch.Tensor] = {}
     linears = [m for m in net.modules() if isinstance(m, nn.Linear)]
-    parts = [t.detach().float().reshape(-1) for m in linears for t in (m.weight.t(), m.bias)]
-    flat = torch.cat(parts).cpu() if parts else torch.zeros(0)
-    out, offset = [], 0
-    for m in linears:
-        n_in, n_out = m.in_features, m.out_features
-        wt = flat[offset : offset + n_in * n_out].view(n_in, n_out)
-        b = flat[offset + n_in * n_out : offset + (n_in + 1) * n_out]
-        out.append((wt, b))
-        offset += (n_in + 1) * n_out
-    return out
+    for i, m in enumerate(linears):
+        wt, b = m.weight.detach().float().t(), m.bias.detach().float()
+        if bits == 8:
+            wt, arrays[f"scale{i}"], arrays[f"zero_point{i}"] = quantize_uint8(wt)
+        arrays[f"wt{i}"], arrays[f"b{i}"] = wt.to(TORCH_WIRE_DTYPES[bits]), b
+    return arrays
 
 
 def unpack(buffer: np.ndarray, shapes: Sequence[tuple[int, int]], bits: int) -> list[Layer]:
