@@ -113,14 +113,22 @@ def test_actorq_rows_equal_a_direct_reading_of_the_records_curves():
         hyper = record["config"]["algo"].get("hyperparams") or {}
         layers = hyper.get("policy_layers") or (hyper.get("policy_kwargs") or {}).get("net_arch")
         network = "x".join(str(width) for width in layers) if layers else "default"
-        key = (run["algo"], run["env"], network, precision)
+        # the committed trainings of one policy differ by their learner's device: never pooled
+        key = (run["algo"], run["env"], network, precision, run.get("training_device") or "cpu")
         by_setting.setdefault(key, []).append((hit if hit is not None else run["train_time_s"], hit is None))
+    per_policy: dict[tuple, list[tuple[int, float, bool]]] = {}
     for key, seeds in by_setting.items():  # a seed that missed the target counts at its whole run time
-        row = table.loc[key]
-        assert row["seeds"] == len(seeds) and row["time_s"] == pytest.approx(np.mean([t for t, _ in seeds]))
-        assert bool(row["censored"]) == any(missed for _, missed in seeds)
+        mean = float(np.mean([t for t, _ in seeds]))
+        per_policy.setdefault(key[:4], []).append((len(seeds), round(mean, 6), any(missed for _, missed in seeds)))
+    for key, trainings in per_policy.items():
+        rows = table.loc[[key]]
+        found = [(int(r["seeds"]), round(float(r["time_s"]), 6), bool(r["censored"])) for _, r in rows.iterrows()]
+        assert sorted(found) == sorted(trainings)
     section = time_to_reward.actorq_section(campaign, [])
     assert section.count("\n| dqn | cartpole |") == sum(1 for k in by_setting if k[:2] == ("dqn", "cartpole"))
+    # the reading names each training's learner: the CPU and GPU runs of the 3x2048 policy stay apart
+    for device in {k[4] for k in by_setting if k[:3] == ("dqn", "cartpole", "2048x2048x2048")}:
+        assert f"- dqn on cartpole, 2048x2048x2048 policy, learner on {device}:" in section
 
 
 def _qat_rows(rewards: dict[tuple[str, int], list[float]], fp32: float = 500.0) -> pd.DataFrame:

@@ -221,8 +221,9 @@ def convergence(study: Study, curves: pd.DataFrame, algo: str, env: str):
         grid = np.linspace(0, end, GRID)
         counts = []
         several = rows["network"].nunique() > 1
-        for (net, precision), group in sorted(
-            rows.groupby(["network", "precision"]), key=lambda g: (g[0][0], ORDER.index(g[0][1]))
+        trainings_per_net = rows.groupby("network")["training"].nunique()
+        for (net, _, precision), group in sorted(  # one line per training: never pooled
+            rows.groupby(["network", "training", "precision"]), key=lambda g: (g[0][0], g[0][1], ORDER.index(g[0][2]))
         ):
             lines = []
             for key in group["cell_key"]:
@@ -237,7 +238,8 @@ def convergence(study: Study, curves: pd.DataFrame, algo: str, env: str):
                 warnings.simplefilter("ignore", RuntimeWarning)
                 mean = np.nanmean(y, axis=0)
                 se = np.nanstd(y, axis=0, ddof=1) / np.sqrt(n)
-            label = f"{precision} actors{f', {net} policy' if several else ''} (n = {len(lines)})"
+            where = f", learner on {learner_device(group)}" if trainings_per_net[net] > 1 else ""
+            label = f"{precision} actors{f', {net} policy' if several else ''}{where} (n = {len(lines)})"
             (line,) = ax.plot(grid, mean, label=label)
             if len(lines) > 1:
                 half = np.array([t_quantile(0.95, k - 1) if k > 1 else np.nan for k in n]) * se
@@ -250,6 +252,12 @@ def convergence(study: Study, curves: pd.DataFrame, algo: str, env: str):
             title="shaded: 95% Student-t CI across seeds" if max(counts, default=1) > 1 else "one seed: no interval"
         )
     return fig
+
+
+def learner_device(runs: pd.DataFrame) -> str:
+    """The device the runs' learner ran on (records from before quarl recorded it ran on the CPU)."""
+    devices = runs["training_device"].fillna("cpu") if "training_device" in runs else pd.Series(["cpu"])
+    return "/".join(sorted(set(map(str, devices))))
 
 
 def breakdown(study: Study, actors: pd.DataFrame) -> pd.DataFrame:

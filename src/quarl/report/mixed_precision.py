@@ -11,16 +11,21 @@ import pandas as pd
 from quarl.collate.published import packaged
 from quarl.report.text import _markdown, fmt, note
 
-AMP_FILE = "amp.csv"  # bench_amp.py --csv, copied from a GPU machine
+AMP_FILE = "amp.csv"  # bench_amp.py --csv, copied from a GPU machine; one run per value of `run` (or one run)
+RATES = ["updates/s fp32", "updates/s bf16", "env steps/s fp32", "env steps/s bf16"]
+SPEEDUPS = ["update speedup", "end-to-end speedup"]
 
 
 def section(folder: Path) -> str:
-    """The AMP table with the device it ran on, each size beside the paper's speedup."""
+    """The AMP table with the device it ran on, each size beside the paper's speedup: quarl's
+    throughputs are the mean over the file's runs, its speedups the mean with the runs' range."""
     paper = packaged("mixed_precision_training.csv", "algo_env").set_index("policy")
     measured = pd.read_csv(folder / AMP_FILE) if (folder / AMP_FILE).exists() else None
     header = ["policy", "architecture", "paper: fp32 / mixed min", "paper speedup"]
     if measured is not None:
-        header += ["quarl: updates/s fp32 / bf16", "update speedup", "env steps/s fp32 / bf16", "end-to-end speedup"]
+        measured = measured.assign(run=measured["run"] if "run" in measured else 1)
+        header += ["quarl runs", "quarl: updates/s fp32 / bf16", "update speedup", "env steps/s fp32 / bf16"]
+        header += ["end-to-end speedup"]
     rows = []
     for name, published in paper.iterrows():
         row = [
@@ -30,13 +35,23 @@ def section(folder: Path) -> str:
             f"{published['speedup']:.2f}x",
         ]
         if measured is not None:
-            m = measured[measured["policy"] == name].iloc[0]
+            runs = measured[measured["policy"] == name]
+            mean = runs[RATES].mean()
             row += [
-                f"{fmt(m['updates/s fp32'], 1)} / {fmt(m['updates/s bf16'], 1)}",
-                f"{m['update speedup']:.2f}x",
-                f"{fmt(m['env steps/s fp32'], 0)} / {fmt(m['env steps/s bf16'], 0)}",
-                f"{m['end-to-end speedup']:.2f}x",
+                str(runs["run"].nunique()),
+                f"{fmt(mean['updates/s fp32'], 1)} / {fmt(mean['updates/s bf16'], 1)}",
+                _speedup(runs["update speedup"]),
+                f"{fmt(mean['env steps/s fp32'], 0)} / {fmt(mean['env steps/s bf16'], 0)}",
+                _speedup(runs["end-to-end speedup"]),
             ]
         rows.append(row)
-    device = str(measured["device"].iloc[0]) if measured is not None else None
-    return note("amp", device=device) + "\n\n" + _markdown(header, rows)
+    device = ", ".join(sorted(measured["device"].astype(str).unique())) if measured is not None else None
+    runs_n = int(measured["run"].nunique()) if measured is not None else 0
+    return note("amp", device=device, runs=runs_n) + "\n\n" + _markdown(header, rows)
+
+
+def _speedup(values: pd.Series) -> str:
+    """The mean speedup over runs, with their range where there are several."""
+    if len(values) == 1:
+        return f"{values.iloc[0]:.2f}x"
+    return f"{values.mean():.2f}x ({values.min():.2f}-{values.max():.2f})"

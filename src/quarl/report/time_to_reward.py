@@ -71,7 +71,7 @@ def actorq_section(campaign: Campaign, figures: list[str]) -> str:
                 r["env"],
                 r["network"],
                 r["precision"],
-                _learner(cells),
+                actorq.learner_device(cells),
                 str(r["seeds"]),
                 fmt(pd.to_numeric(cells["env_steps"]).mean(), 0),
                 fmt(pd.to_numeric(cells["train_time_s"]).mean(), 0),
@@ -108,27 +108,21 @@ def actorq_section(campaign: Campaign, figures: list[str]) -> str:
     return note("actorq", gpu=gpu) + "\n\n" + _markdown(header, rows) + reading + "".join(f"\n\n{f}" for f in figures)
 
 
-def _learner(cells: pd.DataFrame) -> str:
-    """The device the cells' learner ran on (records from before quarl recorded it ran on the CPU)."""
-    if "training_device" not in cells:
-        return "cpu"
-    return "/".join(sorted({str(d) for d in cells["training_device"].fillna("cpu")})) or "cpu"
-
-
 def actorq_reading(ttr: pd.DataFrame, done: pd.DataFrame) -> str:
     """One line per task and policy, from the table's numbers: whether the run can speak to time to
     reward at all (a precision none of whose seeds reached the target cannot), and how int8 actors
     moved each side's throughput."""
     lines = []
-    for key, rows in ttr.groupby(actorq.SETTING[:3], sort=True):
-        algo, env, network = key
+    for key, rows in ttr.groupby(actorq.SETTING, sort=True):  # one training at a time: never pooled
+        setting = dict(zip(actorq.SETTING, key))
         by = {r["precision"]: r for _, r in rows.iterrows()}
         if "fp32" not in by or "int8" not in by:
             continue
-        rate = {}
+        rate, devices = {}, set()
         for precision in ("fp32", "int8"):
-            cells = _setting(done, {**dict(zip(actorq.SETTING[:3], key)), "precision": precision})
+            cells = _setting(done, {**setting, "precision": precision})
             rate[precision] = (_rate(cells, "env_steps"), _rate(cells, "learner_steps"))
+            devices.add(actorq.learner_device(cells))
         pace = (
             f"int8 actors moved the run from {fmt(rate['fp32'][0], 0)} to {fmt(rate['int8'][0], 0)} env steps/s "
             f"and the learner from {fmt(rate['fp32'][1], 1)} to {fmt(rate['int8'][1], 1)} updates/s"
@@ -152,5 +146,7 @@ def actorq_reading(ttr: pd.DataFrame, done: pd.DataFrame) -> str:
             if pd.notna(agreement)
             else ""
         )
-        lines.append(f"- {algo} on {env}, {network} policy: {verdict}; {pace}{acts}.")
+        learner = "/".join(sorted(devices))
+        where = f"{setting['algo']} on {setting['env']}, {setting['network']} policy, learner on {learner}"
+        lines.append(f"- {where}: {verdict}; {pace}{acts}.")
     return "\n\nReading the table:\n\n" + "\n".join(lines) if lines else ""
