@@ -211,10 +211,13 @@ def test_an_unlearned_fp32_policy_is_flagged(env, reward, flag):
     assert (found[0] if found else None) == flag
 
 
-def test_old_records_keep_their_cell_keys():
+def test_old_records_keep_their_cell_keys(monkeypatch):
     """Records written before the width fix (an fp16 record of a named sweep says quant.bits=8) and
     before env.random_return: today's composition of the same command gives the same cell key, so
-    an old store's done cells are still skipped."""
+    an old store's done cells are still skipped. A record trained on a GPU is composed as on a
+    machine with CUDA (its key holds the device)."""
+    import torch
+
     records = sorted((ROOT / "docs/reproduction/records").glob("*.record.json"))
     checked = {"fp16": 0, "ptq": 0, "actorq": 0}
     for path in records:
@@ -226,6 +229,8 @@ def test_old_records_keep_their_cell_keys():
         chosen = dict(o.split("=", 1) for o in overrides if "=" in o).get("quant", "ptq")
         if not all("=" in o for o in overrides) or "+sweep" not in run["run_dir"] or chosen != run["quant"]:
             continue  # not a named sweep's cell, or the fp32 baseline a quantized cell recorded
+        cuda = run.get("training_device") == "cuda"
+        monkeypatch.setattr(torch.cuda, "is_available", lambda cuda=cuda: cuda)
         cfg = compose_cfg(*overrides)
         methods.settle(cfg, warn=False)
         assert cell_key(cfg) == run["cell_key"], (path.name, overrides)
