@@ -130,6 +130,7 @@ def learner_alone(learner: Any, batch: dict[str, Any], shapes: list[tuple[int, i
     32 and 8 bits (each timed to the GPU's end), the ceiling an ActorQ run's learner works under."""
     import torch
 
+    from quarl.actorq.networks import to_device
     from quarl.actorq.params import ParameterQuantizer
 
     def timed(work: Callable[[], Any], times: int) -> float:
@@ -143,9 +144,11 @@ def learner_alone(learner: Any, batch: dict[str, Any], shapes: list[tuple[int, i
         return (time.perf_counter() - t0) / times
 
     update_s = timed(lambda: learner.update(batch), 200)
+    batch_s = timed(lambda: to_device(batch, torch.device(device)), 200)
     publish = {bits: timed(lambda q=ParameterQuantizer(shapes, bits): q.pack(learner.policy), 20) for bits in (32, 8)}
     return (
-        f"## The learner alone on {device}: {1 / update_s:.0f} updates/s (batch 64, timed over 200); "
+        f"## The learner alone on {device}: {1 / update_s:.0f} updates/s (batch 64, timed over 200; "
+        f"{batch_s * 1e3:.2f} ms of each {update_s * 1e3:.2f} ms moves the batch to the device); "
         f"a publish takes {publish[32] * 1e3:.1f} ms at 32 bits and {publish[8] * 1e3:.1f} ms at 8 bits"
     )
 
