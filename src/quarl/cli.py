@@ -108,10 +108,15 @@ def cmd_export(args: argparse.Namespace) -> None:
         from quarl.deploy.edge.export import export_record
 
         edge_precision = args.precision or precision.replace("fp32", "int8")
-        print(export_record(model, cfg, policy, args.out, args.format, edge_precision, args.activations).text())
+        report = export_record(
+            model, cfg, policy, args.out, args.format, edge_precision, args.activations, args.weight_coding
+        )
+        print(report.text())
         return
     if args.activations != "int8":
         raise QuarlError("--activations chooses the full-integer formats' activations: use --format tflite or c.")
+    if args.weight_coding != "packed":
+        raise QuarlError("--weight-coding chooses how the C policy stores its weights: use --format c.")
     print(export(model, args.out, precision=precision, obs_transform=policy.obs_transform(), env_id=cfg.env.id))
 
 
@@ -337,6 +342,14 @@ def _export_command(sub: Any) -> None:
         help="the full-integer formats' activations: int8 (default, TFLite's int8 scheme) or int16 (its 16x8 "
         "scheme: int16 activations, int8 weights, int64 biases; finer where the greedy action turns on small "
         "logit gaps)",
+    )
+    ex.add_argument(
+        "--weight-coding",
+        choices=("packed", "huffman"),
+        default="packed",
+        help="--format c: how policy.c stores its weights: packed (default; each in --precision's bits, the "
+        "fastest call) or huffman (the weights, Tanh tables and shifts in one canonical Huffman stream, "
+        "decoded as the policy runs: about 3 bits per 4-bit weight, the smallest flash, a slower call)",
     )
     _store_option(ex)
     ex.set_defaults(func=cmd_export)

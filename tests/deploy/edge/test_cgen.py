@@ -6,6 +6,7 @@ and every refusal in one sentence."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
 import shutil
 
@@ -22,8 +23,8 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 from quarl.config.schema import EnvConfig
 from quarl.deploy import acting_network
-from quarl.deploy.edge import fixedpoint, integer_policy, visited_states
-from quarl.deploy.edge.cgen import half_table, header, pack_weights, source
+from quarl.deploy.edge import cstream, fixedpoint, huffman, integer_policy, visited_states
+from quarl.deploy.edge.cgen import data_bytes, half_table, header, pack_weights, source
 from quarl.deploy.edge.integer import Quant
 from quarl.deploy.edge.stages import check_model
 from quarl.deploy.edge.toolchain import CPolicy, arm_footprint, available, qemu_actions, tool
@@ -160,6 +161,25 @@ def test_packed_weights_and_half_tables_round_trip():
     assert np.array_equal(np.array(rebuilt), table.astype(int))
 
 
+def test_canonical_huffman_code_on_a_hand_worked_stream():
+    values = np.array([0, 0, 0, 0, 1, 1, -1, 2])  # 0 four times, 1 twice, -1 and 2 once
+    code = huffman.canonical_code(values)
+    # lengths 1, 2, 3, 3; canonical codes 0 -> 0, 1 -> 10, -1 -> 110, 2 -> 111
+    assert code.counts == (0, 1, 1, 2) and code.symbols == (0, 1, -1, 2)
+    assert code.codebook() == {0: (0b0, 1), 1: (0b10, 2), -1: (0b110, 3), 2: (0b111, 3)}
+    stream = huffman.encode(np.array([0, 1, -1, 2]), code)
+    # bits 0 10 110 111, each byte filled from its lowest bit: 0b11011010, then 0b1
+    assert stream.tolist() == [0xDA, 0x01]
+    assert huffman.decode(stream, code, 4).tolist() == [0, 1, -1, 2]
+    lone = huffman.canonical_code(np.array([5, 5, 5]))
+    assert lone.counts == (0, 1) and huffman.decode(huffman.encode(np.array([5, 5]), lone), lone, 2).tolist() == [5, 5]
+    rng = np.random.default_rng(0)
+    many = np.clip(np.round(rng.normal(0, 2, 5000)), -7, 7).astype(np.int64)
+    many_code = huffman.canonical_code(many)
+    assert np.array_equal(huffman.decode(huffman.encode(many, many_code), many_code, len(many)), many)
+    assert 8 * huffman.encode(many, many_code).size < 3.2 * len(many)  # entropy of the rounded normal: ~3.05 bits
+
+
 # --- the reference -----------------------------------------------------------------------------------
 
 
@@ -198,9 +218,10 @@ def test_reference_takes_a_records_calibrated_ranges_without_states():
 # --- the C policy, host ---------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("coding", ["packed", "huffman"])
 @pytest.mark.parametrize("bits", [8, 4, 2])
-def test_c_policy_gives_the_reference_actions_bit_for_bit_discrete(cartpole, tmp_path, bits):
-    policy = cartpole.integer(weight_bits=bits)
+def test_c_policy_gives_the_reference_actions_bit_for_bit_discrete(cartpole, tmp_path, bits, coding):
+    policy = dataclasses.replace(cartpole.integer(weight_bits=bits), weight_coding=coding)
     c = CPolicy(policy, tmp_path)
     states = cartpole.states
     assert len(states) >= N_STATES
@@ -270,8 +291,36 @@ def test_c_policy_is_exact_for_relu_and_squashing_policies(make, env_id, activat
     policy = integer_policy(net, states[:500], activation_bits=activation_bits)
     if env_id != "CartPole-v1":
         assert policy.layers[-1].activation == "tanh" and policy.squash
-    got, expected = CPolicy(policy, tmp_path).act(states), policy.act(states)
-    assert np.array_equal(np.asarray(got).view(np.uint8), np.asarray(expected).view(np.uint8))
+    for coding in ("packed", "huffman"):
+        coded = dataclasses.replace(policy, weight_coding=coding)
+        got, expected = CPolicy(coded, tmp_path / coding).act(states), policy.act(states)
+        assert np.array_equal(np.asarray(got).view(np.uint8), np.asarray(expected).view(np.uint8))
+
+
+def test_huffman_stream_holds_what_the_c_policy_reads_in_its_order(cartpole, pendulum, tmp_path):
+    """The stream: per layer its Tanh table's 128 steps, then per row the weights and the shift's
+    difference from the layer's first; decoded, it gives back the reference's integers."""
+    policy = cartpole.integer(weight_bits=4)
+    values = cstream.values(policy)
+    first = policy.layers[0]
+    steps = cstream.table_steps(first)
+    assert len(steps) == 128 and steps.min() >= 0  # Tanh rises
+    half = half_table(first.tanh_table).astype(int)
+    assert np.array_equal(np.cumsum(steps)[:127], half[1:128]) and steps.sum() == -half[128]
+    assert np.array_equal(values[:128], steps)
+    rows, cols = first.weight.shape
+    row0 = values[128 : 128 + cols + 1]
+    assert np.array_equal(row0[:cols], first.weight[0]) and row0[cols] == 0  # the first row's shift is the base
+    assert len(values) == sum(128 * (x.tanh_table is not None) + x.weight.size + len(x.shift) for x in policy.layers)
+    code, stream = cstream.encoded(policy)
+    assert np.array_equal(huffman.decode(stream, code, len(values)), values)
+    coded = dataclasses.replace(policy, weight_coding="huffman")
+    assert data_bytes(coded) < data_bytes(policy)  # the 4-bit weights take fewer than 4 bits each
+    src = source(coded)
+    assert "STREAM[" in src and "L1_W" not in src and "L1_TANH" not in src
+    continuous = dataclasses.replace(pendulum.integer(), weight_coding="huffman")  # VecNormalize, a float head
+    got, expected = CPolicy(continuous, tmp_path).act(pendulum.states), continuous.act(pendulum.states)
+    assert np.array_equal(got.view(np.uint32), expected.view(np.uint32))
 
 
 # --- the C policy on a Cortex-M ----------------------------------------------------------------------------
@@ -290,15 +339,19 @@ def test_cartpole_64x64_fits_6kb_flash_and_1kb_ram_at_8_bits(cartpole):
     assert footprint.ram <= 1024, footprint
     smaller = arm_footprint(cartpole.integer(weight_bits=4))
     assert smaller.rodata < footprint.rodata - 2000  # the 4096 + 384 weights packed two to a byte
+    coded = arm_footprint(dataclasses.replace(cartpole.integer(weight_bits=4), weight_coding="huffman"))
+    assert coded.flash <= 3 * 1024 and coded.ram <= 1024, coded  # weights, tables, shifts Huffman-coded
 
 
-@pytest.mark.parametrize("which", ["cartpole", "pendulum"])
-def test_c_policy_on_an_emulated_cortex_m4_gives_the_reference_actions(which, request, tmp_path):
+@pytest.mark.parametrize(
+    "which, bits, coding", [("cartpole", 8, "packed"), ("pendulum", 8, "packed"), ("cartpole", 4, "huffman")]
+)
+def test_c_policy_on_an_emulated_cortex_m4_gives_the_reference_actions(which, bits, coding, request, tmp_path):
     missing = _arm_missing() or available("qemu-system-arm")
     if missing:
         pytest.skip(missing)
     trained = request.getfixturevalue(which)
-    policy = trained.integer()
+    policy = dataclasses.replace(trained.integer(weight_bits=bits), weight_coding=coding)
     got = qemu_actions(policy, trained.states, tmp_path)
     expected = policy.act(trained.states)
     assert len(got) == len(trained.states) >= N_STATES
@@ -382,8 +435,9 @@ def test_a_missing_toolchain_names_the_debian_package(monkeypatch):
     assert "gcc" in (available("cc") or "")
 
 
-def test_generated_sources_are_c99_without_warnings_under_pedantic_flags(cartpole, tmp_path):
-    policy = cartpole.integer(weight_bits=4)
+@pytest.mark.parametrize("coding", ["packed", "huffman"])
+def test_generated_sources_are_c99_without_warnings_under_pedantic_flags(cartpole, tmp_path, coding):
+    policy = dataclasses.replace(cartpole.integer(weight_bits=4), weight_coding=coding)
     (tmp_path / "policy.h").write_text(header(policy))
     (tmp_path / "policy.c").write_text(source(policy))
     import subprocess

@@ -129,3 +129,24 @@ def test_16x8_from_the_command_line_export_and_backend(scratch, shared_policies)
     )
     assert onnx.returncode == 1 and "--activations chooses the full-integer formats' activations" in onnx.stderr
     assert "Traceback" not in onnx.stderr and not (scratch / "p.onnx").exists()
+    coded = subprocess.run(
+        [*cli, str(scratch / "coded"), "--format", "c", "--precision", "int4", "--weight-coding", "huffman"],
+        cwd=scratch,
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=600,
+    )
+    assert coded.returncode == 0, coded.stderr
+    assert "Huffman-coded stream" in coded.stdout and "identical to the integer reference" in coded.stdout
+    assert "STREAM[" in (scratch / "coded" / "policy.c").read_text()
+    refused = subprocess.run(
+        [*cli, str(scratch / "p.tflite"), "--format", "tflite", "--weight-coding", "huffman"],
+        cwd=scratch,
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=600,
+    )
+    assert refused.returncode == 1 and "weight_coding=huffman is not supported for format=tflite" in refused.stderr
+    assert "Traceback" not in refused.stderr and not (scratch / "p.tflite").exists()

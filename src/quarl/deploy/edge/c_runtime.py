@@ -137,8 +137,49 @@ typedef uint8_t weight_t;
 """
 
 
+HUFFMAN_READER = r"""
+typedef uint8_t weight_t;
+/* the stream (cstream) is read in order: every row's weights start where the last read ended, so
+   ROW_BYTES is 0 and each WEIGHT decodes the next value; policy_act rewinds the stream */
+#define WEIGHT(row, i) next_value(row)
+#define ROW_BYTES(n) 0
+static uint32_t stream_pos;
+
+/* the stream's next value: canonical Huffman decoding, a code's bits most significant first, the
+   stream's bits from each byte's lowest (quarl.deploy.edge.huffman) */
+static int32_t next_value(const uint8_t *stream) {
+    int32_t word = 0, first = 0, index = 0, count;
+    int length = 0;
+    for (;;) {
+        word |= (stream[stream_pos >> 3] >> (stream_pos & 7)) & 1;
+        ++stream_pos;
+        count = HUFF_COUNT[++length];
+        if (word - first < count) {
+            return HUFF_SYMBOL[index + word - first];
+        }
+        index += count;
+        first = (first + count) << 1;
+        word <<= 1;
+    }
+}
+"""
+
+STREAM_TABLE = r"""
+/* the Tanh table of the layer starting: its odd half, codes 0..127 then -128, from its steps */
+static int8_t TANH[129];
+static void read_table(void) {
+    int32_t v = 0;
+    int q;
+    for (q = 1; q < 128; ++q) {
+        v += next_value(STREAM);
+        TANH[q] = (int8_t)v;
+    }
+    TANH[128] = (int8_t)-(v + next_value(STREAM));
+}
+"""
+
 ODD_LOOKUP = r"""
-/* an odd table stored as codes 0..127 then -128 (cgen.half_table) */
+/* an odd table stored as codes 0..127 then -128 (cstream.half_table) */
 static int8_t odd_lookup(const int8_t *half, int32_t q) {
     if (q >= 0) {
         return half[q];
@@ -174,7 +215,12 @@ BIAS = "l->bias_narrow != 0 ? (acc_t)l->bias_narrow[o] : (acc_t)l->bias_wide[o]"
 REQUANTIZE_FIXED = (
     "requantize(sum, l->mult != 0 ? l->mult[o] : l->mult_all, l->shift != 0 ? l->shift[o] : l->shift_all)"
 )
+REQUANTIZE_STREAM = "requantize(sum, l->mult != 0 ? l->mult[o] : l->mult_all, l->shift_all + next_value(STREAM))"
 REQUANTIZE_DOUBLE = "requantize((double)sum * l->real[o])"
+READ_TABLE = r"""    if (l->table != 0) {
+        read_table();
+    }
+"""
 TABLE_APPLY = r"""        if (l->table == 0) {
             out[o] = (act_t)acc;
         } else {
@@ -187,7 +233,7 @@ FC = r"""
 /* one fully connected layer: act_t in -> acc_t accumulator -> requantized act_t out (-> Tanh) */
 static void fc(const layer_t *l, const act_t *in, act_t *out) {
     int o, i;
-    for (o = 0; o < l->n_out; ++o) {
+@PREPARE@    for (o = 0; o < l->n_out; ++o) {
         const weight_t *row = l->w + (long)o * ROW_BYTES(l->n_in);
         acc_t sum = @BIAS@;
         int32_t acc;

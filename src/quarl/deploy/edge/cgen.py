@@ -23,7 +23,8 @@ from typing import Iterable
 
 import numpy as np
 
-from quarl.deploy.edge import c_runtime
+from quarl.deploy.edge import c_runtime, cstream
+from quarl.deploy.edge.cstream import half_table, is_odd
 from quarl.deploy.edge.fixedpoint import DOUBLE_16X8, SIGMOID_TABLE_UINT16
 from quarl.deploy.edge.integer import Dense, IntegerPolicy
 from quarl.errors import QuarlError
@@ -113,33 +114,23 @@ def _uniform(a: np.ndarray) -> bool:
     return bool(np.all(np.asarray(a) == np.asarray(a).reshape(-1)[0]))
 
 
-def is_odd(table: np.ndarray) -> bool:
-    """Whether an int8 table indexed by code + 128 is odd (t[-q] = -t[q] for q in 1..127, t[0] = 0)."""
-    full = np.asarray(table, dtype=np.int64)
-    q = np.arange(1, 128)
-    return bool(full[128] == 0 and np.array_equal(full[128 - q], -full[128 + q]))
-
-
-def half_table(table: np.ndarray) -> np.ndarray:
-    """An odd int8 table (the Tanh of a zero-point-0 input) as its codes 0..127 and, last, its code
-    -128: 129 bytes instead of 256."""
-    if not is_odd(table):
-        raise ValueError("the table is not odd")
-    full = np.asarray(table, dtype=np.int64)
-    return np.concatenate([full[128:], full[:1]]).astype(np.int8)
-
-
 def data_bytes(policy: IntegerPolicy) -> int:
     """Bytes of the constant arrays `source` emits (weights, biases, requantization, tables, float
     constants): the tensors the C policy computes with, without its code and layer descriptors."""
     total = 4 * 2 * policy.obs_dim  # IN_CENTER, IN_STEP
     if policy.mean is not None:
         total += 4 * 2 * policy.obs_dim + 4  # OBS_MEAN, OBS_STD, OBS_CLIP
+    coded = policy.weight_coding == "huffman"
+    if coded:  # the weights, shifts and Tanh tables are in the stream
+        code, stream = cstream.encoded(policy)
+        total += stream.size + len(code.counts) + len(code.symbols)
     for layer in policy.layers:
         rows = layer.weight.shape[0]
-        total += pack_weights(layer.weight, layer.weight_bits).size
         total += rows * (1 if _narrow_bias(layer) else 2) * (2 if layer.bits == 8 else 4)
         total += 0 if _uniform(layer.multiplier) else 4 * rows
+        if coded:
+            continue
+        total += pack_weights(layer.weight, layer.weight_bits).size
         total += 0 if _uniform(layer.shift) else rows
         if layer.tanh_table is not None:
             total += 129 if is_odd(layer.tanh_table) else 256
@@ -215,13 +206,17 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
         parts.append(f"static const float OBS_CLIP = {_hex_float(policy.clip)};\n")
     parts.append(_array("float", "IN_CENTER", map(_hex_float, policy.center), f"[{n}]"))
     parts.append(_array("float", "IN_STEP", map(_hex_float, policy.step), f"[{n}]"))
+    coded = policy.weight_coding == "huffman"
+    if coded:
+        parts.append(_stream_arrays(policy))
     for i, layer in enumerate(layers):
         rows, cols = layer.weight.shape
-        packed = pack_weights(layer.weight, bits)
-        wtype = "int8_t" if bits == 8 else "uint8_t"
-        wvals = _ints(layer.weight) if bits == 8 else _ints(packed)
         parts.append(f"\n/* {layer.name}: {cols} -> {rows}, {layer.activation} */\n")
-        parts.append(_array(wtype, f"L{i}_W", wvals, f"[{packed.size}]"))
+        if not coded:
+            packed = pack_weights(layer.weight, bits)
+            wtype = "int8_t" if bits == 8 else "uint8_t"
+            wvals = _ints(layer.weight) if bits == 8 else _ints(packed)
+            parts.append(_array(wtype, f"L{i}_W", wvals, f"[{packed.size}]"))
         bias = folded_bias(layer)
         if _narrow_bias(layer):
             parts.append(_array(narrow_t, f"L{i}_B", _int32s(bias), f"[{rows}]"))
@@ -229,9 +224,9 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
             parts.append(_array(wide_t, f"L{i}_B", _int64s(bias) if wide else _int32s(bias), f"[{rows}]"))
         if not _uniform(layer.multiplier):
             parts.append(_array("int32_t", f"L{i}_M", _int32s(layer.multiplier), f"[{rows}]"))
-        if not _uniform(layer.shift):
+        if not _uniform(layer.shift) and not coded:
             parts.append(_array("int8_t", f"L{i}_S", _ints(layer.shift), f"[{rows}]"))
-        if layer.tanh_table is not None:
+        if layer.tanh_table is not None and not coded:
             table = half_table(layer.tanh_table) if is_odd(layer.tanh_table) else layer.tanh_table
             parts.append(_array("int8_t", f"L{i}_TANH", _ints(table), f"[{len(table)}]"))
         if _in_double(policy):
@@ -246,17 +241,39 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
     parts.append(c_runtime.RUNTIME.replace("@REQUANTIZE@", requantize))
     if _even_features(policy):
         parts.append(c_runtime.QUANTIZE_EVEN)
-    parts.append(c_runtime.weight_reader(bits))
+    tables = any(layer.tanh_table is not None for layer in layers)
+    parts.append(c_runtime.HUFFMAN_READER if coded else c_runtime.weight_reader(bits))
+    parts.append(c_runtime.STREAM_TABLE if coded and tables else "")
     parts.append(_layer_t(policy))
     parts.append(_layers(policy))
     tanh16 = any(layer.tanh_int16 for layer in layers)
     parts.append(c_runtime.TANH16 if tanh16 else "" if wide else c_runtime.ODD_LOOKUP)
     activate = (c_runtime.TANH16_APPLY if tanh16 else c_runtime.PLAIN_APPLY) if wide else c_runtime.TABLE_APPLY
     fc = c_runtime.FC.replace("@BIAS@", c_runtime.BIAS).replace("@ACTIVATE@", activate)
-    call = c_runtime.REQUANTIZE_DOUBLE if _in_double(policy) else c_runtime.REQUANTIZE_FIXED
+    fc = fc.replace("@PREPARE@", c_runtime.READ_TABLE if coded and tables else "")
+    if _in_double(policy):
+        call = c_runtime.REQUANTIZE_DOUBLE
+    else:
+        call = c_runtime.REQUANTIZE_STREAM if coded else c_runtime.REQUANTIZE_FIXED
     parts.append(fc.replace("@REQUANTIZE@", call))
     parts.append(_act(policy))
     return "".join(parts)
+
+
+def _stream_arrays(policy: IntegerPolicy) -> str:
+    """The C arrays of the Huffman-coded stream (`cstream`) and its code."""
+    code, stream = cstream.encoded(policy)
+    n_weights = sum(layer.weight.size for layer in policy.layers)
+    shifts = " and its shift (from the layer's first)" if cstream.shifts_read(policy) else ""
+    return (
+        f"\n/* in one canonical Huffman code, in the order they are read ({8 * stream.size / n_weights:.2f} bits per"
+        f" weight):\n   each Tanh table's steps, then per output channel its {policy.weight_bits}-bit weight codes"
+        f"{shifts};\n   HUFF_COUNT[n] codes have n bits, HUFF_SYMBOL lists the values in code order */\n"
+        f"#define HUFF_MAX_LENGTH {code.max_length}\n"
+        + _array("uint8_t", "HUFF_COUNT", _ints(np.array(code.counts)), "[HUFF_MAX_LENGTH + 1]")
+        + _array("int8_t", "HUFF_SYMBOL", _ints(np.array(code.symbols)), f"[{len(code.symbols)}]")
+        + _array("uint8_t", "STREAM", _ints(stream), f"[{stream.size}]")
+    )
 
 
 def _in_double(policy: IntegerPolicy) -> bool:
@@ -326,17 +343,19 @@ def _layers(policy: IntegerPolicy) -> str:
     for i, layer in enumerate(policy.layers):
         rows, cols = layer.weight.shape
         narrow = _narrow_bias(layer)
+        coded = policy.weight_coding == "huffman"
         mult = "0" if _uniform(layer.multiplier) else f"L{i}_M"
-        shift = "0" if _uniform(layer.shift) else f"L{i}_S"
+        shift = "0" if _uniform(layer.shift) or coded else f"L{i}_S"
         if policy.activation_bits == 8:
-            table = f"L{i}_TANH" if layer.tanh_table is not None else "0"
+            table = "0" if layer.tanh_table is None else "TANH" if coded else f"L{i}_TANH"
             odd = int(layer.tanh_table is not None and is_odd(layer.tanh_table))
             tanh, tail = f"{table}, ", f", {odd}"
         else:
             tanh_mult, tanh_shift = layer.tanh_int16 or (0, 0)
             tanh, tail = f"{tanh_mult}, " + (f"L{i}_REAL, " if _in_double(policy) else ""), f", {tanh_shift}"
+        weights = "STREAM" if coded else f"L{i}_W"
         entries.append(
-            f"    {{L{i}_W, {f'L{i}_B' if narrow else '0'}, {'0' if narrow else f'L{i}_B'}, {mult}, {shift}, {tanh}"
+            f"    {{{weights}, {f'L{i}_B' if narrow else '0'}, {'0' if narrow else f'L{i}_B'}, {mult}, {shift}, {tanh}"
             f"{_int32s(layer.multiplier[:1])[0]}, {cols}, {rows}, {layer.output.zero_point}, "
             f"{layer.act_min}, {int(layer.shift[0])}{tail}}},"
         )
@@ -370,6 +389,7 @@ def _act(policy: IntegerPolicy) -> str:
     even = _even_features(policy)
     quantize = f"(j < {even} ? quantize_even : quantize)" if even else "quantize"
     lines += [f"        buf_a[j] = {quantize}((x - IN_CENTER[j]) / IN_STEP[j]);", "    }"]
+    lines += ["    stream_pos = 0;"] if policy.weight_coding == "huffman" else []
     lines += [
         "    {",
         "        int l;",

@@ -12,6 +12,7 @@ and `policy.h`), each checked bit for bit against the integer reference before i
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -26,7 +27,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from quarl.deploy.acting import ObsTransform, acting_network
 from quarl.deploy.edge.calibrate import calibration_states
 from quarl.deploy.edge.convert import integer_policy
-from quarl.deploy.edge.integer import IntegerPolicy
+from quarl.deploy.edge.integer import WEIGHT_CODINGS, IntegerPolicy
 from quarl.deploy.edge.stages import check_model
 from quarl.deploy.export import check_new
 from quarl.errors import QuarlError
@@ -73,6 +74,7 @@ def export_edge(
     check_obs: Optional[np.ndarray] = None,
     metadata: Optional[dict[str, Any]] = None,
     activations: str = "int8",
+    weight_coding: str = "packed",
 ) -> EdgeExport:
     """Write the full-integer policy of `model` and check it.
 
@@ -92,6 +94,9 @@ def export_edge(
             calibration states).
         metadata: stored in the .tflite file's "quarl" metadata (e.g. the env id).
         activations: "int8" (TFLite's int8 scheme) or "int16" (its 16x8 scheme, int8 weights only).
+        weight_coding: "c" only: "packed" (each weight in `precision`'s bits, read directly) or
+            "huffman" (one canonical Huffman stream of the weights, Tanh tables and shifts,
+            decoded as the policy runs: the smallest flash, a slower call; `cstream`).
 
     Raises:
         QuarlError: bad format, precision or path; a policy without an integer form; a missing
@@ -104,6 +109,9 @@ def export_edge(
         raise QuarlError(f"precision={precision} is not supported for format={fmt}: choose {allowed}.")
     if activations not in ACTIVATIONS:
         raise QuarlError(f"activations={activations} is not supported: choose one of {', '.join(ACTIVATIONS)}.")
+    if weight_coding not in WEIGHT_CODINGS or (fmt == "tflite" and weight_coding != "packed"):
+        allowed = "packed" if fmt == "tflite" else ", ".join(WEIGHT_CODINGS)
+        raise QuarlError(f"weight_coding={weight_coding} is not supported for format={fmt}: choose {allowed}.")
     if activations == "int16" and precision != "int8":
         raise QuarlError(f"activations=int16 takes int8 weights (TFLite's 16x8 scheme), not precision={precision}.")
     path = Path(path)
@@ -120,6 +128,7 @@ def export_edge(
         rounding=rounding,
         activation_bits=ACTIVATIONS[activations],
     )
+    policy = dataclasses.replace(policy, weight_coding=weight_coding)
     states = np.asarray(check_obs if check_obs is not None else calibration_obs)
     if fmt == "tflite":
         return _export_tflite(policy, path, states, metadata)
@@ -162,6 +171,8 @@ def _export_c(policy: IntegerPolicy, folder: Path, states: np.ndarray) -> EdgeEx
             )
             c.close()
             _refuse_differences(report)
+        if policy.weight_coding == "huffman":
+            report.notes.append(_stream_note(policy))
         missing = available("arm-none-eabi-gcc", "arm-none-eabi-size")
         if missing is None:
             footprint = arm_footprint(policy, work / "arm")
@@ -181,6 +192,19 @@ def _export_c(policy: IntegerPolicy, folder: Path, states: np.ndarray) -> EdgeEx
             raise QuarlError(f"Export path {folder} already exists: choose another path or delete it.") from None
     log.info("Exported the C policy to %s", folder)
     return report
+
+
+def _stream_note(policy: IntegerPolicy) -> str:
+    from quarl.deploy.edge import cstream
+    from quarl.deploy.edge.cgen import pack_weights
+
+    _, stream = cstream.encoded(policy)
+    n = sum(layer.weight.size for layer in policy.layers)
+    packed = sum(pack_weights(layer.weight, layer.weight_bits).size for layer in policy.layers)
+    return (
+        f"Huffman-coded stream: {stream.size} bytes hold the {n} weights, the Tanh tables and the shifts "
+        f"({8 * stream.size / n:.2f} bits per weight, all in; the weights packed: {packed} bytes)"
+    )
 
 
 def _refuse_differences(report: EdgeExport) -> None:
@@ -204,6 +228,7 @@ def export_record(
     fmt: str,
     precision: str,
     activations: str = "int8",
+    weight_coding: str = "packed",
 ) -> EdgeExport:
     """`export_edge` of a stored record's policy (`model`, quantized as the record says; `policy`:
     its CachedPolicy): calibrated on the states its fp32 policy visits in the record's calibration
@@ -233,4 +258,5 @@ def export_record(
         check_obs=check,
         metadata={"env_id": cfg.env.id},
         activations=activations,
+        weight_coding=weight_coding,
     )

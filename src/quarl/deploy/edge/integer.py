@@ -59,6 +59,7 @@ from quarl.quantize.weights import qparams
 log = logging.getLogger(__name__)
 
 WEIGHT_BITS = (8, 4, 2)
+WEIGHT_CODINGS = ("packed", "huffman")  # the C policy's storage of the weight codes
 ACTIVATION_BITS = (8, 16)  # TFLite's int8 scheme, and its 16x8 scheme (int16 activations, int8 weights)
 GRANULARITIES = ("auto", "per_channel", "per_channel_pow2", "per_tensor")
 ACTIVATIONS = ("none", "relu", "tanh")
@@ -194,6 +195,10 @@ class IntegerPolicy:
             (continuous policies with int8 activations; index code + 128; `action_values`).
         ranges: where every activation range came from, for the record and the user.
         algo: the SB3 algorithm.
+        weight_coding: how the C policy stores the weight codes (`WEIGHT_CODINGS`): "packed" (as
+            `weight_bits`-bit fields, rows at byte boundaries) or "huffman" (one canonical Huffman
+            stream, `quarl.deploy.edge.huffman`). Storage only: the codes, and so the arithmetic, are
+            the same.
     """
 
     obs_shape: tuple[int, ...]
@@ -212,6 +217,7 @@ class IntegerPolicy:
     action_table: Optional[np.ndarray] = None
     ranges: dict[str, str] = field(default_factory=dict)
     algo: str = ""
+    weight_coding: str = "packed"
 
     @property
     def obs_dim(self) -> int:
@@ -302,11 +308,6 @@ class IntegerPolicy:
             span = (high - low).astype(np.float32)
             return (low + ((np.float32(0.5) * (out + np.float32(1.0))) * span)).astype(np.float32)
         return np.minimum(np.maximum(out, low), high).astype(np.float32)
-
-    def weight_bytes(self) -> int:
-        """Bytes of the packed weights (codes of `weight_bits` bits, rows padded to whole bytes)."""
-        per_byte = 8 // self.weight_bits
-        return sum(layer.weight.shape[0] * -(-layer.weight.shape[1] // per_byte) for layer in self.layers)
 
     def describe(self) -> str:
         """One line per tensor: its int8 scale and zero point, and where its range came from."""

@@ -1,0 +1,102 @@
+"""Canonical Huffman coding of weight codes: the C policy's `--weight-coding huffman` storage.
+
+Lossless: the C policy decodes the same integer codes the reference computes with, one at a time in
+the order its layers read them, so the arithmetic (and every action) is unchanged. 4-bit codes of a
+trained MLP are far from uniform (most lie near zero), so they take about 3 bits each instead of 4.
+
+The code is canonical (as DEFLATE's): it is described by how many codes each length has and the
+symbols in code order, and a symbol's code is read most significant bit first; the stream's bits
+fill each byte from its lowest bit.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class CanonicalCode:
+    """A canonical prefix code: `counts[n]` codes of length n (counts[0] = 0), `symbols` in code order."""
+
+    counts: tuple[int, ...]
+    symbols: tuple[int, ...]
+
+    @property
+    def max_length(self) -> int:
+        return len(self.counts) - 1
+
+    def codebook(self) -> dict[int, tuple[int, int]]:
+        """symbol -> (code, length)."""
+        book: dict[int, tuple[int, int]] = {}
+        code, index = 0, 0
+        for length in range(1, len(self.counts)):
+            for _ in range(self.counts[length]):
+                book[self.symbols[index]] = (code, length)
+                code += 1
+                index += 1
+            code <<= 1
+        return book
+
+
+def code_lengths(values: np.ndarray) -> dict[int, int]:
+    """Huffman code length of each distinct value, from its count (a lone value gets length 1)."""
+    symbols, counts = np.unique(np.asarray(values).reshape(-1), return_counts=True)
+    if len(symbols) == 1:
+        return {int(symbols[0]): 1}
+    heap = [(int(c), i, [int(s)]) for i, (s, c) in enumerate(zip(symbols, counts))]
+    heapq.heapify(heap)
+    lengths = {int(s): 0 for s in symbols}
+    order = len(heap)
+    while len(heap) > 1:
+        c1, _, group1 = heapq.heappop(heap)
+        c2, _, group2 = heapq.heappop(heap)
+        for s in group1 + group2:
+            lengths[s] += 1
+        heapq.heappush(heap, (c1 + c2, order, group1 + group2))
+        order += 1
+    return lengths
+
+
+def canonical_code(values: np.ndarray) -> CanonicalCode:
+    """The canonical Huffman code of `values` (symbols ordered by length, then value)."""
+    lengths = code_lengths(values)
+    longest = max(lengths.values())
+    counts = [0] * (longest + 1)
+    for length in lengths.values():
+        counts[length] += 1
+    symbols = sorted(lengths, key=lambda s: (lengths[s], s))
+    return CanonicalCode(tuple(counts), tuple(symbols))
+
+
+def encode(values: np.ndarray, code: CanonicalCode) -> np.ndarray:
+    """The bit stream of `values` (flattened, in order) as uint8 bytes, lowest bit first."""
+    book = code.codebook()
+    bits: list[int] = []
+    for v in np.asarray(values).reshape(-1).tolist():
+        word, length = book[int(v)]
+        bits.extend((word >> (length - 1 - k)) & 1 for k in range(length))
+    return np.packbits(np.array(bits, dtype=np.uint8), bitorder="little")
+
+
+def decode(stream: np.ndarray, code: CanonicalCode, n: int) -> np.ndarray:
+    """The first `n` values of `stream`, decoded as the C policy does (the check of `encode`)."""
+    bits = np.unpackbits(np.asarray(stream, dtype=np.uint8), bitorder="little").tolist()
+    out, pos = [], 0
+    for _ in range(n):
+        word, first, index = 0, 0, 0
+        for length in range(1, len(code.counts)):
+            word |= bits[pos]
+            pos += 1
+            count = code.counts[length]
+            if word - first < count:
+                out.append(code.symbols[index + word - first])
+                break
+            index += count
+            first = (first + count) << 1
+            word <<= 1
+        else:
+            raise ValueError("the stream holds a word the code does not have")
+    return np.array(out, dtype=np.int64)
