@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import logging
 import os
 import platform
@@ -67,6 +68,8 @@ from quarl.app import CONF_DIR
 from quarl.config import schema
 from quarl.deploy import ActingNetwork, Runner, acting_network, compile_network, measure
 from quarl.deploy.backends import TorchRunner
+from quarl.deploy.edge import integer_policy
+from quarl.deploy.edge.integer import WEIGHT_CODINGS
 from quarl.evaluate.episodes import episode_seeds, evaluate
 from quarl.quantize.calibration import calibration_seeds
 from quarl.quantize.weights import LAYER_TYPES, fake_quantize
@@ -105,6 +108,9 @@ TUNED: dict[str, list[str]] = {
     "PPO MountainCarContinuous-v0 (tuned + VecNormalize)": ["env=mountaincar_continuous"],
 }
 EDGE = ("tflite", "c", "tflite_16x8", "c_16x8")  # int8 activations, then TFLite's 16x8 scheme
+EDGE_POLICIES = {"tflite_16x8": "fp32 -> 16x8", "c_16x8": "fp32 -> 16x8",
+                 "c [int4 packed]": "fp32 -> full int8, int4 weights packed",
+                 "c [int4 huffman]": "fp32 -> full int8, int4 weights Huffman-coded"}  # else: fp32 -> full int8
 EDGE_MAX_WEIGHTS = 4_000_000  # larger MLPs get no C source / .tflite rows (MLP 3x2048: 8.4M weights)
 
 
@@ -251,6 +257,12 @@ def edge_runners(net: ActingNetwork, calibration: np.ndarray) -> tuple[dict[str,
             runners[backend] = compile_network(net, backend, calibration)
         except QuarlError as exc:
             print(f"- no {backend} row: {exc}")
+    if "c" in runners:  # the C policy with 4-bit weights, packed two to a byte or Huffman-coded
+        from quarl.deploy.edge.runners import CRunner
+
+        for coding in WEIGHT_CODINGS:
+            integer = dataclasses.replace(integer_policy(net, calibration, weight_bits=4), weight_coding=coding)
+            runners[f"c [int4 {coding}]"] = CRunner(net, integer)
     missing = available("arm-none-eabi-gcc", "arm-none-eabi-size")
     if missing is not None and any(name.startswith("c") for name in runners):
         print(f"- no Cortex-M sizes: {missing}")
@@ -265,8 +277,14 @@ def edge_runners(net: ActingNetwork, calibration: np.ndarray) -> tuple[dict[str,
             sizes[name] = {"flash bytes": len(runner.model), "RAM bytes": float("nan") if arena is None else arena}
         elif missing is None:
             footprint = arm_footprint(runner.integer)
-            sizes[name] = sizes[f"{name} (native)"] = {"flash bytes": footprint.flash, "RAM bytes": footprint.ram}
+            sizes[name] = sizes[native_name(name)] = {"flash bytes": footprint.flash, "RAM bytes": footprint.ram}
     return runners, sizes
+
+
+def native_name(name: str) -> str:
+    """The table name of a C runner timed in C: "c (native)", "c (native) [int4 huffman]"."""
+    base, _, tag = name.partition(" [")
+    return f"{base} (native)" + (f" [{tag}" if tag else "")
 
 
 class NativeC:
@@ -298,12 +316,12 @@ def bench_network(label: str, net: ActingNetwork, example: np.ndarray, reward: O
     if calibration is not None:
         edge, sizes = edge_runners(net, calibration)
         runners.update(edge)
-        policies.update({name: "fp32 -> 16x8" if name.endswith("16x8") else "fp32 -> full int8" for name in edge})
+        policies.update({name: EDGE_POLICIES.get(name, "fp32 -> full int8") for name in edge})
     times = latency(runners, example, rounds, budget_s)
-    for name in [n for n in runners if n in ("c", "c_16x8")]:
+    for name in [n for n in runners if n == "c" or n.startswith(("c_", "c ["))]:
         native = NativeC(runners[name], calibration[:256] if calibration is not None else example)
-        times[native.backend], runners[native.backend] = native.latency(rounds), native
-        policies[native.backend] = policies[name]
+        times[native_name(name)], runners[native_name(name)] = native.latency(rounds), native
+        policies[native_name(name)] = policies[name]
     base, int8 = times["torch"]["median_ms"], times["onnx_int8"]["median_ms"]
     fp32_bytes = runners["torch"].nbytes
     rows = []
@@ -472,16 +490,22 @@ def main() -> None:
         random_score = atari_reward(eval_env, args.cnn_episodes)(RandomActions(eval_env))
         print(f"- {CNN} on {cnn_env.id}: reward fp32 {cnn['torch']:.4g}, int8 (onnx_int8) {cnn['onnx_int8']:.4g}, "
               f"random actions {random_score:.4g} (same episodes)")
-    edge = table[table.backend.isin([*EDGE, "c (native)", "c_16x8 (native)"])]
-    for network in edge.network.unique():
-        rows_here = table[table.network == network].set_index("backend")
-        c = rows_here.loc["c (native)"] if "c (native)" in rows_here.index else None
-        ort = rows_here[rows_here.policy == "fp32"].loc["onnx_int8"] if "onnx_int8" in rows_here.index else None
-        if c is not None and ort is not None:
-            print(f"- {network}: C policy {c['median ms'] * 1e3:.3g} us per action in C "
-                  f"({ort['median ms'] / c['median ms']:.1f}x onnx_int8's {ort['median ms'] * 1e3:.3g} us through "
-                  f"Python; {c['speedup']:.0f}x fp32 eager torch); flash {c['flash bytes']:.0f} B, "
-                  f"RAM {c['RAM bytes']:.0f} B")
+    natives = table[table.backend.str.endswith("(native)")]
+    for network in natives.network.unique():
+        here = table[table.network == network]
+        c = here[(here.backend == "c (native)") & (here.policy == "fp32 -> full int8")]
+        ort = here[(here.backend == "onnx_int8") & (here.policy == "fp32")]
+        if len(c) and len(ort):
+            c_ms, ort_ms = float(c["median ms"].iloc[0]), float(ort["median ms"].iloc[0])
+            print(f"- {network}: C policy {c_ms * 1e3:.3g} us per action in C ({ort_ms / c_ms:.1f}x onnx_int8's "
+                  f"{ort_ms * 1e3:.3g} us through Python; {float(c['speedup'].iloc[0]):.0f}x fp32 eager torch); "
+                  f"flash {float(c['flash bytes'].iloc[0]):.0f} B, RAM {float(c['RAM bytes'].iloc[0]):.0f} B")
+        for row in here[(here.backend == "c (native)") & here.policy.str.contains("int4")].to_dict("records"):
+            reward = f", reward {row['reward']:.4g}" if "reward" in row else ""
+            target = " (target <= 3072 B)" if network.startswith("PPO CartPole") else ""
+            print(f"- {network}: C policy, {row['policy'].split(', ')[1]}: flash {row['flash bytes']:.0f} B{target}, "
+                  f"RAM {row['RAM bytes']:.0f} B, "
+                  f"{row['median ms'] * 1e3:.3g} us per action in C{reward}")
     print(f"\n{time.perf_counter() - start:.0f} s in all")
 
 

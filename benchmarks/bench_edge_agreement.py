@@ -12,7 +12,10 @@ Stages, each in float64 on top of the previous one, then the integer reference i
 4. each Tanh's output on TFLite's fixed int8 grid (scale 1/128);
 5. `quarl.deploy.edge.integer` (what `quant.backend=c|tflite` execute), with min-max and with
    percentile calibration;
-6. the same in TFLite's 16x8 scheme (int16 activations: `quant.backend=c_16x8|tflite_16x8`).
+6. the same in TFLite's 16x8 scheme (int16 activations: `quant.backend=c_16x8|tflite_16x8`);
+7. (PPO) what-if ceilings of int8 activations, float simulations of stages 1-4 with more freedom
+   than TFLite's int8 scheme gives (`ceiling`): the input on a decision-aligned basis, the first
+   Tanh's output on a calibrated grid, the first layer in int16.
 
 With `--algo dqn` it also sets the Q-value gap between the best two actions beside how far int8
 weights (per tensor, as quarl's PTQ default, and per channel) move the Q-values: where the move is
@@ -71,6 +74,49 @@ def staged(net: nn.Module, ip: IntegerPolicy, obs: np.ndarray, stages: int) -> n
             z = np.maximum(z, 0)
         x = z
     return x.argmax(axis=1)
+
+
+def ceiling(net: nn.Module, ip: IntegerPolicy, calibration: np.ndarray, obs: np.ndarray, variant: str) -> np.ndarray:
+    """Greedy actions of a float simulation of stages 1-4 changed where TFLite's int8 scheme is tight:
+    "rotated": the input grid on a decision-aligned basis (the fp32 logit gap's least-squares direction
+    gets an int8 axis of its own: a float rotation before QUANTIZE, folded into the first layer);
+    "rotated+tanh": also the first Tanh's output on a calibrated int8 grid (TFLite fixes it at 1/128);
+    "int16 first layer": the input, first pre-activation and first Tanh in int16, the rest int8."""
+    linears = [m for m in net.modules() if isinstance(m, nn.Linear)]
+    weights = [(m.weight.detach().double().numpy(), m.bias.detach().double().numpy()) for m in linears]
+    cal, x = ip.normalize(calibration).astype(np.float64), ip.normalize(obs).astype(np.float64)
+
+    def forward(z: np.ndarray, quantized: bool, first_bits: int = 8, first_tanh_step: float = 1 / 128) -> np.ndarray:
+        for i, (w, b) in enumerate(weights):
+            if quantized:
+                scale = np.abs(w).max(axis=1, keepdims=True) / 127
+                w = np.round(w / scale) * scale
+            z = z @ w.T + b
+            if quantized:
+                qmax = 32767 if (i == 0 and first_bits == 16) else 127
+                step = ip.layers[i].output.scale * 127 / qmax
+                z = np.clip(np.round(z / step), -qmax - 1, qmax) * step
+            if i < len(weights) - 1:
+                z = np.tanh(z)
+                step = first_tanh_step if i == 0 else 1 / 128
+                z = np.round(z / step) * step if quantized else z
+        return z
+
+    def on_grid(z: np.ndarray, basis: np.ndarray, qmax: int) -> np.ndarray:
+        zc = cal @ basis.T
+        lo, hi = zc.min(axis=0), zc.max(axis=0)
+        center, step = (lo + hi) / 2, (hi - lo) / (2 * qmax)
+        return (np.clip(np.round((z @ basis.T - center) / step), -qmax, qmax) * step + center) @ np.linalg.inv(basis).T
+
+    if variant == "int16 first layer":
+        tanh_range = float(np.tanh(ip.layers[0].output.scale * 127))
+        return forward(on_grid(x, np.eye(x.shape[1]), 32767), True, 16, tanh_range / 32767).argmax(axis=1)
+    logits = forward(cal, False)
+    gap = logits[:, 1] - logits[:, 0]
+    direction = np.linalg.lstsq(np.c_[cal, np.ones(len(cal))], gap, rcond=None)[0][:-1]
+    basis = np.linalg.qr(np.c_[direction, np.eye(len(direction))[:, :-1]])[0].T  # rows: the direction first
+    tanh_step = float(np.tanh(ip.layers[0].output.scale * 127)) / 127 if variant == "rotated+tanh" else 1 / 128
+    return forward(on_grid(x, basis, 127), True, 8, tanh_step).argmax(axis=1)
 
 
 def q_gaps(q_net: nn.Module, states: np.ndarray) -> pd.DataFrame:
@@ -139,6 +185,10 @@ def main() -> None:
                     "action agreement": float((reference.act(states) == fp32).mean()),
                 }
             )
+    if a.algo == "ppo":  # what the int8 scheme could reach with more freedom than TFLite's (float simulations)
+        for variant in ("rotated", "rotated+tanh", "int16 first layer"):
+            agreement = float((ceiling(net.body, ip, calibration, states, variant) == fp32).mean())
+            rows.append({"stage": f"what-if, stages 1-4 with: {variant}", "action agreement": agreement})
     print(
         f"## Action agreement with fp32: {a.algo.upper()} CartPole seed 0 ({len(states)} states of "
         f"{a.episodes} fp32 episodes; calibration: {len(calibration)} states)\n"
