@@ -266,9 +266,10 @@ def _stream_arrays(policy: IntegerPolicy) -> str:
     n_weights = sum(layer.weight.size for layer in policy.layers)
     shifts = " and its shift (from the layer's first)" if cstream.shifts_read(policy) else ""
     return (
-        f"\n/* in one canonical Huffman code, in the order they are read ({8 * stream.size / n_weights:.2f} bits per"
-        f" weight):\n   each Tanh table's steps, then per output channel its {policy.weight_bits}-bit weight codes"
-        f"{shifts};\n   HUFF_COUNT[n] codes have n bits, HUFF_SYMBOL lists the values in code order */\n"
+        f"\n/* STREAM holds, in the order the policy reads them, each Tanh table's steps, then per output channel\n"
+        f"   its {policy.weight_bits}-bit weight codes{shifts}, in one canonical Huffman code"
+        f" ({8 * stream.size / n_weights:.2f} bits\n   per weight, all in): HUFF_COUNT[n] codes have n bits,"
+        " HUFF_SYMBOL lists the values in code order */\n"
         f"#define HUFF_MAX_LENGTH {code.max_length}\n"
         + _array("uint8_t", "HUFF_COUNT", _ints(np.array(code.counts)), "[HUFF_MAX_LENGTH + 1]")
         + _array("int8_t", "HUFF_SYMBOL", _ints(np.array(code.symbols)), f"[{len(code.symbols)}]")
