@@ -95,8 +95,9 @@ def test_a_record_without_activation_ranges_executes_on_the_c_backend(scratch, s
     assert row["backend"] == "c" and row["backend_reward"] > 0 and 0 <= row["backend_action_agreement"] <= 1
 
 
-def test_16x8_from_the_command_line_export_and_backend(scratch, shared_policies):
+def test_16x8_and_huffman_from_the_command_line_export_and_backend(scratch, shared_policies):
     """`quarl export --activations int16` writes the 16x8 C policy of a record and refuses ONNX with it;
+    `--weight-coding huffman` writes the Huffman-coded C policy and is refused for LiteRT;
     `quant.backend=c_16x8` records the executed 16x8 policy."""
     import subprocess
     import sys
@@ -107,46 +108,21 @@ def test_16x8_from_the_command_line_export_and_backend(scratch, shared_policies)
     row = results.load(scratch / "outputs/results.sqlite", quant="ptq").iloc[0]
     assert row["backend"] == "c_16x8" and row["backend_precision"] == "16x8" and row["backend_reward"] > 0
     out = scratch / "policy16"
-    cli = [sys.executable, "-m", "quarl.cli", "export", "quant=ptq", "--out"]
-    done = subprocess.run(
-        [*cli, str(out), "--format", "c", "--activations", "int16"],
-        cwd=scratch,
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=600,
-    )
+    def export(*args: str) -> subprocess.CompletedProcess:
+        cli = [sys.executable, "-m", "quarl.cli", "export", "quant=ptq", "--out", *args]
+        return subprocess.run(cli, cwd=scratch, capture_output=True, text=True, env=ENV, timeout=600)
+
+    done = export(str(out), "--format", "c", "--activations", "int16")
     assert done.returncode == 0, done.stderr
     assert "int16 (16x8) activations" in done.stdout and "identical to the integer reference" in done.stdout
     assert "#define POLICY_ACTIVATION_BITS 16" in (out / "policy.h").read_text()
-    onnx = subprocess.run(
-        [*cli, str(scratch / "p.onnx"), "--activations", "int16"],
-        cwd=scratch,
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=600,
-    )
+    onnx = export(str(scratch / "p.onnx"), "--activations", "int16")
     assert onnx.returncode == 1 and "--activations chooses the full-integer formats' activations" in onnx.stderr
     assert "Traceback" not in onnx.stderr and not (scratch / "p.onnx").exists()
-    coded = subprocess.run(
-        [*cli, str(scratch / "coded"), "--format", "c", "--precision", "int4", "--weight-coding", "huffman"],
-        cwd=scratch,
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=600,
-    )
+    coded = export(str(scratch / "coded"), "--format", "c", "--precision", "int4", "--weight-coding", "huffman")
     assert coded.returncode == 0, coded.stderr
     assert "Huffman-coded stream" in coded.stdout and "identical to the integer reference" in coded.stdout
     assert "STREAM[" in (scratch / "coded" / "policy.c").read_text()
-    refused = subprocess.run(
-        [*cli, str(scratch / "p.tflite"), "--format", "tflite", "--weight-coding", "huffman"],
-        cwd=scratch,
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=600,
-    )
+    refused = export(str(scratch / "p.tflite"), "--format", "tflite", "--weight-coding", "huffman")
     assert refused.returncode == 1 and "weight_coding=huffman is not supported for format=tflite" in refused.stderr
     assert "Traceback" not in refused.stderr and not (scratch / "p.tflite").exists()
