@@ -88,6 +88,7 @@ def test_results_shows_true_false_integers_and_e_in_percent_and_csv_keeps_raw_va
 
 def test_plan_fits_the_terminal_and_gives_each_cut_reason_once_in_full(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
+    Store(tmp_path / "r.sqlite")  # an empty store: plan refuses a --store that is not there
     args = ["plan", "algo=dqn,ddpg", "env=cartpole", "quant.bits=1,4", "--store", str(tmp_path / "r.sqlite")]
     assert cli.main(args) == 0
     out = capsys.readouterr().out

@@ -15,7 +15,7 @@ import pandas as pd
 from quarl.errors import QuarlError
 from quarl.rl.envs import SUITES
 from quarl.store.listing import one_record, pack, shorten, shown, status_lines, summary_columns, terminal_width
-from quarl.store.query import DEFAULT_STORE, load, weight_bits
+from quarl.store.query import DEFAULT_STORE, load, open_store, weight_bits
 from quarl.store.sqlite import Store, rebuild
 
 log = logging.getLogger("quarl")
@@ -124,6 +124,8 @@ def cmd_plan(args: argparse.Namespace) -> None:
     from quarl.app import CONF_DIR
     from quarl.sweeps import plan
 
+    if args.store is not None:
+        open_store(args.store)  # a store named on the command line must be there (and quarl's)
     cells = plan(CONF_DIR, args.overrides, args.store).drop(columns=["cell_key", "overrides"])
     width = terminal_width()
     table = cells.assign(why="").to_string(index=False)
@@ -358,7 +360,12 @@ def _export_command(sub: Any) -> None:
 def _plan_command(sub: Any) -> None:
     pl = sub.add_parser("plan", help="list the cells a run.py sweep would run, and which are done, without running")
     pl.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="run.py overrides, e.g. +sweep=smoke")
-    pl.add_argument("--store", type=Path, default=None, help="store to check (default: the config's store.path)")
+    pl.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        help="store to check, which must exist (default: the config's store.path; none there yet: all to run)",
+    )
     pl.set_defaults(func=cmd_plan)
 
 

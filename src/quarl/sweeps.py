@@ -71,7 +71,7 @@ def expand(conf_dir: Path, args: list[str]) -> list[list[str]]:
         raise QuarlError(f"These overrides do not make a sweep: {exc}") from None
 
 
-def _state(cfg: Any, store: Store) -> tuple[str, str]:
+def _state(cfg: Any, store: Store | None) -> tuple[str, str]:
     from quarl.rl.algos import spec  # SB3 and torch: only where a plan needs them
     from quarl.rl.envs import action_kind
 
@@ -87,7 +87,7 @@ def _state(cfg: Any, store: Store) -> tuple[str, str]:
         check_zoo(cfg)
     except IncompatibleCell as exc:
         return "n/a", str(exc)
-    return store.status(cell_key(cfg)) or "to run", ""
+    return (store.status(cell_key(cfg)) if store is not None else None) or "to run", ""
 
 
 def _set_values(overrides: list[Override], cfg: DictConfig) -> bool:
@@ -223,19 +223,24 @@ def finished_jobs(configs: dict[int, DictConfig], cwd: Path) -> dict[int, str]:
 
 
 def plan(conf_dir: Path, args: list[str], store_path: Path | None = None) -> pd.DataFrame:
-    """One row per job of the sweep: its cell, and whether it is done, to run, n/a or invalid."""
+    """One row per job of the sweep: its cell, and whether it is done, to run, n/a or invalid. The
+    store is only read; where there is none yet, every valid cell is to run (and none is made)."""
     import pandas as pd
 
     schema.register()
     rows = []
-    stores: dict[Path, Store] = {}
+    stores: dict[Path, Store | None] = {}
     jobs = expand(conf_dir, args)
     with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
         composer = Composer(conf_dir)
         configs = [composer(job) for job in jobs]
     for job, cfg in zip(jobs, configs):
         path = store_path or Path(cfg.store.path)
-        store = stores.setdefault(path, Store(path))
+        if path not in stores:
+            stores[path] = Store(path, read_only=True) if path.exists() else None
+            if stores[path] is None:
+                log.info("There is no results store at %s yet: every cell is to run.", path)
+        store = stores[path]
         state, why = _state(cfg, store)
         rows.append(
             {

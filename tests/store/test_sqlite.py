@@ -8,7 +8,7 @@ import pytest
 from quarl.errors import QuarlError
 from quarl.store import listing
 from quarl.store import query as results
-from quarl.store.sqlite import Store, find_records, flatten, rebuild, write_json
+from quarl.store.sqlite import ACTOR_COLUMNS, Store, find_records, flatten, rebuild, write_json
 from tests.conftest import ROOT
 
 
@@ -223,16 +223,94 @@ def test_one_filter_grammar_for_every_command_and_the_python_api(tmp_path):
         results.load(path, {"quant.bitz": 4})
 
 
-@pytest.mark.parametrize("command", [["status"], ["results"], ["export", "--out", "x.onnx"], ["collate"]])
-def test_read_only_commands_never_create_a_store(tmp_path, command, caplog, monkeypatch):
+READ_COMMANDS = [["status"], ["results"], ["export", "--out", "x.onnx"], ["collate"], ["plan"]]
+
+
+@pytest.mark.parametrize("command", READ_COMMANDS, ids=lambda c: c[0])
+@pytest.mark.parametrize("missing", ["missing.sqlite", "no/such/folder/r.sqlite"])
+def test_read_only_commands_never_create_a_store(tmp_path, command, missing, caplog, monkeypatch):
     from quarl import cli
 
     monkeypatch.chdir(tmp_path)
     with caplog.at_level("ERROR"):
-        assert cli.main([*command, "--store", "missing.sqlite"]) == 1
-    assert "There is no results store at missing.sqlite" in caplog.text
+        assert cli.main([*command, "--store", missing]) == 1
+    assert f"There is no results store at {missing}: run `python run.py` first" in caplog.text
     assert len(caplog.records) == 1 and "Traceback" not in caplog.text
-    assert not (tmp_path / "missing.sqlite").exists() and not list(tmp_path.iterdir())
+    assert not list(tmp_path.iterdir())  # no file, no folder (collate's --out neither)
+
+
+def _foreign(path, how):
+    """An SQLite file that is not a quarl store: another program's tables, or a 0-byte file."""
+    if how == "empty":
+        path.write_bytes(b"")
+        return "no tables at all"
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)")
+        con.execute("CREATE TABLE runs (id INTEGER, duration REAL)")  # a `runs` table, but not quarl's
+        con.execute("INSERT INTO notes (text) VALUES ('keep me')")
+    con.close()
+    return "its tables: notes, runs"
+
+
+@pytest.mark.parametrize("command", READ_COMMANDS, ids=lambda c: c[0])
+@pytest.mark.parametrize("how", ["tables", "empty"])
+def test_read_only_commands_refuse_a_foreign_sqlite_file_by_name_and_leave_it_as_it_is(
+        tmp_path, command, how, caplog, monkeypatch):
+    from quarl import cli
+
+    monkeypatch.chdir(tmp_path)
+    held = _foreign(tmp_path / "other.sqlite", how)
+    before = (tmp_path / "other.sqlite").read_bytes()
+    with caplog.at_level("ERROR"):
+        assert cli.main([*command, "--store", "other.sqlite"]) == 1
+    assert caplog.records[-1].getMessage() == (
+        f"quarl: other.sqlite is not a quarl results store ({held}) and was left as it is: give the store that "
+        "run.py writes (store.path, default outputs/results.sqlite) with --store PATH.")
+    assert len(caplog.records) == 1 and "Traceback" not in caplog.text
+    assert (tmp_path / "other.sqlite").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.sqlite"]  # no -wal, no collate folder
+
+
+def test_reading_a_store_changes_nothing_in_it(tmp_path, capsys):
+    from quarl import cli
+
+    path = tmp_path / "r.sqlite"
+    _filled_store(path, records=3)
+    with sqlite3.connect(path) as con:  # as a store written before the ActorQ columns and table were
+        con.execute("DROP TABLE actors")
+        con.execute("ALTER TABLE curves DROP COLUMN wall_s")
+    con.close()
+    before = path.read_bytes()
+    store = Store(path, read_only=True)
+    assert list(store.actors().columns) == ["cell_key", *ACTOR_COLUMNS] and store.actors().empty
+    assert "wall_s" in store.curves().columns and len(store.runs()) == 3 and store.status("k1") == "done"
+    assert cli.main(["results", "--store", str(path)]) == 0 and "cartpole" in capsys.readouterr().out
+    assert cli.main(["status", "--store", str(path)]) == 0
+    with pytest.raises(QuarlError, match=f"The results store {path} cannot be written"):
+        store.write(make_record("new"))  # a read-only store cannot be written by mistake either
+    assert path.read_bytes() == before
+    with sqlite3.connect(path) as con:
+        assert {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} == {
+            "runs", "episodes", "curves"}
+    con.close()
+
+
+def test_a_store_sqlite_cannot_open_read_only_is_read_as_immutable(tmp_path, monkeypatch):
+    """Where ``mode=ro`` cannot open the file (a read-only mount, where WAL's -shm file cannot be
+    made), the store is read through ``immutable=1``. Simulated here by refusing ``mode=ro`` as SQLite
+    does on such a mount; tests/test_cli_store.py reads a store on a real read-only bind mount."""
+    path = tmp_path / "r.sqlite"
+    _filled_store(path, records=2)
+    real = sqlite3.connect
+
+    def connect(target, *args, **kw):
+        if "mode=ro" in str(target):
+            target = (tmp_path / "no-such-folder" / "x.sqlite").as_uri() + "?mode=ro"  # SQLITE_CANTOPEN
+        return real(target, *args, **kw)
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    store = Store(path, read_only=True)
+    assert len(store.runs()) == 2 and store._mode == "immutable=1"
 
 
 def test_results_and_status_show_every_key_that_tells_records_apart(tmp_path, capsys):

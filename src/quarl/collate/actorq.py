@@ -303,7 +303,7 @@ def write_actorq(study: Study, out: Path) -> list[Path]:
     """Curves, time-to-reward and breakdown outputs under `out`/actorq."""
     folder = out / "actorq"
     assert study.store is not None  # collate writes them for a study read from a store only
-    store = Store(study.store)
+    store = Store(study.store, read_only=True)
     curves, actors = store.curves(), store.actors()
     done = runs(study)
     written: list[Path] = []

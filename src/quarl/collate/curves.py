@@ -30,7 +30,7 @@ def training_curves(study: Study) -> pd.DataFrame:
     records = study.done[study.done["quant"].isin(["fp32", "qat"])]
     if records.empty:
         return pd.DataFrame()
-    curves = Store(study.store).curves()
+    curves = Store(study.store, read_only=True).curves()
     columns = ["cell_key", "algo", "env", "seed", "quant", "quant.bits"]
     keyed = records[[c for c in columns if c in records.columns]].copy()
     bits = pd.to_numeric(keyed.get("quant.bits", pd.Series(np.nan, index=keyed.index)), errors="coerce")

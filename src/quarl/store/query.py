@@ -7,7 +7,8 @@ override); a number matches whatever type the column holds (``quant.bits=4`` mat
 ``train.steps=null`` picks the records trained on the algorithm's default budget). An unknown KEY
 is refused with the nearest column names.
 
-Reading never creates a store: a missing path is one sentence, and no file is made.
+Reading never creates or changes a store: it is opened read-only (`Store(path, read_only=True)`), a
+missing path is one sentence, and no file is made.
 """
 
 from __future__ import annotations
@@ -92,11 +93,12 @@ def select(df: pd.DataFrame, filters: Mapping[str, Any]) -> pd.DataFrame:
 
 
 def open_store(store: str | Path) -> Store:
-    """The existing store at `store`; a missing file is one sentence (and no file is created)."""
+    """The existing store at `store`, opened read-only: a missing file, or an SQLite file that is
+    not a quarl store, is one sentence, and nothing is created or written."""
     path = Path(store)
     if not path.is_file():
         raise QuarlError(f"There is no results store at {path}: run `python run.py` first, or pass --store PATH.")
-    return Store(path)
+    return Store(path, read_only=True)
 
 
 def as_run(runs: pd.DataFrame) -> pd.DataFrame:

@@ -7,6 +7,12 @@ and `rebuild` makes the store again from those copies.
 
 A store that cannot be used (a damaged file, a read-only file or folder, a folder that cannot be
 created) is a `QuarlError` naming the file and what to do, raised before anything is written.
+
+Commands that only read (`quarl results`, `status`, `plan`, `collate`, `export`) open a store with
+``read_only=True``: through SQLite's read-only URI (``mode=ro``), or, where that cannot be opened
+because the folder is on a read-only mount and WAL's shared-memory file cannot be made, as an
+immutable file (``immutable=1``). Such a store must exist and be quarl's: nothing is created, no
+table is added, and an SQLite file that is not a quarl store is refused by name.
 """
 
 from __future__ import annotations
@@ -73,6 +79,8 @@ CREATE TABLE IF NOT EXISTS actors (
 """
 # Columns added to a table after a store was first written: added to older files when opened.
 MIGRATIONS = {"curves": ("wall_s REAL", "actor INTEGER"), "actors": ("send_s REAL",)}
+#: What a store must hold to be read as quarl's: tables and the columns every quarl wrote.
+REQUIRED = {"runs": {"cell_key", "status"}, "episodes": {"cell_key", "episode", "seed", "reward", "length"}}
 ACTOR_COLUMNS = (
     "actor",
     "steps",
@@ -107,13 +115,27 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+#: The columns a read-only store's reads give for a table or column that an older quarl did not write.
+TABLE_COLUMNS = {
+    "episodes": ("cell_key", "episode", "seed", "reward", "length"),
+    "curves": ("cell_key", "step", "reward", "length", "wall_s", "actor"),
+    "actors": ("cell_key", *ACTOR_COLUMNS),
+}
+
+
 class Store:
-    """A results store at `path` (created on first use)."""
+    """A results store at `path`: created on first use, or with `read_only` an existing quarl store
+    that is only read (see the module's docstring)."""
 
     _ready: set[Path] = set()  # stores this process created or migrated already
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, read_only: bool = False) -> None:
         self.path = Path(path)
+        self.read_only = read_only
+        self._mode: str | None = None  # the read-only URI's mode that opened the file (mode=ro or immutable=1)
+        if read_only:
+            self._check_quarl()
+            return
         if self.path.resolve() in Store._ready and self.path.exists():  # opened before: schema is there
             return
         make_folder(self.path.parent, "store.path", file=self.path)
@@ -123,10 +145,50 @@ class Store:
         Store._ready.add(self.path.resolve())
 
     def _connect(self) -> sqlite3.Connection:
+        if self.read_only:
+            return self._connect_read_only()
         con = sqlite3.connect(self.path, timeout=120, isolation_level=None)
         con.execute("PRAGMA busy_timeout = 120000")
         con.execute("PRAGMA journal_mode = WAL")
         return con
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A connection that cannot write: ``mode=ro``, else (a read-only mount, where SQLite cannot
+        make the WAL's -shm file) ``immutable=1``, which reads the file as it is on the medium."""
+        if not self.path.exists():
+            raise QuarlError(
+                f"There is no results store at {self.path}: run `python run.py` first, or pass --store PATH."
+            )
+        uri = self.path.resolve().as_uri()
+        modes = (self._mode,) if self._mode else ("mode=ro", "immutable=1")
+        for mode in modes:
+            con = None
+            try:
+                con = sqlite3.connect(f"{uri}?{mode}", uri=True, timeout=120, isolation_level=None)
+                con.execute("PRAGMA busy_timeout = 120000")
+                con.execute("SELECT count(*) FROM sqlite_master").fetchone()  # SQLite opens the file here
+            except sqlite3.Error as exc:
+                if con is not None:
+                    con.close()
+                if mode != modes[-1] and _is(exc, _UNWRITABLE):
+                    continue  # a read-only folder: read the file as immutable
+                raise
+            self._mode = mode
+            return con
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _check_quarl(self) -> None:
+        """Refuse, by name and before reading on, an SQLite file that is not a quarl results store."""
+        with self._open() as con:
+            tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            found = {t: {row[1] for row in con.execute(f"PRAGMA table_info({_quote(t)})")} for t in REQUIRED}
+        if all(columns <= found[table] for table, columns in REQUIRED.items()):
+            return
+        held = f"its tables: {', '.join(sorted(tables))}" if tables else "no tables at all"
+        raise QuarlError(
+            f"{self.path} is not a quarl results store ({held}) and was left as it is: give the store "
+            "that run.py writes (store.path, default outputs/results.sqlite) with --store PATH."
+        )
 
     @contextmanager
     def _open(self) -> Iterator[sqlite3.Connection]:
@@ -207,33 +269,42 @@ class Store:
                 _rollback(con)
                 raise
 
-    def _frame(self, sql: str) -> pd.DataFrame:
+    def _frame(self, table: str, order: str) -> pd.DataFrame:
+        """Every row of `table`, sorted by `order`. A read-only store written by an older quarl, which
+        could not be migrated, gives its missing tables and columns as empty ones."""
         import pandas as pd  # only where frames are read: a sweep's check of its cells needs none
 
         with self._open() as con:
+            present = [row[1] for row in con.execute(f"PRAGMA table_info({table})")]
+            if not present and table in TABLE_COLUMNS:
+                return pd.DataFrame(columns=list(TABLE_COLUMNS[table]))
             try:
-                return pd.read_sql_query(sql, con)
+                frame = pd.read_sql_query(f"SELECT * FROM {table} ORDER BY {order}", con)
             except pd.errors.DatabaseError as exc:  # pandas wraps SQLite's error: let _open tell it
                 if isinstance(exc.__cause__, sqlite3.Error):
                     raise exc.__cause__ from None
                 raise
+        for column in TABLE_COLUMNS.get(table, ()):
+            if column not in frame.columns:
+                frame[column] = None
+        return frame
 
     def runs(self) -> pd.DataFrame:
         """Every run record, one row each."""
-        return self._frame("SELECT * FROM runs ORDER BY started_at")
+        return self._frame("runs", "started_at")
 
     def episodes(self) -> pd.DataFrame:
         """Every evaluation episode, one row each."""
-        return self._frame("SELECT * FROM episodes ORDER BY cell_key, episode")
+        return self._frame("episodes", "cell_key, episode")
 
     def curves(self) -> pd.DataFrame:
         """Training curves: the return of every training episode and the env step it ended at
         (ActorQ: also the wall time since training started and the actor that played it)."""
-        return self._frame("SELECT * FROM curves ORDER BY cell_key, step")
+        return self._frame("curves", "cell_key, step")
 
     def actors(self) -> pd.DataFrame:
         """ActorQ's per-actor time breakdown: one row per (cell, actor)."""
-        return self._frame("SELECT * FROM actors ORDER BY cell_key, actor")
+        return self._frame("actors", "cell_key, actor")
 
 
 def _rollback(con: sqlite3.Connection) -> None:
