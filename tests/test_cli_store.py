@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,48 @@ def test_run_py_on_a_read_only_store_is_one_sentence_and_writes_nothing(scratch)
     assert f"The results store {store.resolve()} cannot be written (attempt to write a readonly database)" in log
     assert Store(store).runs().equals(before)
     assert not list(scratch.rglob("model.zip"))  # refused at the running marker, before any training
+
+
+# Inside a user and mount namespace (no root needed where the kernel allows them): bind the folder
+# onto itself read-only, check that nothing can be written there, then run quarl's read commands.
+_ON_READ_ONLY_MOUNT = """
+mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" || exit 77
+touch "$1/probe" 2>/dev/null && exit 78
+cd "$1" && shift && exec "$@"
+"""
+_READS = """
+import sys
+from quarl import cli
+from quarl.store.sqlite import Store
+for command in (["results"], ["status"], ["collate", "--out", sys.argv[1], "algo=ppo"]):
+    print("rc", command[0], cli.main([*command, "--store", "r.sqlite"]), flush=True)
+store = Store("r.sqlite", read_only=True)
+print("rows", len(store.runs()), "mode", store._mode)
+"""
+
+
+def test_a_store_on_a_read_only_mount_is_read(tmp_path):
+    """A real read-only file system (a read-only bind mount in a user namespace), where SQLite
+    cannot make the WAL's -shm file: `results`, `status` and `collate` (writing its --out elsewhere)
+    read the store through ``immutable=1``. Skipped where namespaces or mounts are not allowed."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("no unshare(1): cannot make a read-only mount without root")
+    folder = tmp_path / "mounted"
+    folder.mkdir()
+    write(Store(folder / "r.sqlite"), [record("ppo", "cartpole", bits=8), record("ppo", "cartpole", bits=4)])
+    before = (folder / "r.sqlite").read_bytes()
+    assert sorted(p.name for p in folder.iterdir()) == ["r.sqlite"]  # the writer folded its WAL in
+    done = subprocess.run(
+        [unshare, "-rm", "sh", "-c", _ON_READ_ONLY_MOUNT, "sh", str(folder), sys.executable, "-c", _READS,
+         str(tmp_path / "collated")],
+        capture_output=True, text=True, timeout=300,
+    )
+    if done.returncode in (1, 77) and "rc " not in done.stdout:  # unshare or mount refused here
+        pytest.skip(f"no read-only mount here: {done.stderr.strip()[:200]}")
+    assert done.returncode != 78, "the bind mount was writable"
+    log = done.stdout + done.stderr
+    assert done.returncode == 0 and "Traceback" not in log and "cannot be written" not in log, log
+    assert "rc results 0" in log and "rc status 0" in log and "rc collate 0" in log
+    assert "rows 2 mode immutable=1" in log  # SQLite's read-only mode could not open it: immutable did
+    assert (folder / "r.sqlite").read_bytes() == before and (tmp_path / "collated" / "README.md").is_file()
