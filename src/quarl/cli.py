@@ -14,7 +14,17 @@ import pandas as pd
 
 from quarl.errors import QuarlError
 from quarl.rl.envs import SUITES
-from quarl.store.listing import one_record, pack, shorten, shown, status_lines, summary_columns, terminal_width
+from quarl.store.listing import (
+    FLAG_LEGEND,
+    one_record,
+    pack,
+    shorten,
+    shown,
+    status_lines,
+    summary_columns,
+    terminal_width,
+    with_flags,
+)
 from quarl.store.query import DEFAULT_STORE, load, open_store, weight_bits
 from quarl.store.sqlite import Store, rebuild
 
@@ -32,7 +42,7 @@ def _filters(pairs: list[str]) -> dict[str, str]:
 
 
 def cmd_results(args: argparse.Namespace) -> None:
-    df = load(args.store, _filters(args.filters))
+    df = with_flags(load(args.store, _filters(args.filters)))
     if df.empty:
         log.warning("No records in %s match %s.", args.store, " ".join(args.filters) or "(no filter)")
         return
@@ -42,6 +52,8 @@ def cmd_results(args: argparse.Namespace) -> None:
         return
     with pd.option_context("display.max_rows", None, "display.width", 250, "display.max_columns", None):
         print(shown(df, columns).to_string(index=False, na_rep=""))
+    if "fp32_flag" in columns:
+        print(FLAG_LEGEND)
 
 
 def cmd_rebuild(args: argparse.Namespace) -> None:

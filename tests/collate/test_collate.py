@@ -479,20 +479,23 @@ def test_every_table_and_plot_names_its_quantizer_and_table_names_stay_stable(tm
     assert "- quantizers: ptq: affine" in (out / "README.md").read_text()
 
 
-def test_error_table_mean_row_averages_e_only_and_the_settings_note_names_config_keys(tmp_path: Path):
-    """Records of one training that differ in an evaluation setting are averaged, and a note names
-    the key (a different training is never averaged: see the trainings tests)."""
+def test_error_table_mean_row_averages_e_only_and_evaluation_settings_are_kept_apart(tmp_path: Path):
+    """Records of one training that differ in an evaluation setting are never averaged: each setting
+    is its own method line, named by the key (a different training: see the trainings tests)."""
     records = [record("ppo", "cartpole", "fp32", seed=0, reward=186.0, fp32=186.0),
                record("ppo", "cartpole", "ptq", 8, 0, reward=180.0, fp32=186.0),
                record("ppo", "acrobot", "fp32", seed=0, reward=-500.0, fp32=-500.0),
                record("ppo", "acrobot", "ptq", 8, 0, reward=-510.0, fp32=-500.0),
                record("ppo", "acrobot", "ptq", 8, 0, reward=-520.0, fp32=-500.0, episodes=20)]
     study = load(_store(tmp_path, records))
-    table = tables.error_table(study, "ppo", "ptq").set_index("env")
+    table = tables.error_table(study, "ppo", "ptq (eval.episodes=10)").set_index("env")
     assert pd.isna(table.loc["mean", "fp32"]) and pd.isna(table.loc["mean", "int8"])  # not (186 - 500) / 2
     assert table.loc["mean", "E_int8 (%)"] == pytest.approx(table.loc[["acrobot", "cartpole"], "E_int8 (%)"].mean())
-    note = next(n for n in study.notes if "differ in" in n and "cells have several records" in n)
-    assert "differ in eval.episodes;" in note  # a config key, not a column collation adds (such as e)
+    assert table.loc["acrobot", "int8"] == -510.0  # not the mean of -510 and -520
+    twenty = tables.error_table(study, "ppo", "ptq (eval.episodes=20)").set_index("env")
+    assert twenty.loc["acrobot", "int8"] == -520.0
+    assert any("ptq records differ in eval.episodes" in n for n in study.notes)
+    assert not any("cells have several records" in n for n in study.notes)
 
 
 def test_agreement_table_and_plot(tmp_path: Path):

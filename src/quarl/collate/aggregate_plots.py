@@ -11,7 +11,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from quarl.collate import stats
-from quarl.collate.frame import FLOAT_BITS, Study, bit_label
+from quarl.collate.frame import Study, bit_label, is_float
 from quarl.collate.plots import (
     CHAR_IN,
     FLOAT_MARKERS,
@@ -70,7 +70,7 @@ def _counts(rows: pd.DataFrame) -> str:
 def aggregate(table: pd.DataFrame, quantizer: str = "") -> Figure:
     """Two panels (IQM, mean) of the normalised score vs bits, a line per method, fp16 as a marker;
     `quantizer` (scheme, granularity, bias of the methods shown) goes into the title."""
-    methods = sorted(m for m in table["method"].unique() if m not in FLOAT_BITS)
+    methods = sorted(m for m in table["method"].unique() if not is_float(m))
     palette = sns.color_palette("colorblind", max(len(methods), 1) + 2)
     drawn = [m for m in FLOAT_MARKERS if m in set(table["method"])]
     floats = {16: drawn[-1]} if drawn else {}  # the tick names the last float drawn, as in sweet_spot
@@ -152,7 +152,7 @@ def heatmap(study: Study) -> Figure:
     q = q.assign(
         task=q["algo"].map(title) + " / " + q["env"],
         column=[bit_label(m, b) for m, b in zip(q["method"], q["bits"])],
-        float_last=q["method"].isin(list(FLOAT_BITS)).astype(int),
+        float_last=q["method"].map(is_float).astype(int),
     )
     order = q.sort_values(["float_last", "method", "bits"])["column"].drop_duplicates().tolist()
     ran = q.pivot_table(index="task", columns="column", values="reward", aggfunc="size").reindex(columns=order)

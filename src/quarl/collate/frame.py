@@ -15,7 +15,7 @@ from quarl.collate.bounds import ReturnRange, return_range
 from quarl.collate.ptq_keys import effective_quant_columns
 from quarl.collate.trainings import select
 from quarl.config.keys import result_keys
-from quarl.store.listing import FIDELITY_COLUMNS, config_keys, value_text
+from quarl.store.listing import FIDELITY_COLUMNS, FLAGS, config_keys, flag_of, value_text
 from quarl.store.query import FLOAT_BITS
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ FIDELITY = FIDELITY_COLUMNS
 #: The quantizer settings every table and plot names.
 QUANTIZER_KEYS = ("scheme", "granularity", "quantize_bias")
 
-__all__ = ["CELL", "FLOAT_BITS", "Notes", "Study", "bit_label", "config_keys", "prepare", "select"]
+__all__ = ["CELL", "FLOAT_BITS", "Notes", "Study", "bit_label", "config_keys", "is_float", "prepare", "select"]
 
 
 class Notes(list):
@@ -46,19 +46,35 @@ class Notes(list):
 _text = value_text
 
 
+#: Keys besides a method's own result keys that change what a record measures (`quarl.config.keys.cell_key`).
+MEASURED_KEYS = ("quant.backend", "eval.episodes", "eval.deterministic")
+#: Values a record written before a key existed stands for.
+ABSENT_MEANS = {"quant.backend": "fake"}
+
+
+def is_float(method: str) -> bool:
+    """True for a float method's label ('fp16', 'fp16 (backend=onnx)'): no bit width of its own."""
+    return str(method).split(" (", 1)[0] in FLOAT_BITS
+
+
 def _variant_labels(done: pd.DataFrame, notes: Notes) -> pd.Series:
-    """'ptq', or 'ptq (scheme=symmetric)' where records of one method differ in a quant setting."""
+    """'ptq', or 'ptq (backend=c)' where records of one method differ in a setting that changes what
+    they measure (its quant keys, the execution backend, the evaluation): a mean pools seeds only."""
     labels = done["quant"].astype(str).copy()
     done = effective_quant_columns(done)  # PTQ records from before activation quantization: act_bits 32
-    for method in sorted(set(labels) - set(FLOAT_BITS)):
+    for key, value in ABSENT_MEANS.items():
+        if key in done.columns:
+            done[key] = done[key].where(done[key].notna(), value)
+    for method in sorted(set(labels) - {"fp32"}):
         rows = done["quant"] == method
-        quant_keys = [f"quant.{k}" for k in result_keys(method) if k != "bits" and f"quant.{k}" in done.columns]
-        varying = [k for k in quant_keys if done.loc[rows, k].map(_text).nunique() > 1]
+        keys = [f"quant.{k}" for k in result_keys(method) if k != "bits"] + list(MEASURED_KEYS)
+        keys = [k for k in dict.fromkeys(keys) if k in done.columns]
+        varying = [k for k in keys if done.loc[rows, k].map(_text).nunique() > 1]
         if not varying:
             continue
         labels[rows] = done.loc[rows, varying].apply(
             lambda r, method=method: (
-                f"{method} (" + ", ".join(f"{k.split('.', 1)[1]}={_text(v)}" for k, v in r.items()) + ")"
+                f"{method} (" + ", ".join(f"{k.removeprefix('quant.')}={_text(v)}" for k, v in r.items()) + ")"
             ),
             axis=1,
         )
@@ -117,6 +133,18 @@ class Study:
                 ranges[env] = found
         return ranges
 
+    def flag(self, algo: str, env: str) -> str:
+        """'' where every fp32 policy of (algo, env) is sound, else its marker and what it marks:
+        '† fp32 not learned in 2 of 5 seeds' (no better than a random policy), or '‡ fp32 not
+        solved in 1 of 5 seeds' (below the env's reward threshold). Every row, cell and point
+        that uses such a baseline carries the marker."""
+        rows = self.baselines[(self.baselines["algo"] == algo) & (self.baselines["env"] == env)]
+        worst = _worst(rows["fp32_flag"])
+        if worst is None:
+            return ""
+        count = int((rows["fp32_flag"] == worst).sum())
+        return f"{FLAGS[worst]} fp32 {worst} in {count} of {len(rows)} seeds"
+
     def quantized(self) -> pd.DataFrame:
         """Per-seed values of every method but fp32."""
         return self.seeds[self.seeds["method"] != "fp32"]
@@ -124,8 +152,8 @@ class Study:
     def quantizer(self, method: str, algos: list[str] | None = None) -> str:
         """What quantizer a method label's records used: 'ptq: affine, per_tensor, bias fp32'
         (several values joined by '/'); float methods are a cast ('fp16: weights cast to fp16')."""
-        if method in FLOAT_BITS:
-            return f"{method}: weights cast to {method}" if method != "fp32" else "fp32"
+        if is_float(method):
+            return f"{method}: weights cast to {method.split(' (', 1)[0]}" if method != "fp32" else "fp32"
         rows = self.done[self.done["method"] == method]
         if algos is not None:
             rows = rows[rows["algo"].isin(algos)]
@@ -144,33 +172,35 @@ class Study:
         """`quantizer` of every integer method (or of `methods`), joined by '; ': for titles and captions."""
         chosen = methods if methods is not None else self.integer_methods()
         return (
-            "; ".join(dict.fromkeys(self.quantizer(m, algos) for m in chosen if m is not None and m not in FLOAT_BITS))
+            "; ".join(dict.fromkeys(self.quantizer(m, algos) for m in chosen if m is not None and not is_float(m)))
             or "no quantizer"
         )
 
     def integer_methods(self) -> list[str]:
         """Method labels with a bit width (ptq, qat, ... and their variants), sorted."""
-        methods = self.seeds.loc[~self.seeds["method"].isin(list(FLOAT_BITS)), "method"]
+        methods = self.seeds.loc[~self.seeds["method"].map(is_float), "method"]
         return sorted(methods.unique())
 
 
 def _mixed_settings(done: pd.DataFrame, notes: Notes) -> None:
-    """A note where records of one (series, env, method, bits, seed) still differ (in evaluation
-    settings, say: trainings are already apart): they are averaged, and the note names the keys."""
+    """A note where records of one (series, env, method, bits, seed) remain several after trainings and
+    method settings are told apart (fp32 records evaluated differently, or one cell measured by two
+    versions of quarl): the note names the keys they differ in."""
     keys = CELL + ["seed"]
     counts = done.groupby(keys, dropna=False).size()
     dupes = counts[counts > 1]
     if dupes.empty:
         return
-    columns = [c for c in config_keys(done) if c not in keys and not c.startswith("quant.")]  # config keys only
+    columns = [c for c in [*config_keys(done), "measurement", "policy_key"] if c not in keys and c in done.columns]
     differing: set[str] = set()
+    indexed = done.set_index(keys)
     for key in dupes.index:
-        rows = done.set_index(keys).loc[[key]]
-        differing.update(c for c in columns if c in rows.columns and rows[c].map(_text).nunique() > 1)
-    shown = ", ".join(sorted(differing)) or "settings outside the config"
+        rows = indexed.loc[[key]]
+        differing.update(c for c in columns if rows[c].map(_text).nunique() > 1)
+    shown = ", ".join(sorted(differing)) or "no setting at all (the same cell recorded more than once)"
     notes.add(
-        f"{len(dupes)} (algo, env, method, bits, seed) cells have several records of one training that differ in "
-        f"{shown}; they are averaged together: filter by those keys (e.g. quarl collate KEY=VALUE) to separate them."
+        f"{len(dupes)} (algo, env, method, bits, seed) cells have several records that differ in "
+        f"{shown}; their mean averages them: filter by those keys (quarl collate KEY=VALUE) to separate them."
     )
 
 
@@ -196,7 +226,8 @@ def _seed_list(keys: list[tuple]) -> str:
 
 def _baselines(done: pd.DataFrame, notes: Notes) -> pd.DataFrame:
     """fp32 reward per (algo, env, seed): the fp32 records, or else the baseline stored with the
-    quantized records of the same policy."""
+    quantized records of the same policy; with `fp32_flag` ('not learned', 'not solved' or None)
+    from the records' `fp32_note`."""
     keys = ["algo", "env", "seed"]
     fp32 = done[done["quant"] == "fp32"].groupby(keys, dropna=False)["reward_mean"].mean()
     carried = done[done["quant"] != "fp32"].groupby(keys, dropna=False)["fp32_reward"].mean()
@@ -210,8 +241,16 @@ def _baselines(done: pd.DataFrame, notes: Notes) -> pd.DataFrame:
         )
     if blank:
         notes.add(f"No fp32 baseline at all for {_seed_list(blank)}: their fp32 value and E are left blank.")
-    both = pd.concat([fp32, carried.loc[missing]]).dropna()
-    return both.rename("fp32").reset_index()
+    both = pd.concat([fp32, carried.loc[missing]]).dropna().rename("fp32").reset_index()
+    flags = done.assign(fp32_flag=done["fp32_note"].map(flag_of) if "fp32_note" in done.columns else None)
+    worst = flags.groupby(keys, dropna=False)["fp32_flag"].agg(_worst).rename("fp32_flag").reset_index()
+    return both.merge(worst, on=keys, how="left")
+
+
+def _worst(flags: pd.Series) -> str | None:
+    """The weakest of a seed's fp32 flags: 'not learned' before 'not solved' before none."""
+    present = {f for f in flags if isinstance(f, str)}
+    return next((f for f in FLAGS if f in present), None)
 
 
 def prepare(runs: pd.DataFrame, store: str | Path | None = None) -> Study:
@@ -254,6 +293,7 @@ def prepare(runs: pd.DataFrame, store: str | Path | None = None) -> Study:
             .reset_index()
         )
         seeds["bits"] = seeds["bits"].astype(int)
+        seeds = seeds.merge(baselines[["algo", "env", "seed", "fp32_flag"]], on=["algo", "env", "seed"], how="left")
     else:
         done = done.assign(
             base_algo=done["algo"] if "algo" in done.columns else pd.Series(dtype=str),
@@ -261,8 +301,8 @@ def prepare(runs: pd.DataFrame, store: str | Path | None = None) -> Study:
             bits=pd.Series(dtype="Int64"),
             e=pd.Series(dtype=float),
         )
-        baselines = pd.DataFrame(columns=["algo", "env", "seed", "fp32"])
-        seeds = pd.DataFrame(columns=CELL + ["seed", "reward", "e", "records", "e_note", *FIDELITY])
+        baselines = pd.DataFrame(columns=["algo", "env", "seed", "fp32", "fp32_flag"])
+        seeds = pd.DataFrame(columns=CELL + ["seed", "reward", "e", "records", "e_note", *FIDELITY, "fp32_flag"])
     _one_seed(seeds, notes)
     return Study(
         runs=runs,
@@ -303,4 +343,4 @@ def _one_seed(seeds: pd.DataFrame, notes: Notes) -> None:
 
 def bit_label(method: str, bits: int) -> str:
     """'fp16', 'fp32' or 'ptq 4': how a (method, bits) pair is named in tables and plots."""
-    return method if method in FLOAT_BITS else f"{method} {bits}"
+    return method if is_float(method) else f"{method} {bits}"

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 from matplotlib.figure import Figure
 
 from quarl.collate import actorq, aggregate_plots, curves, plots, precision, stats, tables, weights
-from quarl.collate.frame import FLOAT_BITS, Study
+from quarl.collate.frame import Study, is_float
 from quarl.collate.steps import Steps
 from quarl.collate.trainings import stem, title
 from quarl.config.keys import slug
@@ -45,7 +45,7 @@ def _figure(fig: Figure, stem: Path) -> list[Path]:
 def _table_methods(study: Study, algo: str | None = None) -> list[str | None]:
     """The integer methods (ptq, qat, ...) of one algorithm, or of the study; [None] when there are none."""
     seeds = study.seeds if algo is None else study.seeds[study.seeds["algo"] == algo]
-    methods = sorted(m for m in seeds["method"].unique() if m not in FLOAT_BITS)
+    methods = sorted(m for m in seeds["method"].unique() if not is_float(m))
     return methods or [None]
 
 
@@ -66,6 +66,7 @@ def write_sweet_spots(study: Study, out: Path) -> list[Path]:
     for value, name in (("e", "e"), ("action_agreement", "agreement")):
         part = plots.clip_by_env(stats.summarise(study.seeds, cell, value), study, value)
         points = points.merge(part.rename(columns={c: f"{name}_{c}" for c in ("mean", "low", "high", "n")}), on=cell)
+    points["fp32_flag"] = [study.flag(a, e) for a, e in zip(points["algo"], points["env"])]
     folder.mkdir(parents=True, exist_ok=True)
     points.to_csv(folder / "points.csv", index=False)
     return written + [folder / "points.csv"]
@@ -76,7 +77,8 @@ ERRORS_CAPTION = (
     "the seeds that have one (each quantized policy against its own fp32 policy); n/a: E is undefined because the "
     "fp32 reward is too close to 0 (the reason is listed below the table). int8 = PTQ at 8 bits. (paper): QuaRL's "
     "published value (arXiv 1910.01055). seeds: runs per value. mean: over environments, of E only (rewards of "
-    "different environments are not comparable), n/a environments left out, blank where one has no value."
+    "different environments are not comparable), n/a environments left out, blank where one has no value. "
+    + tables.FLAG_CAPTION
 )
 
 
@@ -103,7 +105,8 @@ def write_tables(study: Study, out: Path) -> list[Path]:
                 f"{title(algo)}: E (%) per bit width and environment ({study.quantizers(methods, [algo])})",
                 "E = (R_fp32 - R_q) / |R_fp32| in %, mean over the seeds that have one; rows: weight bits of the "
                 "quantizer, then fp16/bf16; n/a: E undefined (fp32 reward too close to 0); mean: over environments, "
-                "n/a environments left out, blank where one has no value.",
+                "n/a environments left out, blank where one has no value; † or ‡ after an env: its fp32 baseline "
+                "did not learn or is not solved in some seed (the errors table's fp32 flag says how many).",
             )
         written += _agreement_table(study, algo, folder)
     ptq = [m for m in _table_methods(study) if m is None or m.split(" ")[0] == "ptq"]
@@ -114,7 +117,7 @@ def write_tables(study: Study, out: Path) -> list[Path]:
             folder / "published_vs_reproduced",
             f"Published vs reproduced ({study.quantizers(ptq[:1]) if ptq[0] else 'no quantizer'})",
             "Ours: this store (mean over seeds); (paper): QuaRL, arXiv 1910.01055, Table 2, whose "
-            "numbers came from QuaRL's released code (quant.scheme=quarl_code). E in %.",
+            "numbers came from QuaRL's released code (quant.scheme=quarl_code). E in %. " + tables.FLAG_CAPTION,
         )
     else:
         study.notes.add("No cell of this selection is in the paper's PTQ table: no published-vs-reproduced table.")

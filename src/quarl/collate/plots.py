@@ -21,7 +21,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from quarl.collate import stats
-from quarl.collate.frame import FLOAT_BITS, Study
+from quarl.collate.frame import Study, is_float
 from quarl.collate.trainings import title
 
 FLOAT_MARKERS = {"fp16": "D", "bf16": "s"}
@@ -116,11 +116,14 @@ def _series(
     scale: dict[int, float],
     ylabel: str,
     several: bool,
+    flags: dict[str, str] | None = None,
 ) -> None:
     """One panel of a value vs bits: a line per (algo, method) with its interval, fp16/bf16 as
     markers at 16 and the fp32 value as a dashed line with its interval as an error bar at 32.
     One algorithm: intervals are shaded bands. Several: capped error bars, each series nudged
-    sideways, since overlapping bands hide each other's lines."""
+    sideways, since overlapping bands hide each other's lines. An algo in `flags` (its weak fp32
+    baseline, `Study.flag`) is drawn with hollow markers and its label carries the flag's marker."""
+    flags = flags or {}
     palette = sns.color_palette("colorblind", max(len(algos) if several else len(methods), 1) + 2)
     floats: dict[int, str] = {}
     series = len(algos) * max(len(methods), 1)
@@ -128,6 +131,9 @@ def _series(
     for i, algo in enumerate(algos):
         algo_color = palette[i] if several else "0.25"
         offset = nudge(i * max(len(methods), 1) + (max(len(methods), 1) - 1) / 2)
+        flag = flags.get(algo, "")
+        face: dict[str, Any] = {"markerfacecolor": "none"} if flag else {}  # hollow: the fp32 baseline is weak
+        mark = f" {flag.split(' ', 1)[0]}" if flag else ""
         for j, method in enumerate(methods):
             s = cells[(cells["algo"] == algo) & (cells["method"] == method)].sort_values("bits")
             if s.empty:
@@ -136,6 +142,7 @@ def _series(
             style = LINESTYLES[j % len(LINESTYLES)] if several else "-"
             x = _x(scale, s["bits"])
             label = (f"{title(algo)} {method}" if len(methods) > 1 else title(algo)) if several else method
+            label += mark
             if several:
                 x = x + nudge(i * len(methods) + j)
                 ax.errorbar(
@@ -149,9 +156,10 @@ def _series(
                     capsize=2.5,
                     elinewidth=0.9,
                     label=label,
+                    **face,
                 )
             else:
-                ax.plot(x, s["mean"], marker="o", color=color, linestyle=style, label=label)
+                ax.plot(x, s["mean"], marker="o", color=color, linestyle=style, label=label, **face)
                 _band(ax, x, s, color)
         for method, marker in FLOAT_MARKERS.items():
             s = cells[(cells["algo"] == algo) & (cells["method"] == method)]
@@ -167,7 +175,8 @@ def _series(
                 color=algo_color,
                 linestyle="none",
                 capsize=4,
-                label=f"{title(algo)} {method}" if several else method,
+                label=(f"{title(algo)} {method}" if several else method) + mark,
+                **face,
             )
             floats[16] = method
         f = base[base["algo"] == algo]
@@ -189,6 +198,7 @@ def _series(
                 color=algo_color,
                 linestyle="none",
                 capsize=4,
+                **face,
             )
             floats[32] = "fp32"
     bits_axis(ax, scale, floats)
@@ -282,20 +292,28 @@ def clip_text(study: Study, env: str) -> str:
     return f"\nreward intervals clipped to the env's return range {found.text()}" if found is not None else ""
 
 
+def flag_text(flags: dict[str, str]) -> str:
+    """A title's line naming each weak fp32 baseline drawn with hollow markers ('' where none)."""
+    if not flags:
+        return ""
+    return "\nhollow markers: " + "; ".join(f"{title(a)} {f}" for a, f in flags.items())
+
+
 def sweet_spot(study: Study, env: str, algos: list[str] | None = None) -> Figure:
     """Mean reward vs bits for one env: a line per method (and per algorithm when several), fp16
     as a marker at 16 bits, fp32 as a dashed line with its interval at 32 bits. The title names the
     quantizer (scheme, granularity, bias) and how many seeds stand behind each point."""
     algos = algos or sorted(study.seeds.loc[study.seeds["env"] == env, "algo"].unique())
     cells, fp32 = _sweet_spot_data(study, env, algos, "reward")
-    methods = sorted(m for m in cells["method"].unique() if m not in FLOAT_BITS)
+    methods = sorted(m for m in cells["method"].unique() if not is_float(m))
     several = len(algos) > 1
     env_id = study.env_ids().get(env, env)
     with styled():
         fig, axes = new_figure(8.0 if several else 6.4, 5.8 if several else 4.8)
         ax = axes[0, 0]
         scale = bit_scale([*cells["bits"], *([32] if len(fp32) else [])] or [32])
-        _series(ax, cells, fp32, algos, methods, scale, "mean episode reward (over seeds)", several)
+        flags = {a: f for a in algos if (f := study.flag(a, env))}
+        _series(ax, cells, fp32, algos, methods, scale, "mean episode reward (over seeds)", several, flags)
         who = " vs ".join(title(a) for a in algos) if several else title(algos[0]) if algos else ""
         counts = pd.concat([cells["n"], fp32["n"]])
         lacking = [title(a) for a in algos if a not in set(fp32["algo"])]
@@ -304,7 +322,8 @@ def sweet_spot(study: Study, env: str, algos: list[str] | None = None) -> Figure
         ax.set_title(
             wrapped(
                 f"{who} on {env_id}: reward vs weight bit width\n{study.quantizers(methods, algos)}\n"
-                f"{n_text(counts, 'bars' if several else 'shaded')}{clip_text(study, env)}{missing}",
+                f"{n_text(counts, 'bars' if several else 'shaded')}{clip_text(study, env)}{missing}"
+                f"{flag_text(flags)}",
                 fig,
                 9.5,
             ),
@@ -318,14 +337,17 @@ def agreement(study: Study, env: str, algo: str) -> Figure:
     algorithm and env, each with its Student-t interval across seeds."""
     rewards, fp32 = _sweet_spot_data(study, env, [algo], "reward")
     agree, _ = _sweet_spot_data(study, env, [algo], "action_agreement")
-    methods = sorted(m for m in rewards["method"].unique() if m not in FLOAT_BITS)
+    methods = sorted(m for m in rewards["method"].unique() if not is_float(m))
     env_id = study.env_ids().get(env, env)
     with styled():
         fig, axes = new_figure(10.0, 4.6, 1, 2)
         scale = bit_scale([*rewards["bits"], *agree["bits"], 32])
-        _series(axes[0, 0], rewards, fp32, [algo], methods, scale, "mean episode reward (over seeds)", False)
+        flags = {algo: flag} if (flag := study.flag(algo, env)) else {}
+        _series(axes[0, 0], rewards, fp32, [algo], methods, scale, "mean episode reward (over seeds)", False, flags)
         ones = pd.DataFrame({"algo": [algo], "mean": [1.0], "low": [np.nan], "high": [np.nan], "n": [0]})
-        _series(axes[0, 1], agree, ones, [algo], methods, scale, "agreement with fp32\n(fraction of states)", False)
+        _series(
+            axes[0, 1], agree, ones, [algo], methods, scale, "agreement with fp32\n(fraction of states)", False, flags
+        )
         axes[0, 0].set_title("reward", fontsize=10)
         axes[0, 1].set_title("actions: same as fp32 on the states fp32 visits", fontsize=10)
         axes[0, 1].set_ylim(top=1.02)
@@ -334,7 +356,7 @@ def agreement(study: Study, env: str, algo: str) -> Figure:
             wrapped(
                 f"{title(algo)} on {env_id}: reward and action agreement vs weight bit width\n"
                 f"{study.quantizers(methods, [algo])}; {n_text(pd.concat([rewards['n'], agree['n']]))}"
-                f"{clip_text(study, env)}",
+                f"{clip_text(study, env)}{flag_text(flags)}",
                 fig,
                 10,
             ),

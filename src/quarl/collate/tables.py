@@ -18,11 +18,17 @@ import numpy as np
 import pandas as pd
 
 from quarl.collate import published, stats
-from quarl.collate.frame import FLOAT_BITS, Study
+from quarl.collate.frame import Study, is_float
 from quarl.collate.trainings import base_algo
 from quarl.config.keys import slug
 
 INT_BITS = 8  # the paper's "int8": quant=ptq at 8 bits (any scheme)
+#: The column naming a row's weak fp32 baseline ('† fp32 not learned in 1 of 5 seeds'; `Study.flag`).
+FLAG_COLUMN = "fp32 flag"
+FLAG_CAPTION = (
+    "fp32 flag: † the fp32 policy of at least one seed is no better than a random policy (not learned), "
+    "‡ below the env's reward threshold (not solved); E against such a baseline says little."
+)
 MEAN_ROW = "mean"
 QUANTITIES = ["fp32", "fp16", "E_fp16 (%)", "int8", "E_int8 (%)"]
 
@@ -94,6 +100,7 @@ def error_table(study: Study, algo: str, method: str | None, bits: int = INT_BIT
             "int8": quant["reward"].mean() if len(quant) else np.nan,
             "E_int8 (%)": _e_value(quant, env, "E_int8 (%)", na, reasons),
             "seeds": _seeds_text({"fp32": len(b), "fp16": len(half), "int8": len(quant)}),
+            FLAG_COLUMN: study.flag(algo, env),
         }
         if method is None or method.split(" ")[0] == "ptq":
             paper = published.lookup(base_algo(algo), env, env_ids.get(env))
@@ -103,12 +110,15 @@ def error_table(study: Study, algo: str, method: str | None, bits: int = INT_BIT
         rows.append(row)
     paper_cols = [paper_column(c) for c in QUANTITIES]
     has_paper = any(c in r for r in rows for c in paper_cols)
-    columns = ["env"] + [c for q in QUANTITIES for c in ([q, paper_column(q)] if has_paper else [q])] + ["seeds"]
+    columns = ["env"] + [c for q in QUANTITIES for c in ([q, paper_column(q)] if has_paper else [q])]
+    columns += ["seeds", FLAG_COLUMN]
     df = pd.DataFrame(rows).reindex(columns=columns)
     if not df.empty:
-        means = _mean_row(df, [c for c in columns if c not in ("env", "seeds")], na)
-        df = pd.concat([df, pd.DataFrame([{"env": MEAN_ROW, **means, "seeds": ""}])], ignore_index=True)
-    numeric = [c for c in columns if c not in ("env", "seeds")]
+        means = _mean_row(df, [c for c in columns if c not in ("env", "seeds", FLAG_COLUMN)], na)
+        flagged = "; ".join(f"{e}: {f}" for e, f in zip(df["env"], df[FLAG_COLUMN]) if f)
+        df = pd.concat([df, pd.DataFrame([{"env": MEAN_ROW, **means, "seeds": "", FLAG_COLUMN: flagged}])])
+        df = df.reset_index(drop=True)
+    numeric = [c for c in columns if c not in ("env", "seeds", FLAG_COLUMN)]
     df[numeric] = df[numeric].astype(float)
     if int(bits) != INT_BITS:
         rename = {c: c.replace("int8", f"int{bits}") for c in columns}
@@ -122,11 +132,13 @@ def bits_table(study: Study, algo: str, method: str) -> pd.DataFrame:
     """E (%) of one algorithm and method: rows = bit widths (then fp16/bf16), columns = environments
     and their mean; each value the mean over the seeds with an E. Cells whose E is n/a are NaN and
     listed in ``df.attrs["na"]`` as (row label, env); the mean leaves n/a environments out."""
-    seeds = study.seeds[(study.seeds["algo"] == algo) & study.seeds["method"].isin([method, *FLOAT_BITS])]
+    seeds = study.seeds[
+        (study.seeds["algo"] == algo) & ((study.seeds["method"] == method) | study.seeds["method"].map(is_float))
+    ]
     seeds = seeds[seeds["method"] != "fp32"]
     if seeds.empty:
         return pd.DataFrame(columns=["bits", MEAN_ROW])
-    order = {m: i for i, m in enumerate([method, "fp16", "bf16"])}
+    order = {m: i for i, m in enumerate([method, *sorted(set(seeds["method"]) - {method})])}
     seeds = seeds.assign(
         order=seeds["method"].map(order),
         label=[str(b) if m == method else m for m, b in zip(seeds["method"], seeds["bits"])],
@@ -140,7 +152,7 @@ def bits_table(study: Study, algo: str, method: str) -> pd.DataFrame:
     table.index.name = "bits"
     table.columns.name = None
     out = table.reset_index()
-    out.attrs.update(na=na)
+    out.attrs.update(na=na, flags={e: flag for e in envs if (flag := study.flag(algo, e))})
     return out
 
 
@@ -170,7 +182,7 @@ def agreement_table(study: Study, algo: str) -> pd.DataFrame:
     seeds = seeds[(seeds["algo"] == algo) & seeds["action_agreement"].notna()]
     if seeds.empty:
         return pd.DataFrame()
-    order = seeds.assign(float_last=seeds["method"].isin(list(FLOAT_BITS)).astype(int))
+    order = seeds.assign(float_last=seeds["method"].map(is_float).astype(int))
     rows = []
     for (env, _, method, bits), g in order.groupby(["env", "float_last", "method", "bits"], sort=True):
         ci = stats.seed_interval(g["action_agreement"].to_numpy(float))
@@ -206,7 +218,7 @@ def published_table(study: Study, method: str | None) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame(columns=["algo", "env"])
     df = pd.concat(frames, ignore_index=True)
-    columns = ["algo", "env"] + [c for q in QUANTITIES for c in (q, paper_column(q))] + ["seeds"]
+    columns = ["algo", "env"] + [c for q in QUANTITIES for c in (q, paper_column(q))] + ["seeds", FLAG_COLUMN]
     return df[columns]
 
 
@@ -282,8 +294,11 @@ def write_sections(
     for heading, df in sections:
         if heading:
             parts += [f"### {heading}", ""]
-        parts += [_display(df, floatfmt).to_markdown(index=False, disable_numparse=True), ""]
-        parts += [f"- {line}" for line in na_notes(df)] + ([""] if na_notes(df) else [])
+        flags = df.attrs.get("flags", {})  # columns whose fp32 baseline is weak: marked in the Markdown
+        marked = _display(df, floatfmt).rename(columns={c: f"{c} {f.split(' ', 1)[0]}" for c, f in flags.items()})
+        parts += [marked.to_markdown(index=False, disable_numparse=True), ""]
+        lines = na_notes(df) + [f"{c}: {f}" for c, f in flags.items()]
+        parts += [f"- {line}" for line in lines] + ([""] if lines else [])
     md.write_text("\n".join(parts))
     headed = any(h for h, _ in sections)
     frames = [df.assign(**{column: h}).reindex(columns=[column, *df.columns]) if headed else df for h, df in sections]

@@ -328,6 +328,22 @@ def status(store: str | Path, filters: Mapping[str, Any] | None = None) -> tuple
     return grid.fillna("-"), failed.reset_index(drop=True)
 
 
+#: A weak fp32 baseline's kind -> its marker in every table and listing (`quarl.rl.envs.fp32_flag`).
+FLAGS = {"not learned": "†", "not solved": "‡"}
+FLAG_LEGEND = (
+    "† fp32 not learned: the fp32 policy is no better than a random one, so E compares two unlearned policies; "
+    "‡ fp32 not solved: its reward is below the env's reward threshold (the record's fp32_note says by how much)."
+)
+
+
+def flag_of(note: Any) -> str | None:
+    """A record's `fp32_note` as its kind: 'not learned' (no better than a random policy), 'not
+    solved' (below the env's reward threshold), or None (no note)."""
+    if not isinstance(note, str) or not note:
+        return None
+    return "not learned" if "did not learn" in note else "not solved"
+
+
 def summary_columns(runs: pd.DataFrame) -> list[str]:
     """The columns `quarl results` shows: the summary, every config key that tells the selected
     records apart, the action-fidelity columns any of them has, and `rel_error_note` where E is n/a."""
@@ -338,7 +354,16 @@ def summary_columns(runs: pd.DataFrame) -> list[str]:
     columns += [c for c in FIDELITY_COLUMNS if c in runs.columns and runs[c].notna().any()]
     if "rel_error_note" in runs.columns and runs["rel_error_note"].notna().any():
         columns.append("rel_error_note")
+    if "fp32_flag" in runs.columns and runs["fp32_flag"].astype(bool).any():
+        columns.insert(columns.index("rel_error") + 1 if "rel_error" in columns else len(columns), "fp32_flag")
     return columns
+
+
+def with_flags(runs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` with `fp32_flag`: '† not learned' or '‡ not solved' where the record's fp32 baseline
+    is weak (its `fp32_note`), else ''; the legend is `FLAGS`."""
+    notes = runs["fp32_note"] if "fp32_note" in runs.columns else pd.Series(None, index=runs.index, dtype=object)
+    return runs.assign(fp32_flag=notes.map(lambda n: f"{FLAGS[k]} {k}" if (k := flag_of(n)) else ""))
 
 
 def summary(runs: pd.DataFrame) -> pd.DataFrame:

@@ -3,9 +3,11 @@
 Filter grammar (``quarl results``, ``status``, ``export``, ``collate`` and `load` alike): ``KEY=VALUE``
 selects the records whose column KEY holds VALUE. ``a,b`` means either (as in a Hydra sweep
 override); a number matches whatever type the column holds (``quant.bits=4`` matches 4 and 4.0);
-``true`` / ``false`` match booleans (stored as 1 / 0); ``null`` matches a missing value (so
-``train.steps=null`` picks the records trained on the algorithm's default budget). An unknown KEY
-is refused with the nearest column names.
+``true`` / ``false`` match booleans (stored as 1 / 0); ``null`` matches a missing value. The
+budget has one name: records are read with ``train.steps`` at its effective value (a null budget
+is the algorithm's tuned ``algo.n_timesteps``, `as_run`), so ``train.steps=100000`` finds PPO
+CartPole's default run, and ``train.steps=null`` still selects the records trained on their
+algorithm's default budget. An unknown KEY is refused with the nearest column names.
 
 Reading never creates or changes a store: it is opened read-only (`Store(path, read_only=True)`), a
 missing path is one sentence, and no file is made.
@@ -76,6 +78,9 @@ def _wanted(value: Any) -> set[Any]:
     return {_norm(v) for v in items}
 
 
+BUDGET, DEFAULT_BUDGET = "train.steps", "algo.n_timesteps"
+
+
 def select(df: pd.DataFrame, filters: Mapping[str, Any]) -> pd.DataFrame:
     """Rows of `df` that match every filter (the grammar is in this module's docstring)."""
     for key, value in filters.items():
@@ -88,8 +93,26 @@ def select(df: pd.DataFrame, filters: Mapping[str, Any]) -> pd.DataFrame:
         match = values.isin(wanted - {None})
         if None in wanted:
             match |= values.isna()
+            if key == BUDGET and DEFAULT_BUDGET in df.columns:  # null: the algorithm's default budget
+                match |= values.notna() & (values == df[DEFAULT_BUDGET].map(_norm))
         df = df[match]
     return df
+
+
+def effective_budget(runs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` with a null `train.steps` replaced by the algorithm's tuned budget (`algo.n_timesteps`),
+    as the run trained: one name per budget. A pretrained policy (`policy.source` other than train)
+    trained on nothing quarl chose, and keeps its null."""
+    if BUDGET not in runs.columns or DEFAULT_BUDGET not in runs.columns:
+        return runs
+    source = runs["policy.source"] if "policy.source" in runs.columns else pd.Series(None, index=runs.index)
+    fill = runs[BUDGET].isna() & runs[DEFAULT_BUDGET].notna() & (source.isna() | (source == "train"))
+    if not fill.any():
+        return runs
+    out = runs.copy()
+    out[BUDGET] = out[BUDGET].astype(object)
+    out.loc[fill, BUDGET] = [int(v) for v in out.loc[fill, DEFAULT_BUDGET]]
+    return out
 
 
 def open_store(store: str | Path) -> Store:
@@ -128,8 +151,8 @@ def _quant_of(row: pd.Series, columns: list[str]) -> Any:
 
 
 def read_runs(store: str | Path) -> pd.DataFrame:
-    """Every record of the existing store at `store`, as it ran (`as_run`)."""
-    return as_run(open_store(store).runs())
+    """Every record of the existing store at `store`, as it ran (`as_run`, `effective_budget`)."""
+    return effective_budget(as_run(open_store(store).runs()))
 
 
 def query(store: str | Path, filters: Mapping[str, Any] | None = None) -> pd.DataFrame:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from quarl.config.keys import MEASUREMENT, cell_key, policy_key
+from quarl.config.keys import MEASUREMENT, cell_key, policy_key, train_steps
 from quarl.store import provenance
 from quarl.store.sqlite import Store, write_json
 
@@ -83,7 +83,17 @@ def make_record(cfg: DictConfig, status: str, started: str, run_dir: Path, **fie
             for i, (s, r, n) in enumerate(zip(ev.seeds, ev.rewards, ev.lengths))
         ]
     config = OmegaConf.to_container(cfg, resolve=True)
-    return {"run": run, "config": config, "episodes": episodes, "curve": curve}
+    return {"run": run, "config": _budget_resolved(cfg, config), "episodes": episodes, "curve": curve}
+
+
+def _budget_resolved(cfg: DictConfig, config: Any) -> Any:
+    """The stored config with a null `train.steps` as the budget it stands for (the algorithm's tuned
+    `algo.n_timesteps`), so a budget has one name in every command; a pretrained policy keeps null."""
+    train = config.get("train") if isinstance(config, dict) else None
+    trained = cfg.get("policy") is None or cfg.policy.get("source", "train") == "train"
+    if isinstance(train, dict) and train.get("steps") is None and trained and cfg.algo.get("n_timesteps") is not None:
+        train["steps"] = train_steps(cfg)
+    return config
 
 
 def store_record(store: Store, record: dict[str, Any], json_copy: Path) -> None:
