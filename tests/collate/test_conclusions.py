@@ -1,0 +1,152 @@
+"""What collation concludes: means over seeds only, flags that travel, one name per budget, and
+verdicts that state their power (checked against hand-worked numbers)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from quarl import cli
+from quarl.collate import collate, load, tables, verdicts
+from quarl.errors import QuarlError
+from quarl.store import listing, query
+from quarl.store.records import make_record
+from quarl.store.sqlite import Store
+from tests.conftest import compose_cfg
+from tests.records import record
+from tests.records import write as write_records
+
+NOT_LEARNED = "the fp32 policy did not learn: its reward 18.3 is no better than a random policy's (23.7 on CartPole-v1)"
+
+
+def _store(tmp_path: Path, records: list[dict]) -> Path:
+    path = tmp_path / "r.sqlite"
+    write_records(Store(path), records)
+    return path
+
+
+def test_two_backends_of_one_policy_are_shown_apart_never_as_their_mean(tmp_path: Path):
+    agreement = {"c": 0.945, "tflite": 0.946, "c_16x8": 0.997, "tflite_16x8": 0.997}
+    records = [record("ppo", "cartpole", "fp32", reward=500.0, fp32=500.0)]
+    records += [
+        record("ppo", "cartpole", "ptq", 8, reward=500.0, fp32=500.0, config={"quant.backend": backend},
+               action_agreement=0.99, backend_action_agreement=value)
+        for backend, value in agreement.items()
+    ]
+    path = _store(tmp_path, records)
+    study = load(path)
+    table = tables.agreement_table(study, "ppo").set_index("method")
+    assert {f"ptq (backend={b})" for b in agreement} == set(table.index)
+    for backend, value in agreement.items():
+        assert table.loc[f"ptq (backend={backend})", "backend agreement"] == pytest.approx(value)
+    assert not np.isclose(table["backend agreement"], np.mean(list(agreement.values()))).any()  # never 0.971
+    assert any("ptq records differ in quant.backend" in n for n in study.notes)
+    assert not any("outside the config" in n for n in study.notes)
+
+
+def test_an_unlearned_baseline_is_flagged_in_errors_tables_plots_and_quarl_results(tmp_path: Path, capsys):
+    records = [
+        record("dqn", "cartpole", "fp32", seed=s, reward=r, fp32=r, fp32_note=NOT_LEARNED if r < 25 else None)
+        for s, r in ((0, 18.3), (1, 500.0))
+    ]
+    records += [record("dqn", "cartpole", "ptq", 8, seed=s, reward=r, fp32=f, fp32_note=NOT_LEARNED if f < 25 else None)
+                for s, r, f in ((0, 16.2, 18.3), (1, 500.0, 500.0))]
+    path = _store(tmp_path, records)
+    out = tmp_path / "out"
+    collate(path, out)
+    md = (out / "tables/errors_dqn.md").read_text()
+    csv = pd.read_csv(out / "tables/errors_dqn.csv").set_index("env")
+    assert csv.loc["cartpole", "fp32 flag"] == "† fp32 not learned in 1 of 2 seeds"
+    assert "† the fp32 policy of at least one seed is no better than a random policy" in md  # the legend
+    assert "cartpole †" in (out / "tables/e_by_bits_dqn.md").read_text()
+    points = pd.read_csv(out / "sweet_spot/points.csv")
+    assert set(points["fp32_flag"]) == {"† fp32 not learned in 1 of 2 seeds"}
+    pub = pd.read_csv(out / "tables/published_vs_reproduced.csv")
+    assert pub.loc[0, "fp32 flag"].startswith("†")
+    capsys.readouterr()
+    cli.main(["results", "--store", str(path), "algo=dqn", "seed=0"])
+    printed = capsys.readouterr().out
+    assert "† not learned" in printed and "† fp32 not learned:" in printed  # the flag and its legend
+
+
+def test_the_default_budget_has_one_name_in_results_collate_and_the_stored_record(tmp_path: Path):
+    old = [record("ppo", "cartpole", q, seed=0, steps=None, config={"algo.n_timesteps": 100000})
+           for q in ("fp32", "ptq")]
+    other = [record("ppo", "cartpole", q, seed=0, steps=8192, config={"algo.n_timesteps": 100000}, reward=90.0)
+             for q in ("fp32", "ptq")]
+    path = _store(tmp_path, old + other)
+    for typed in ("100000", "null"):
+        found = query.load(path, {"train.steps": typed})
+        assert len(found) == 2 and set(found["reward_mean"]) == {100.0}, typed
+        assert set(found["train.steps"].astype(int)) == {100000}  # shown by its effective value
+    assert len(query.load(path, {"train.steps": "8192"})) == 2
+    assert set(load(path).seeds["algo"]) == {"ppo (train.steps=100000)", "ppo (train.steps=8192)"}
+    assert set(load(path, {"train.steps": "100000"}).seeds["reward"]) == {100.0}
+    grid, _ = listing.status(path)
+    assert set(grid.index.get_level_values("train.steps")) == {"100000", "8192"}  # never null
+    cfg = compose_cfg("algo=ppo", "env=cartpole")
+    rec = make_record(cfg, "done", "2026-01-01", tmp_path)
+    assert cfg.train.steps is None and rec["config"]["train"]["steps"] == 100000  # stored as run, cfg untouched
+    hub = compose_cfg("algo=ppo", "env=cartpole", "policy.source=hub", "policy.repo=sb3/ppo-CartPole-v1")
+    assert make_record(hub, "done", "2026-01-01", tmp_path)["config"]["train"]["steps"] is None  # trained elsewhere
+
+
+# ---------------------------------------------------------------- verdicts, against hand-worked numbers
+
+
+def test_tost_agrees_exactly_when_the_90_percent_interval_lies_inside_the_margin():
+    x = np.array([1.0, 2.0, 3.0, 2.0, 2.0])  # mean 2, sd sqrt(0.5), n 5
+    half = sps.t.ppf(0.95, 4) * math.sqrt(0.5) / math.sqrt(5)  # 0.674: the 90% interval is [1.326, 2.674]
+    assert verdicts.compare(x, 0.0, 2.68).kind == "agrees"  # 2.674 <= 2.68
+    assert verdicts.compare(x, 0.0, 2.67).kind == "inconclusive"  # 2.674 > 2.67
+    assert half == pytest.approx(0.6742, abs=1e-4)
+    # two one-sided tests at 5%: both p-values below 0.05 exactly when the interval is inside
+    p_low = sps.ttest_1samp(x, -2.68, alternative="greater").pvalue
+    p_high = sps.ttest_1samp(x, 2.68, alternative="less").pvalue
+    assert max(p_low, p_high) < 0.05
+
+
+def test_disagrees_only_where_the_95_percent_interval_lies_beyond_the_margin():
+    x = np.array([10.0, 11.0, 12.0])  # 95% interval 11 ± 4.303 / sqrt(3) = [8.52, 13.48]
+    assert verdicts.compare(x, 0.0, 8.5).kind == "disagrees"
+    assert verdicts.compare(x, 0.0, 8.6).kind == "inconclusive"
+
+
+def test_inconclusive_states_the_per_seed_picture_and_the_seeds_a_decision_needs():
+    seeds = [500, 133, 208, 497, 223]  # DQN CartPole int8 in the audit
+    verdict = verdicts.compare(seeds, 500.0, 25.0)
+    assert verdict.kind == "inconclusive"
+    assert "3 of 5 seeds lie more than 25 below 500" in verdict.text
+    assert verdict.seeds_needed is not None and verdict.seeds_needed > 5
+    d, s, m = np.mean(seeds) - 500, np.std(seeds, ddof=1), 25.0
+    n = verdict.seeds_needed  # the power reaches 0.8 there and not one seed earlier (noncentral t)
+    for k, reaches in ((n, True), (n - 1, False)):
+        crit = sps.t.ppf(0.975, k - 1)
+        power = sps.nct.sf(crit, k - 1, (abs(d) - m) * math.sqrt(k) / s)
+        assert (power >= 0.8) == reaches
+
+
+def test_the_minimum_detectable_difference_matches_the_textbook_approximation():
+    # for large n the noncentral t gives (z_{1-a/2} + z_power) * sd / sqrt(n)
+    approx = (sps.norm.ppf(0.975) + sps.norm.ppf(0.8)) * 2.0 / math.sqrt(400)
+    assert verdicts.detectable(2.0, 400) == pytest.approx(approx, rel=0.01)
+    verdict = verdicts.paired([378.0, 374.0, 46.0], 25.0, ("QAT", "PTQ"))  # QAT - PTQ, DQN 8 bits
+    assert verdict.kind == "underpowered" and "not detectable at n = 3" in verdict.text
+
+
+def test_holm_keeps_only_what_the_step_down_procedure_keeps():
+    # m = 4: 0.01 <= 0.05/4; 0.012 <= 0.05/3; 0.03 > 0.05/2 stops, so 0.04 is not kept either
+    assert verdicts.holm([0.04, 0.01, 0.03, 0.012]) == [False, True, False, True]
+    assert verdicts.holm([]) == []
+    assert verdicts.paired([5.0, 6.0, 7.0], 1.0, significant=False).kind == "underpowered"
+
+
+@pytest.mark.parametrize("margin,power,field", [(-1.0, 0.8, "margin"), (5.0, 1.5, "power"), (5.0, 0.0, "power")])
+def test_bad_verdict_settings_are_one_sentence(margin: float, power: float, field: str):
+    with pytest.raises(QuarlError, match=field):
+        verdicts.compare([1.0, 2.0], 0.0, margin, power=power)
