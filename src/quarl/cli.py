@@ -372,12 +372,7 @@ def _export_command(sub: Any) -> None:
 def _plan_command(sub: Any) -> None:
     pl = sub.add_parser("plan", help="list the cells a run.py sweep would run, and which are done, without running")
     pl.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="run.py overrides, e.g. +sweep=smoke")
-    pl.add_argument(
-        "--store",
-        type=Path,
-        default=None,
-        help="store to check, which must exist (default: the config's store.path; none there yet: all to run)",
-    )
+    pl.add_argument("--store", type=Path, default=None, help="an existing store to check (default: store.path)")
     pl.set_defaults(func=cmd_plan)
 
 
