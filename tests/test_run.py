@@ -152,6 +152,92 @@ def test_ctrl_c_ends_in_one_line_and_leaves_no_marker(scratch):
     assert results.load(store).empty  # no `running` marker left
 
 
+# DQN checkpoints on its 256-step chunks: the first checkpoint comes at 1024 steps, long before the end.
+SIGNALLED = ["algo=dqn", "train.steps=12288", "train.checkpoint_every=1024", "train.progress=false", *FAST[1:]]
+
+
+def _start_run(scratch, *args):
+    """`python run.py ARGS` in its own process, with the default dispositions a shell gives it."""
+    import signal
+
+    def defaults():
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_DFL)
+
+    return subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args], cwd=scratch, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=ENV, preexec_fn=defaults)
+
+
+def _wait_for(what, found, proc, timeout=180):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not found():
+        assert proc.poll() is None, f"run.py ended before {what}:\n{proc.communicate()[0]}"
+        assert time.monotonic() < deadline, f"no {what} after {timeout} s"
+        time.sleep(0.2)
+
+
+def _checkpoint_step(policies):
+    import torch
+
+    from quarl.train.checkpoint import STATE_FILE
+
+    for state in policies.glob(f"*.ckpt/{STATE_FILE}"):
+        try:
+            return int(torch.load(state, weights_only=False)["counters"]["num_timesteps"])
+        except (OSError, EOFError, RuntimeError, KeyError):  # replaced while it was read
+            return 0
+    return 0
+
+
+def test_sigterm_ends_like_ctrl_c_keeps_the_checkpoint_and_the_next_run_resumes(scratch):
+    """SIGTERM (SLURM's preemption and time limit, `timeout`, systemd, `docker stop`) mid-training,
+    after a checkpoint: one line, exit 143, no `running` marker, no temporary folder in the policy
+    cache, the checkpoint (and its curve so far) kept; the same command then resumes and finishes."""
+    import signal
+
+    policies, store = scratch / "outputs/policies", scratch / "outputs/results.sqlite"
+    proc = _start_run(scratch, *SIGNALLED)
+    _wait_for("a training checkpoint", lambda: _checkpoint_step(policies) > 0, proc)
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 143, out
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out
+    line = "Terminated by SIGTERM: dqn/cartpole seed=0 ptq 8-bit affine per_tensor was not recorded. Run the same"
+    assert out.count(line) == 1, out
+    assert results.load(store).empty  # no `running` marker left
+    names = sorted(p.name for p in policies.iterdir() if not p.name.startswith("."))
+    assert [n.rsplit(".", 1)[-1] for n in names if ".ckpt" in n] == ["ckpt", "curves"], names  # kept together
+    assert not [n for n in names if ".tmp-" in n or n.endswith((".saving", ".old"))], names
+    step = _checkpoint_step(policies)
+    assert 0 < step < 12288
+
+    again = run_quarl(scratch, *SIGNALLED)
+    assert f"Resuming from the checkpoint at step {step} of 12288" in again.stdout + again.stderr
+    df = results.load(store)
+    assert sorted(df["quant"]) == ["fp32", "ptq"] and set(df["status"]) == {"done"}
+    (meta,) = policies.glob("*/meta.json")
+    assert json.loads(meta.read_text())["resumed_at"] == step
+    assert sorted(p.name for p in policies.iterdir() if not p.name.startswith(".")) == [meta.parent.name]
+
+
+def test_sighup_before_the_first_checkpoint_leaves_nothing_behind(scratch):
+    """SIGHUP (a closed terminal) ends a run like Ctrl-C too: exit 129, no marker, and with no
+    checkpoint yet, no temporary folder and no curve folder in the policy cache."""
+    import signal
+
+    policies, store = scratch / "outputs/policies", scratch / "outputs/results.sqlite"
+    proc = _start_run(scratch, *SIGNALLED[:2], "train.checkpoint_every=0", *SIGNALLED[3:])
+    _wait_for("the training's folders", lambda: list(policies.glob("*.tmp-*")), proc)
+    proc.send_signal(signal.SIGHUP)
+    out = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 129, out
+    assert "Traceback" not in out and "Terminated by SIGHUP: dqn/cartpole seed=0 ptq" in out
+    assert results.load(store).empty
+    assert [p.name for p in policies.iterdir() if not p.name.startswith(".")] == []
+
+
 @pytest.mark.parametrize("damage", ["garbage", "cut to 20000 bytes", "cut to 100000 bytes"])
 def test_corrupt_cached_policy_is_reported_and_nothing_stored_is_damaged(scratch, damage):
     run_quarl(scratch, *FAST, "quant.bits=8")

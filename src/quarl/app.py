@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from quarl import CONF_DIR
 from quarl.config import schema
 from quarl.config.cells import label
-from quarl.errors import QuarlError
+from quarl.errors import QuarlError, ended, ending_like_ctrl_c
 from quarl.store.records import Context
 
 log = logging.getLogger("quarl")
@@ -42,7 +42,8 @@ class FirstOnly(logging.Filter):
 
 
 def job(cfg: DictConfig) -> None:
-    """Run the cell `cfg`; a user mistake ends the process with one line and exit code 1."""
+    """Run the cell `cfg`; a user mistake ends the process with one line and exit code 1, and Ctrl-C,
+    SIGTERM or SIGHUP with one line and exit code 130, 143 or 129 (quarl.errors.Terminated)."""
     hc = HydraConfig.get()
     ctx = Context(
         cfg=cfg,
@@ -51,20 +52,28 @@ def job(cfg: DictConfig) -> None:
         multirun=hc.mode == RunMode.MULTIRUN,
     )
     try:
-        if not ctx.multirun:
-            schema.check(cfg)  # a refused run ends before torch and SB3 are imported
-            schema.check_overrides(cfg, list(hc.overrides.task))
-        from quarl.pipeline import run_cell  # torch and SB3: not needed where every cell is skipped
-
-        run_cell(ctx)
+        with ending_like_ctrl_c():  # in a launcher's own process (submitit's keeps its SIGTERM handler)
+            _job(ctx, list(hc.overrides.task))
     except QuarlError as exc:
         log.error("%s", exc)
         if not ctx.multirun:
             _drop_empty(ctx.run_dir, ctx.base_dir)
         sys.exit(1)
-    except KeyboardInterrupt:
-        log.error("Interrupted: %s was not recorded. %s", label(cfg), RESUME)
-        sys.exit(130)
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP
+        how, code = ended(exc)
+        log.error("%s: %s was not recorded. %s", how, label(cfg), RESUME)
+        sys.exit(code)
+
+
+def _job(ctx: Context, overrides: list[str]) -> None:
+    """Check the cell (a single run: before torch and SB3 load) and run it."""
+    cfg = ctx.cfg
+    if not ctx.multirun:
+        schema.check(cfg)  # a refused run ends before torch and SB3 are imported
+        schema.check_overrides(cfg, overrides)
+    from quarl.pipeline import run_cell  # torch and SB3: not needed where every cell is skipped
+
+    run_cell(ctx)
 
 
 RESUME = (
@@ -158,7 +167,9 @@ def main() -> None:
         OmegaConf.register_new_resolver("quarl_groups", help_groups)
     logging.getLogger("submitit").addFilter(FirstOnly("Bypassing sacct error"))
     try:
-        hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(job)()
-    except KeyboardInterrupt:  # in a launcher that waits on its jobs (a job reports its own cell)
-        log.error("Interrupted. %s", RESUME)
-        sys.exit(130)
+        with ending_like_ctrl_c():
+            hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(job)()
+    except KeyboardInterrupt as exc:  # in a launcher that waits on its jobs (a job reports its own cell)
+        how, code = ended(exc)
+        log.error("%s. %s", how, RESUME)
+        sys.exit(code)

@@ -256,25 +256,28 @@ def run_cell(ctx: Context) -> None:
 
 
 def _run_marked(ctx: Context, store: Store, key: str, status: str | None) -> None:
-    """Run the cell behind a `running` marker (for `quarl status`) that its record replaces; an
-    interrupted or failed single run leaves no marker."""
+    """Run the cell behind a `running` marker (for `quarl status`) that its record replaces; a run
+    interrupted (Ctrl-C, SIGTERM, SIGHUP) or a failed single run leaves no marker: neither its own nor
+    one a killed run left (the cell's lock is held, so a `running` found here is stale). A record
+    stored before (failed, or forced again) stays."""
     cfg = ctx.cfg
     started = provenance.now()
+    marked = status in (None, "running")
     if status is None:
         store.write(make_record(cfg, "running", started, ctx.run_dir))
-    threads = torch_threads(cfg)
-    torch.set_num_threads(threads)
-    with open_dict(cfg):
-        cfg.train.threads = threads  # recorded as run (not part of any key: quarl.config.cells.torch_threads)
     try:
+        threads = torch_threads(cfg)
+        torch.set_num_threads(threads)
+        with open_dict(cfg):
+            cfg.train.threads = threads  # recorded as run (not part of any key: quarl.config.cells.torch_threads)
         _run(ctx, store, started)
     except KeyboardInterrupt:
-        if status is None:
+        if marked:
             store.delete(key)
         raise
     except Exception as exc:
         if not ctx.multirun:
-            if status is None:
+            if marked:
                 store.delete(key)
             raise
         _record_failure(ctx, store, started, exc)

@@ -19,6 +19,7 @@ from quarl.actorq.dqn import DQNLearner
 from quarl.actorq.learner import TrainResult, open_run_curves, train
 from quarl.actorq.settings import Settings, resolve
 from quarl.actorq.transport import LocalTransport, Transport, actor_cores
+from quarl.errors import raise_terminated
 from quarl.evaluate.episodes import Evaluation, evaluate
 from quarl.evaluate.fidelity import STATES, executed_fidelity, greedy_actions
 from quarl.rl.envs import make_env
@@ -78,12 +79,9 @@ def make_transport(settings: Settings) -> Transport:
 
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (scancel, kill) ends the run like Ctrl-C: through the `finally` that stops every actor."""
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, handler)
+    """SIGTERM (scancel, kill) ends the run like Ctrl-C: through the `finally` that stops every actor
+    (also under submitit, whose own handler would let the actors run on until SIGKILL)."""
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
     try:
         yield
     finally:

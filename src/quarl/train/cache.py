@@ -31,7 +31,7 @@ from quarl.rl import algos
 from quarl.rl.envs import make_env
 from quarl.store.locks import taking_turns
 from quarl.store.sqlite import make_folder
-from quarl.train import CURVE_FILE, META_FILE, MODEL_FILE, NORMALIZE_FILE, pretrained
+from quarl.train import CURVE_FILE, META_FILE, MODEL_FILE, NORMALIZE_FILE, checkpoint, pretrained
 from quarl.train.curves import CURVES_DIR
 from quarl.train.trainer import train
 
@@ -189,6 +189,8 @@ def obtain(cfg: Any, root: Path, progress: bool = False) -> CachedPolicy:
             if cfg.policy.source == "train":
                 tensorboard = "; tensorboard --logdir opens it" if cfg.train.tracking.tensorboard else ""
                 log.info("Training curve in %s (CSV%s)", folder / CURVES_DIR, tensorboard)
-        finally:
+        finally:  # also on Ctrl-C, SIGTERM and SIGHUP: the checkpoint, with its curve so far, is kept
             shutil.rmtree(tmp, ignore_errors=True)
+            if not checkpoint.exists(checkpoints):  # nothing to resume: the curve so far is debris
+                shutil.rmtree(checkpoint.curves_of(checkpoints), ignore_errors=True)
     return CachedPolicy(key, folder, cfg, trained=cfg.policy.source == "train")

@@ -3,11 +3,14 @@
 A checkpoint folder holds the model's parameters and optimizer states (with the QAT fake-quant
 buffers when present), the replay buffer of off-policy algorithms, the observation-normalisation
 statistics, the step counters, the training curve so far, the QAT switches and the RNG states.
-It is written to a temporary folder and renamed, so a kill during saving leaves the previous one.
+It is written to a temporary folder and renamed, so a kill during saving leaves the previous one;
+a save that fails (disk full) or is interrupted (Ctrl-C, SIGTERM) removes what it wrote and keeps
+the previous one. The curve so far is written beside it (`curves_of`).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import random
 import shutil
@@ -21,39 +24,81 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecNormalize
 
+from quarl.errors import QuarlError
+
 log = logging.getLogger(__name__)
 
 STATE_FILE, PARAMS_FILE, REPLAY_FILE, NORMALIZE_FILE = "state.pt", "params.pt", "replay.pkl", "vecnormalize.pkl"
 COUNTERS = ("num_timesteps", "_episode_num", "_n_updates", "_n_calls")
 
 
+#: Free bytes below which a failed write is put down to a full disk (torch's writer says only
+#: "unexpected pos" or "file write failed", without the OS error).
+NEARLY_FULL = 16 * 2**20
+
+
+def curves_of(folder: Path) -> Path:
+    """The training curve so far of the checkpoint `folder` (`<policy>.ckpt.curves`), resumed with it."""
+    return folder.with_name(folder.name + ".curves")
+
+
 def exists(folder: Path) -> bool:
-    """Whether `folder` holds a complete checkpoint."""
+    """Whether `folder` holds a complete checkpoint (one a kill left between a save's two renames,
+    as `<folder>.old`, is put back first)."""
+    old = folder.with_name(folder.name + ".old")
+    if not (folder / STATE_FILE).exists() and (old / STATE_FILE).exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        old.replace(folder)
     return (folder / STATE_FILE).exists()
 
 
 def save(folder: Path, model: BaseAlgorithm, extra: dict[str, Any]) -> None:
-    """Write a checkpoint of `model` (and `extra` state of the caller) to `folder`, atomically."""
+    """Write a checkpoint of `model` (and `extra` state of the caller) to `folder`, atomically. A
+    save that fails or is interrupted leaves the previous checkpoint and no `.saving` folder; a full
+    disk is a QuarlError that says so."""
     tmp = folder.with_name(folder.name + ".saving")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    torch.save(model.get_parameters(), tmp / PARAMS_FILE)
-    if isinstance(model, OffPolicyAlgorithm):
-        model.save_replay_buffer(tmp / REPLAY_FILE)
-    venv = model.get_env()
-    if isinstance(venv, VecNormalize):
-        venv.save(str(tmp / NORMALIZE_FILE))
-    state = {
-        "counters": {name: getattr(model, name) for name in COUNTERS if hasattr(model, name)},
-        "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()},
-        "extra": extra,
-    }
-    torch.save(state, tmp / STATE_FILE)
     old = folder.with_name(folder.name + ".old")
-    if folder.exists():
-        folder.replace(old)
-    tmp.replace(folder)
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir(parents=True)
+        torch.save(model.get_parameters(), tmp / PARAMS_FILE)
+        if isinstance(model, OffPolicyAlgorithm):
+            model.save_replay_buffer(tmp / REPLAY_FILE)
+        venv = model.get_env()
+        if isinstance(venv, VecNormalize):
+            venv.save(str(tmp / NORMALIZE_FILE))
+        state = {
+            "counters": {name: getattr(model, name) for name in COUNTERS if hasattr(model, name)},
+            "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()},
+            "extra": extra,
+        }
+        torch.save(state, tmp / STATE_FILE)
+        if folder.exists():
+            folder.replace(old)
+        tmp.replace(folder)
+    except BaseException as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        exists(folder)  # renamed aside already: the previous checkpoint back in place
+        if isinstance(exc, Exception) and disk_full(exc, folder.parent):
+            raise QuarlError(
+                f"The disk is full: the training checkpoint {folder} could not be written ({exc}). Free "
+                "space there and run the same command again: the training resumes from its last checkpoint."
+            ) from None
+        raise
     shutil.rmtree(old, ignore_errors=True)
+
+
+def disk_full(exc: Exception, where: Path) -> bool:
+    """Whether writing under `where` failed for want of space: the OS said so (ENOSPC, EDQUOT), or
+    torch's writer failed (it gives no OS error) where next to nothing is free."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if isinstance(exc, RuntimeError) and any(s in str(exc) for s in ("unexpected pos", "file write failed")):
+        try:
+            return shutil.disk_usage(where).free < NEARLY_FULL
+        except OSError:
+            return False
+    return False
 
 
 def restore(folder: Path, model: BaseAlgorithm) -> dict[str, Any]:

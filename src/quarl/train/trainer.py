@@ -236,7 +236,7 @@ def _start(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None) -> 
     resuming = checkpoints is not None and checkpoint.exists(checkpoints)
     extra = checkpoint.restore(checkpoints, model) if checkpoints is not None and resuming else {}
     done = model.num_timesteps if resuming else 0
-    live = folder / CURVES_DIR if checkpoints is None else checkpoints.with_name(checkpoints.name + ".curves")
+    live = folder / CURVES_DIR if checkpoints is None else checkpoint.curves_of(checkpoints)
     if not resuming:
         shutil.rmtree(live, ignore_errors=True)
     curves = open_curves(live, cfg.train.tracking, run_name(cfg), launch_dir(), resume_step=done if resuming else None)
