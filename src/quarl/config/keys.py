@@ -101,7 +101,8 @@ def training_spec(cfg: Any) -> dict[str, Any]:
     if training_device(cfg) != "cpu":  # GPU kernels round differently: another policy
         spec["device"] = training_device(cfg)
     if cfg.policy.source != "train":  # a pretrained policy is identified by where it comes from
-        spec = {"env": spec["env"], "algo": cfg.algo.name, "source": OmegaConf.to_container(cfg.policy, resolve=True)}
+        source = {k: v for k, v in as_dict(cfg.policy).items() if k != "trust"}  # how it is read is no other policy
+        spec = {"env": spec["env"], "algo": cfg.algo.name, "source": source}
     return spec
 
 

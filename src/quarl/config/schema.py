@@ -67,6 +67,7 @@ class PolicyConfig:
     source: str = "train"  # train, path (an rl-zoo3 folder or a model zip) or hub (a model-hub repo id)
     path: Optional[str] = None  # policy.source=path
     repo: Optional[str] = None  # policy.source=hub, e.g. sb3/ppo-CartPole-v1
+    trust: bool = False  # let the policy's files run code when loaded (pickle, YAML tags): trusted sources only
 
 
 @dataclass

@@ -6,6 +6,10 @@ observations are normalised, `qat_state.pt` (fake-quant ranges) for QAT policies
 `kept`: the step and evaluation reward of the model kept by `train.keep_best`). A file lock makes
 concurrent sweep jobs wait for the one that trains; a policy is written to a temporary folder and
 renamed into place, so an interrupted training leaves nothing that looks finished.
+
+A policy's files are read without running code from them (quarl.train.untrusted), unless the config
+says `policy.trust=true`: a pretrained policy is cached in that safe form, and a file that needs
+code (one copied in by an older quarl) is refused by name.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any, Callable, Optional, cast
 
 import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+from stable_baselines3.common.vec_env import DummyVecEnv
 
 from quarl.config import methods
 from quarl.config.keys import policy_key, slug, train_steps
@@ -31,7 +35,7 @@ from quarl.rl import algos
 from quarl.rl.envs import make_env
 from quarl.store.locks import taking_turns
 from quarl.store.sqlite import make_folder
-from quarl.train import CURVE_FILE, META_FILE, MODEL_FILE, NORMALIZE_FILE, checkpoint, pretrained
+from quarl.train import CURVE_FILE, META_FILE, MODEL_FILE, NORMALIZE_FILE, checkpoint, pretrained, untrusted
 from quarl.train.curves import CURVES_DIR
 from quarl.train.trainer import train
 
@@ -87,7 +91,8 @@ class CachedPolicy:
         """A fresh copy of the model (safe to quantize in place); QAT policies come with their
         fake-quant graph on and ranges frozen."""
         try:
-            model = algos.sb3_class(self.cfg.algo.name).load(self.folder / MODEL_FILE, device=device)
+            cls = algos.sb3_class(self.cfg.algo.name)
+            model = untrusted.load_model(cls, self.folder / MODEL_FILE, device, pretrained.trusted(self.cfg))
             methods.of(self.cfg).restore(model, self.cfg.quant, self.folder)
             return model
         except QuarlError:
@@ -101,7 +106,11 @@ class CachedPolicy:
         if not path.exists():
             return None
         try:
-            normalizer = VecNormalize.load(str(path), DummyVecEnv([lambda: make_env(self.cfg.env)]))
+            normalizer = untrusted.load_normalizer(
+                path, lambda: DummyVecEnv([lambda: make_env(self.cfg.env)]), pretrained.trusted(self.cfg)
+            )
+        except QuarlError:
+            raise
         except Exception as exc:
             raise self._unreadable(exc) from exc
         normalizer.training = False

@@ -7,13 +7,15 @@ Layouts read:
   ``<EnvId>/`` with ``config.yml`` (hyperparameters) and ``vecnormalize.pkl`` (normalisation);
 - a model zip given directly, with ``vecnormalize.pkl`` / ``config.yml`` beside it when present;
 - a model-hub repo as rl-zoo3 pushes it: ``<algo>-<EnvId>.zip``, ``config.yml``, ``vec_normalize.pkl``.
+
+The files are read without running code from them (`quarl.train.untrusted`), unless
+`policy.trust=true`; the cache gets their safe form.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import shutil
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,11 +23,13 @@ from typing import Any, Optional
 
 import yaml
 from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.vec_env import DummyVecEnv
 
 from quarl.errors import QuarlError
 from quarl.rl import algos
 from quarl.rl.envs import make_env
 from quarl.store import provenance
+from quarl.train import untrusted
 
 log = logging.getLogger(__name__)
 
@@ -126,20 +130,38 @@ def download(repo: str, cache: Path) -> Path:
         ) from None
 
 
-def hyperparams(config: Optional[Path]) -> dict[str, Any]:
-    """rl-zoo3's saved hyperparameters (an OrderedDict dump) as plain text values."""
+def trusted(cfg: Any) -> bool:
+    """Whether the user trusts the pretrained policy's files to run code (`policy.trust=true`)."""
+    return bool(cfg.policy.get("trust", False))
+
+
+def hyperparams(config: Optional[Path], trust: bool = False) -> dict[str, Any]:
+    """rl-zoo3's saved hyperparameters (an OrderedDict dump) as plain text values; read without
+    running code (`untrusted.read_yaml`) unless `trust`."""
     if config is None:
         return {}
     try:
-        data = yaml.load(config.read_text(), Loader=yaml.UnsafeLoader)  # rl-zoo3's own format and loader
+        data = untrusted.read_yaml(config, trust)
     except yaml.YAMLError as exc:
         raise QuarlError(f"{config} is not a readable rl-zoo3 config.yml ({exc}).") from None
-    return {str(k): str(v) for k, v in dict(data or {}).items()}
+    except QuarlError:
+        raise
+    except Exception as exc:  # a tag rl-zoo3 writes, with arguments it does not (an OrderedDict of a string)
+        raise QuarlError(f"{config} is not a readable rl-zoo3 config.yml ({type(exc).__name__}: {exc}).") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise QuarlError(
+            f"{config} is not a readable rl-zoo3 config.yml: it holds a {type(data).__name__}, not its "
+            "hyperparameters by name."
+        )
+    return {str(k): str(v) for k, v in data.items()}
 
 
 def load_checked(model_zip: Path, cfg: Any, shown: Optional[str] = None) -> BaseAlgorithm:
-    """Load `model_zip` as `cfg.algo` and check it acts in `cfg.env`'s spaces; errors name the
-    model as `shown` (what the user gave: a folder and the zip found in it), else its path."""
+    """Load `model_zip` as `cfg.algo` (without running code from it unless `policy.trust=true`) and
+    check it acts in `cfg.env`'s spaces; errors name the model as `shown` (what the user gave: a
+    folder and the zip found in it), else its path."""
     cls = algos.sb3_class(cfg.algo.name)
     saved = saved_algorithm(model_zip)
     name = shown or str(model_zip)
@@ -148,7 +170,9 @@ def load_checked(model_zip: Path, cfg: Any, shown: Optional[str] = None) -> Base
             f"{name} holds a {saved.upper()} model, not {cfg.algo.name.upper()}: run it with algo={saved}."
         )
     try:
-        model = cls.load(model_zip, device="cpu")
+        model = untrusted.load_model(cls, model_zip, device="cpu", trust=trusted(cfg))
+    except QuarlError:
+        raise
     except Exception as exc:  # not a zip, not SB3's format, another algorithm: all fail in SB3's loader
         raise QuarlError(
             f"{name} cannot be loaded as an SB3 {cls.__name__} model ({type(exc).__name__}: {exc}); "
@@ -178,14 +202,16 @@ def install(cfg: Any, folder: Path, tmp: Path, downloads: Path) -> None:
 
     source = cfg.policy.path if cfg.policy.source == "path" else download(cfg.policy.repo, downloads)
     found = locate(source, cfg.env.id)
-    saved_hyperparams = hyperparams(found.config)
+    saved_hyperparams = hyperparams(found.config, trusted(cfg))
     check_normalisation(found, saved_hyperparams)
+    if found.normalize is not None:  # the cache gets the statistics rebuilt from their numbers alone
+        untrusted.write_safe_normalizer(
+            found.normalize, tmp / NORMALIZE_FILE, lambda: DummyVecEnv([lambda: make_env(cfg.env)]), trusted(cfg)
+        )
     given = Path(str(source)).expanduser()
     shown = f"policy.path={source} (the {found.model.name} in it)" if given.is_dir() else None
     model = load_checked(found.model, cfg, shown)
-    shutil.copyfile(found.model, tmp / MODEL_FILE)
-    if found.normalize is not None:
-        shutil.copyfile(found.normalize, tmp / NORMALIZE_FILE)
+    untrusted.write_safe_model(found.model, tmp / MODEL_FILE)  # training state replaced, code dropped
     meta = {
         "key": folder.name,
         "source": {
