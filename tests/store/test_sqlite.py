@@ -1,5 +1,6 @@
 """The results store: records, filters, JSON copies, rebuild, parallel writers, bad paths."""
 
+import json
 import multiprocessing as mp
 import sqlite3
 
@@ -178,6 +179,147 @@ def test_rebuild_from_json_copies(tmp_path):
     assert rebuild(tmp_path / "outputs", store) == 4
     assert sorted(store.runs()["cell_key"]) == ["k0", "k1", "k2", "kb"]
     assert len(store.episodes()) == 8
+
+
+MALFORMED = {
+    "a number as run": b'{"run": 5, "config": {}, "episodes": []}',
+    "only a run": b'{"run": {"cell_key": "x", "status": "done"}}',
+    "a list": b"[1, 2]",
+    "random bytes": bytes(range(256)) * 4,
+    "no cell_key": None,            # filled from make_record below
+    "an episode without seed": None,
+    "a column name of SQL": None,
+    "a config key over a run field": None,
+    "a nested run field": None,
+    "two episodes 0": None,
+    "too many columns": None,
+}
+
+
+def _malformed(name):
+    if MALFORMED[name] is not None:
+        return MALFORMED[name]
+    record = make_record("bad")
+    if name == "no cell_key":
+        del record["run"]["cell_key"]
+    elif name == "an episode without seed":
+        del record["episodes"][1]["seed"]
+    elif name == "a column name of SQL":
+        record["config"]['x" TEXT); DROP TABLE runs; --'] = 1
+    elif name == "a config key over a run field":
+        record["config"]["status"] = "done"
+    elif name == "a nested run field":
+        record["run"]["reward_mean"] = [1, 2]
+    elif name == "two episodes 0":
+        record["episodes"][1]["episode"] = 0
+    else:
+        record["config"]["many"] = {f"k{i}": i for i in range(500)}
+    return json.dumps(record).encode()
+
+
+def test_rebuild_passes_over_each_malformed_record_in_one_sentence_and_rebuilds_the_rest(tmp_path, caplog):
+    from quarl import cli
+
+    root = tmp_path / "outputs"
+    for i in range(2):
+        write_json(make_record(f"k{i}"), root / f"run{i}" / "record.json")
+    for i, name in enumerate(MALFORMED):  # sorted between the good ones: the rebuild goes on past each
+        (root / f"run0{i:02d}").mkdir(parents=True)
+        (root / f"run0{i:02d}" / "record.json").write_bytes(_malformed(name))
+    with caplog.at_level("INFO"):
+        assert cli.main(["rebuild", str(root), "--store", str(tmp_path / "r.sqlite")]) == 0
+    assert "Traceback" not in caplog.text and not [r for r in caplog.records if r.levelname == "ERROR"]
+    passed = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(passed) == len(MALFORMED) and all(m.startswith(f"Passing over {root}/run0") for m in passed)
+    assert all(m.count(".") >= 1 and "\n" not in m and "not a quarl record (" in m for m in passed)
+    said = " ".join(passed)
+    for words in ("(it is a list, not an object)", "(it is not JSON text)", "(its run has no cell_key)",
+                  "(its episodes[1] has no seed)", "cannot be a column name", "(its config key status would overwrite",
+                  "(its run field reward_mean is a list, not a number or text)", "have the same episode",
+                  "more than the 400", "(its run is a number, not an object)", "(it has no config)"):
+        assert words in said, (words, said)
+    assert "Wrote 2 records" in caplog.text
+    store = Store(tmp_path / "r.sqlite", read_only=True)
+    assert sorted(store.runs()["cell_key"]) == ["k0", "k1"] and len(store.episodes()) == 4
+    columns = set(store.runs().columns)
+    assert not {c for c in columns if c.startswith(("many", "x"))} and "algo.hyperparams.net" in columns
+
+
+def test_every_committed_record_passes_the_checks():
+    from quarl.store.sqlite import record_problem
+
+    records = list((ROOT / "docs/reproduction/records").rglob("*.json"))
+    assert len(records) > 700
+    assert {record_problem(json.loads(p.read_text())) for p in records} == {None}
+
+
+class _Full(sqlite3.OperationalError):
+    sqlite_errorname = "SQLITE_FULL"
+
+
+def test_a_full_disk_under_the_store_is_called_so(tmp_path, monkeypatch):
+    from quarl.store.sqlite import store_fault
+
+    message = str(store_fault(tmp_path / "r.sqlite", _Full("database or disk is full")))
+    assert message.startswith(f"The disk holding the results store {tmp_path / 'r.sqlite'} is full (database or")
+    assert "free space there" in message
+    assert "is full" in str(store_fault(tmp_path / "r.sqlite", OSError(28, "No space left on device")))
+    io = sqlite3.OperationalError("disk I/O error")
+    io.sqlite_errorname = "SQLITE_IOERR_WRITE"
+    assert "cannot be opened as a results store (disk I/O error)" in str(store_fault(tmp_path / "r.sqlite", io))
+    monkeypatch.setattr("quarl.store.sqlite.nearly_full", lambda where: True)  # the same error on a full disk
+    assert "is full (disk I/O error)" in str(store_fault(tmp_path / "r.sqlite", io))
+
+
+_FILLED = """
+import os
+from quarl.errors import QuarlError
+from quarl.store.sqlite import Store
+from tests.store.test_sqlite import make_record
+
+Store("r.sqlite").write(make_record("k0"))
+fd = os.open("filler", os.O_WRONLY | os.O_CREAT)
+for size in (4096, 1):  # every block of the file system taken
+    try:
+        while True:
+            os.write(fd, b"x" * size)
+    except OSError:
+        pass
+os.close(fd)
+Store._ready.clear()  # as a later run opens it
+for i in range(1, 40):
+    record = make_record(f"k{i}")
+    record["config"]["notes"] = "x" * 20000
+    try:
+        Store("r.sqlite").write(record)
+    except QuarlError as exc:
+        print("refused:", exc)
+        break
+os.remove("filler")  # space freed: the next run goes on, with every record written before
+print("kept:", sorted(Store("r.sqlite").runs()["cell_key"]))
+"""
+
+
+def test_a_store_on_a_really_full_disk_is_called_full_and_keeps_its_records(tmp_path):
+    """A real full file system (a 256 KiB tmpfs in a user namespace); skipped where that is not allowed."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import ENV
+
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("no unshare(1)")
+    mount = 'mount -t tmpfs -o size=256k tmpfs "$1" || exit 77; cd "$1" && shift && exec "$@"'
+    done = subprocess.run([unshare, "-rm", "sh", "-c", mount, "sh", str(tmp_path), sys.executable, "-c", _FILLED],
+                          capture_output=True, text=True, timeout=120, env={**ENV, "PYTHONPATH": str(ROOT)})
+    if done.returncode != 0 and "refused:" not in done.stdout:
+        pytest.skip(f"no tmpfs mount here: {done.stderr.strip()[-200:]}")
+    log = done.stdout + done.stderr
+    assert done.returncode == 0 and "Traceback" not in log, log
+    assert "refused: The disk holding the results store r.sqlite is full (" in log, log
+    assert "kept: ['k0'" in log
 
 
 def test_store_is_sqlite_with_wal(tmp_path):

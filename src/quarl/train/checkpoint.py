@@ -10,7 +10,6 @@ the previous one. The curve so far is written beside it (`curves_of`).
 
 from __future__ import annotations
 
-import errno
 import logging
 import random
 import shutil
@@ -24,17 +23,12 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecNormalize
 
-from quarl.errors import QuarlError
+from quarl.errors import QuarlError, disk_full
 
 log = logging.getLogger(__name__)
 
 STATE_FILE, PARAMS_FILE, REPLAY_FILE, NORMALIZE_FILE = "state.pt", "params.pt", "replay.pkl", "vecnormalize.pkl"
 COUNTERS = ("num_timesteps", "_episode_num", "_n_updates", "_n_calls")
-
-
-#: Free bytes below which a failed write is put down to a full disk (torch's writer says only
-#: "unexpected pos" or "file write failed", without the OS error).
-NEARLY_FULL = 16 * 2**20
 
 
 def curves_of(folder: Path) -> Path:
@@ -86,19 +80,6 @@ def save(folder: Path, model: BaseAlgorithm, extra: dict[str, Any]) -> None:
             ) from None
         raise
     shutil.rmtree(old, ignore_errors=True)
-
-
-def disk_full(exc: Exception, where: Path) -> bool:
-    """Whether writing under `where` failed for want of space: the OS said so (ENOSPC, EDQUOT), or
-    torch's writer failed (it gives no OS error) where next to nothing is free."""
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return True
-    if isinstance(exc, RuntimeError) and any(s in str(exc) for s in ("unexpected pos", "file write failed")):
-        try:
-            return shutil.disk_usage(where).free < NEARLY_FULL
-        except OSError:
-            return False
-    return False
 
 
 def restore(folder: Path, model: BaseAlgorithm) -> dict[str, Any]:

@@ -1,0 +1,125 @@
+"""A training checkpoint whose save fails (a full disk) or is interrupted (Ctrl-C, SIGTERM) leaves
+no `.saving` folder, keeps the previous checkpoint, and a full disk is called so."""
+
+from __future__ import annotations
+
+import errno
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+from stable_baselines3 import DQN
+
+from quarl.errors import QuarlError, Terminated
+from quarl.train import checkpoint
+from tests.conftest import ENV, ROOT
+
+FULL = "The disk is full: the training checkpoint "
+
+
+def small_dqn() -> DQN:
+    return DQN("MlpPolicy", "CartPole-v1", buffer_size=1000, learning_starts=0, seed=0, device="cpu")
+
+
+def _step(folder) -> int:
+    return int(torch.load(folder / checkpoint.STATE_FILE, weights_only=False)["counters"]["num_timesteps"])
+
+
+@pytest.mark.parametrize("failure", ["torch's writer", "ENOSPC", "SIGTERM"])
+def test_a_failed_checkpoint_save_leaves_no_debris_and_keeps_the_previous_one(tmp_path, monkeypatch, failure):
+    model = small_dqn()
+    folder = tmp_path / "p.ckpt"
+    model.num_timesteps = 1024
+    checkpoint.save(folder, model, {"curve": []})
+    model.num_timesteps = 2048
+    if failure == "torch's writer":  # what torch.save raises on a full disk: no OS error in it
+        error: BaseException = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534")
+        monkeypatch.setattr("quarl.errors.nearly_full", lambda where: True)
+    elif failure == "ENOSPC":
+        error = OSError(errno.ENOSPC, "No space left on device")
+    else:
+        error = Terminated(15)
+    real = torch.save
+    calls = []
+
+    def save(obj, path, *args, **kw):
+        calls.append(path)
+        real(obj, path, *args, **kw)  # part of the file is written, then the failure
+        if len(calls) == 2:  # the second file of the checkpoint (the state, after params and replay)
+            raise error
+
+    monkeypatch.setattr(torch, "save", save)
+    with pytest.raises(QuarlError if failure != "SIGTERM" else Terminated) as err:
+        checkpoint.save(folder, model, {"curve": []})
+    if failure != "SIGTERM":
+        assert str(err.value).startswith(f"{FULL}{folder} could not be written (")
+        assert "run the same command again: the training resumes from its last checkpoint" in str(err.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.ckpt"]  # no p.ckpt.saving, no p.ckpt.old
+    assert checkpoint.exists(folder) and _step(folder) == 1024
+
+
+def test_an_unrelated_write_error_is_not_called_a_full_disk(tmp_path, monkeypatch):
+    model = small_dqn()
+    monkeypatch.setattr(torch, "save", lambda *a, **k: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error")))
+    with pytest.raises(OSError, match="I/O error"):
+        checkpoint.save(tmp_path / "p.ckpt", model, {})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_kill_between_the_renames_of_a_save_loses_no_checkpoint(tmp_path):
+    model = small_dqn()
+    folder = tmp_path / "p.ckpt"
+    model.num_timesteps = 1024
+    checkpoint.save(folder, model, {})
+    folder.replace(tmp_path / "p.ckpt.old")  # where a save killed between its two renames leaves it
+    assert checkpoint.exists(folder) and _step(folder) == 1024
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.ckpt"]
+
+
+_ON_A_FULL_DISK = """
+mount -t tmpfs -o size=512k tmpfs "$1" || exit 77
+cd "$1" && shift && exec "$@"
+"""
+_SAVE = """
+import os
+from quarl.errors import QuarlError
+from quarl.train import checkpoint
+from tests.train.test_checkpoint import small_dqn
+
+model = small_dqn()
+fd = os.open("filler", os.O_WRONLY | os.O_CREAT)
+for size in (4096, 1):  # every block of the file system taken
+    try:
+        while True:
+            os.write(fd, b"x" * size)
+    except OSError:
+        pass
+os.close(fd)
+try:
+    checkpoint.save(__import__("pathlib").Path("p.ckpt").resolve(), model, {})
+except QuarlError as exc:
+    print("refused:", exc)
+print("left:", sorted(os.listdir(".")))
+"""
+
+
+def test_a_checkpoint_on_a_really_full_disk_is_called_disk_full(tmp_path):
+    """A real full file system (a 512 KiB tmpfs mounted in a user namespace, filled up): torch's
+    writer fails without an OS error, and the checkpoint is refused as a full disk, leaving nothing.
+    Skipped where namespaces or mounts are not allowed."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("no unshare(1): cannot mount a small file system without root")
+    folder = tmp_path / "small"
+    folder.mkdir()
+    done = subprocess.run([unshare, "-rm", "sh", "-c", _ON_A_FULL_DISK, "sh", str(folder), sys.executable, "-c", _SAVE],
+                          capture_output=True, text=True, timeout=300, env={**ENV, "PYTHONPATH": str(ROOT)})
+    if done.returncode == 77 or (done.returncode != 0 and "refused:" not in done.stdout):
+        if "mount" in done.stderr or "unshare" in done.stderr:
+            pytest.skip(f"no tmpfs mount here: {done.stderr.strip()[:200]}")
+    log = done.stdout + done.stderr
+    assert done.returncode == 0 and "Traceback" not in log, log
+    assert f"refused: {FULL}/" in log and "left: ['filler']" in log, log
+    assert log.count("\n") == 2  # the refusal is one line
