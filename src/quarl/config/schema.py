@@ -265,10 +265,33 @@ def _check_backend(q: Any, method: methods.QuantMethod) -> None:
         )
 
 
+#: The largest training budget: far beyond any study, and small enough that rounding it up to whole
+#: rollouts (n_steps x n_envs) stays inside the 64-bit integers the store and SB3 count in.
+MAX_STEPS = 10**12
+#: Backends that run full-integer MLP policies only (quarl.deploy.backends.EDGE), and the env suites
+#: whose observations are images (a CNN policy).
+MLP_ONLY_BACKENDS = ("c", "tflite", "c_16x8", "tflite_16x8")
+IMAGE_SUITES = ("atari",)
+
+
+def _check_network(cfg: Any) -> None:
+    """A backend that cannot run the policy's network (a CNN on image observations) is refused with
+    the config, before any training or calibration."""
+    backend = cfg.quant.backend
+    cnn = cfg.env.suite in IMAGE_SUITES or str(cfg.algo.get("policy")) == "CnnPolicy"
+    if backend in MLP_ONLY_BACKENDS and cnn:
+        raise QuarlError(
+            f"quant.backend={backend} runs MLP policies only, and env={cfg.env.name} gives images to a CNN "
+            "policy: use quant.backend=onnx_int8 (or auto, or fake) for CNN policies."
+        )
+
+
 def _check_train(cfg: Any) -> None:
     t = cfg.train
     if t.steps is not None and t.steps < 1:
         raise QuarlError(f"train.steps={t.steps} must be a positive number of env steps (or null).")
+    if t.steps is not None and t.steps > MAX_STEPS:
+        raise QuarlError(f"train.steps={t.steps} is out of range: use 1..{MAX_STEPS} env steps (10**12), or null.")
     one_of("train.device", t.device, DEVICES)
     if t.checkpoint_every is not None and t.checkpoint_every < 0:
         raise QuarlError(
@@ -368,6 +391,7 @@ def check(cfg: Any) -> None:
     _check_algo(cfg, method)
     _check_policy(cfg, method)
     _check_backend(cfg.quant, method)
+    _check_network(cfg)
     if cfg.eval.episodes < 1:
         raise QuarlError(f"eval.episodes={cfg.eval.episodes} must be a positive number of episodes.")
     if cfg.eval.n_envs < 1:

@@ -1,0 +1,44 @@
+"""Settings that could only fail late (after training and calibration) are refused when the config
+is checked: a backend that cannot run the policy's network, a budget whose rounding would overflow."""
+
+from __future__ import annotations
+
+import pytest
+
+from quarl.config.schema import MAX_STEPS, check
+from quarl.errors import QuarlError
+from tests.conftest import compose_cfg, run_quarl
+
+
+@pytest.mark.parametrize("backend", ["c", "tflite", "c_16x8", "tflite_16x8"])
+@pytest.mark.parametrize("algo", ["dqn", "ppo"])
+def test_an_mlp_only_backend_is_refused_for_a_cnn_policy(backend, algo):
+    with pytest.raises(QuarlError) as err:
+        check(compose_cfg("env=atari/pong", f"algo={algo}", f"quant.backend={backend}"))
+    assert str(err.value) == (
+        f"quant.backend={backend} runs MLP policies only, and env=atari/pong gives images to a CNN policy: use "
+        "quant.backend=onnx_int8 (or auto, or fake) for CNN policies.")
+
+
+@pytest.mark.parametrize("overrides", [["env=atari/pong", "quant.backend=onnx_int8"],
+                                       ["env=atari/pong", "quant.backend=auto"],
+                                       ["env=atari/pong", "quant.backend=onnx_int4", "quant.bits=4"],
+                                       ["env=cartpole", "quant.backend=c"], ["env=cartpole", "quant.backend=tflite"]])
+def test_backends_that_run_the_network_are_accepted(overrides):
+    check(compose_cfg(*overrides))
+
+
+@pytest.mark.parametrize("steps", [MAX_STEPS + 1, 2**63 - 1])
+def test_a_budget_past_the_bound_is_refused_with_the_range(steps):
+    with pytest.raises(QuarlError) as err:
+        check(compose_cfg(f"train.steps={steps}"))
+    assert str(err.value) == f"train.steps={steps} is out of range: use 1..1000000000000 env steps (10**12), or null."
+    check(compose_cfg(f"train.steps={MAX_STEPS}"))  # the bound itself is a budget
+
+
+def test_run_py_refuses_a_cnn_on_the_c_backend_before_training(scratch):
+    done = run_quarl(scratch, "env=atari/pong", "quant.backend=c", check=False)
+    log = done.stdout + done.stderr
+    assert done.returncode == 1 and "Traceback" not in log, log
+    assert "quant.backend=c runs MLP policies only, and env=atari/pong gives images to a CNN policy" in log
+    assert not (scratch / "outputs/policies").exists() and not (scratch / "outputs/results.sqlite").exists()
