@@ -24,7 +24,8 @@ from quarl.evaluate.fidelity import STATES, Fidelity, executed_fidelity, greedy_
 from quarl.progress import activity
 from quarl.quantize import calibration
 from quarl.quantize.weights import policy_bytes, quantize_policy
-from quarl.rl.envs import fp32_flag, make_env
+from quarl.rl.baseline import fp32_flag
+from quarl.rl.envs import make_env
 from quarl.rl.matrix import check_runnable
 from quarl.store import provenance
 from quarl.store.locks import taking_turns

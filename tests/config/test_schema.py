@@ -17,7 +17,7 @@ from quarl.config.keys import cell_key
 from quarl.config.schema import check, check_overrides
 from quarl.errors import QuarlError
 from quarl.rl.algos import ALGOS, hyperparams, linear_schedule
-from quarl.rl.envs import fp32_flag
+from quarl.rl.baseline import fp32_flag
 from quarl.rl.matrix import env_choices
 from tests.conftest import ROOT, compose_cfg
 

@@ -57,15 +57,15 @@ def test_verdicts_follow_the_interval_and_name_a_reason():
 
     fp32 = pd.DataFrame({"reward_mean": [500.0, 120.0, 500.0]})
     low = seed_interval([450.0, 455.0, 460.0])
-    verdict = ptq_table._verdict("dqn", "cartpole", "fp32", 500.0, low, fp32, fp32, {})
+    verdict = ptq_table.published_verdict("dqn", "cartpole", "fp32", 500.0, low, fp32, fp32, {})
     assert verdict == "disagrees: 1 of 3 fp32 policies below the env's reward threshold 475"
     reason = {"dqn/cartpole/int8": "a different quantizer"}
-    assert ptq_table._verdict("dqn", "cartpole", "int8", 500.0, low, fp32.iloc[[0]], fp32, reason) == (
+    assert ptq_table.published_verdict("dqn", "cartpole", "int8", 500.0, low, fp32.iloc[[0]], fp32, reason) == (
         "disagrees: a different quantizer")
-    assert ptq_table._verdict("dqn", "cartpole", "int8", 500.0, low, fp32.iloc[[0]], fp32, {}).endswith(
+    assert ptq_table.published_verdict("dqn", "cartpole", "int8", 500.0, low, fp32.iloc[[0]], fp32, {}).endswith(
         ptq_table.NO_REASON)
     one = seed_interval([500.0])  # a single seed neither agrees nor disagrees
-    assert ptq_table._verdict("dqn", "cartpole", "int8", 500.0, one, fp32.iloc[[0]], fp32, {}) == (
+    assert ptq_table.published_verdict("dqn", "cartpole", "int8", 500.0, one, fp32.iloc[[0]], fp32, {}) == (
         "inconclusive: one seed, no interval to judge by")
 
 
@@ -74,10 +74,10 @@ def test_a_wide_interval_around_the_published_value_is_inconclusive():
 
     rows = pd.DataFrame({"reward_mean": [40.0, 500.0, 480.0], "env.return_scale": [500.0] * 3})
     wide = seed_interval(rows["reward_mean"])
-    verdict = ptq_table._verdict("dqn", "cartpole", "int8", 500.0, wide, rows, rows, {})
+    verdict = ptq_table.published_verdict("dqn", "cartpole", "int8", 500.0, wide, rows, rows, {})
     assert verdict.startswith("inconclusive: the published value is inside an interval of ±")
     narrow = seed_interval([499.0, 500.0, 501.0])  # ±2.5, within 5% of 500
-    assert ptq_table._verdict("dqn", "cartpole", "int8", 500.0, narrow, rows, rows, {}).startswith("agrees")
+    assert ptq_table.published_verdict("dqn", "cartpole", "int8", 500.0, narrow, rows, rows, {}).startswith("agrees")
 
 
 def test_no_disagreement_in_the_committed_report_is_left_without_a_reason():

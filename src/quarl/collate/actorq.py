@@ -110,6 +110,15 @@ def _bounded(value: float, censored: bool) -> str:
     return "–" if pd.isna(value) else f"{'≥ ' if censored else ''}{value:.4g}"
 
 
+def _startup(curve: pd.DataFrame, rate: float) -> float:
+    """Seconds before the first env step, estimated: the first episode's end less its env steps at
+    the run's mean rate (NaN without a curve)."""
+    if curve.empty or not rate or np.isnan(rate):
+        return np.nan
+    first = curve.iloc[0]
+    return max(0.0, float(first["wall_s"]) - float(first["step"]) / rate)
+
+
 def _speedup(fp32: float, fp32_censored: bool, this: float, this_censored: bool) -> tuple[float, str]:
     """fp32 time / this precision's time and its kind: '=' exact, '>=' / '<=' a bound, '' none."""
     if pd.isna(fp32) or pd.isna(this) or (fp32_censored and this_censored):
@@ -130,16 +139,19 @@ def time_to_reward(study: Study, curves: pd.DataFrame) -> pd.DataFrame:
         per_run = {k: smoothed(curves, k) for k in rows["cell_key"]}
         goal, source = target(algo, env, per_run, rows)
         for precision, group in rows.groupby("precision"):
-            times, steps, reached = [], [], 0
+            times, steps, startups, rates, reached = [], [], [], [], 0
             for _, record in group.iterrows():
                 curve = per_run[record["cell_key"]]
                 hit = curve[curve["return"] >= goal]
+                wall, step = _run_end(curve, record)
+                ran = pd.to_numeric(record.get("env_steps"), errors="coerce")
+                rates.append((ran if pd.notna(ran) else step) / wall if wall > 0 else np.nan)
+                startups.append(_startup(curve, rates[-1]))
                 if len(hit):
                     reached += 1
                     times.append(hit["wall_s"].iloc[0])
                     steps.append(hit["step"].iloc[0])
                 else:
-                    wall, step = _run_end(curve, record)
                     times.append(wall)
                     steps.append(step)
             agreement = pd.to_numeric(group.get("actor_action_agreement"), errors="coerce")
@@ -159,6 +171,10 @@ def time_to_reward(study: Study, curves: pd.DataFrame) -> pd.DataFrame:
                     "reached": f"{reached}/{len(group)}",
                     "seeds": len(group),
                     "actor_agreement": agreement.mean() if agreement is not None else np.nan,
+                    "seed_times_s": times,  # per seed: to the target, or the whole run where censored
+                    "seed_env_steps": steps,
+                    "seed_startup_s": startups,
+                    "seed_env_steps_per_s": rates,
                 }
             )
     table = pd.DataFrame(out)
@@ -197,10 +213,14 @@ TTR_CAPTION = (
 )
 
 
+#: Per-seed lists in the time-to-reward table (the report reads them; the written tables leave them out).
+SEED_COLUMNS = ["seed_times_s", "seed_env_steps", "seed_startup_s", "seed_env_steps_per_s"]
+
+
 def ttr_display(table: pd.DataFrame) -> pd.DataFrame:
     """The time-to-reward table as the Markdown shows it: censored times as '≥ x', speedups with
     their bound ('≥ 1.2', '≤ 0.8'), '–' where both precisions are censored."""
-    shown = table.drop(columns=["censored", "speedup_bound"]).astype(object)
+    shown = table.drop(columns=["censored", "speedup_bound", *SEED_COLUMNS], errors="ignore").astype(object)
     shown["time_s"] = [_bounded(v, c) for v, c in zip(table["time_s"], table["censored"])]
     shown["env_steps"] = [_bounded(v, c) for v, c in zip(table["env_steps"], table["censored"])]
     marks = {"=": "", ">=": "≥ ", "<=": "≤ "}
@@ -313,8 +333,9 @@ def write_actorq(study: Study, out: Path) -> list[Path]:
         written += plots.save(fig, folder / f"convergence_{name}")
     ttr = time_to_reward(study, curves)
     if len(ttr):
+        plain = ttr.drop(columns=SEED_COLUMNS)
         written += tables.write(
-            ttr, folder / "time_to_reward", "ActorQ: time to reward", TTR_CAPTION, shown=ttr_display(ttr)
+            plain, folder / "time_to_reward", "ActorQ: time to reward", TTR_CAPTION, shown=ttr_display(ttr)
         )
     bd = breakdown(study, actors)
     if len(bd):

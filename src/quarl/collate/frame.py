@@ -15,7 +15,7 @@ from quarl.collate.bounds import ReturnRange, return_range
 from quarl.collate.ptq_keys import effective_quant_columns
 from quarl.collate.trainings import select
 from quarl.config.keys import result_keys
-from quarl.store.listing import FIDELITY_COLUMNS, FLAGS, config_keys, flag_of, value_text
+from quarl.store.listing import FIDELITY_COLUMNS, FLAGS, config_keys, flags, value_text
 from quarl.store.query import FLOAT_BITS
 
 log = logging.getLogger(__name__)
@@ -227,7 +227,7 @@ def _seed_list(keys: list[tuple]) -> str:
 def _baselines(done: pd.DataFrame, notes: Notes) -> pd.DataFrame:
     """fp32 reward per (algo, env, seed): the fp32 records, or else the baseline stored with the
     quantized records of the same policy; with `fp32_flag` ('not learned', 'not solved' or None)
-    from the records' `fp32_note`."""
+    from the records (`quarl.store.listing.flags`)."""
     keys = ["algo", "env", "seed"]
     fp32 = done[done["quant"] == "fp32"].groupby(keys, dropna=False)["reward_mean"].mean()
     carried = done[done["quant"] != "fp32"].groupby(keys, dropna=False)["fp32_reward"].mean()
@@ -242,8 +242,8 @@ def _baselines(done: pd.DataFrame, notes: Notes) -> pd.DataFrame:
     if blank:
         notes.add(f"No fp32 baseline at all for {_seed_list(blank)}: their fp32 value and E are left blank.")
     both = pd.concat([fp32, carried.loc[missing]]).dropna().rename("fp32").reset_index()
-    flags = done.assign(fp32_flag=done["fp32_note"].map(flag_of) if "fp32_note" in done.columns else None)
-    worst = flags.groupby(keys, dropna=False)["fp32_flag"].agg(_worst).rename("fp32_flag").reset_index()
+    flagged = done.assign(fp32_flag=flags(done))
+    worst = flagged.groupby(keys, dropna=False)["fp32_flag"].agg(_worst).rename("fp32_flag").reset_index()
     return both.merge(worst, on=keys, how="left")
 
 

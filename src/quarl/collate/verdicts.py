@@ -143,10 +143,10 @@ def picture(values: np.ndarray, reference: float, margin: float, unit: str = "")
     above = int((values > reference + margin).sum())
     parts = []
     if below:
-        parts.append(f"{below} of {values.size} seeds lie more than {margin:g}{unit} below {reference:g}{unit}")
+        parts.append(f"{below} of {values.size} seeds lie more than {margin:g}{unit} below {reference:g}")
     if above:
-        parts.append(f"{above} of {values.size} seeds lie more than {margin:g}{unit} above {reference:g}{unit}")
-    return "; ".join(parts) or f"every seed lies within {margin:g}{unit} of {reference:g}{unit}"
+        parts.append(f"{above} of {values.size} seeds lie more than {margin:g}{unit} above {reference:g}")
+    return "; ".join(parts) or f"every seed lies within {margin:g}{unit} of {reference:g}"
 
 
 def compare(
@@ -227,7 +227,7 @@ def paired(
     if shown and float(x.mean()) < 0:
         return Verdict("lower", f"{second} higher (paired interval below 0{holm_note})")
     if significant is False and (low > 0 or high < 0):
-        return Verdict("underpowered", "the paired interval excludes 0, but not after Holm's correction")
+        return Verdict("underpowered", "underpowered: the paired interval excludes 0, but not after Holm's correction")
     low90, high90 = _t_interval(x, 1 - 2 * alpha)
     if -margin <= low90 and high90 <= margin:
         return Verdict("equivalent", f"equivalent within ±{margin:g} (TOST, α = {alpha:g})")

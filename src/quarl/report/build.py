@@ -16,20 +16,27 @@ from __future__ import annotations
 import json
 import logging
 import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
-import yaml
 
 from quarl.collate.steps import Steps
-from quarl.report import mixed_precision, published_conditions, robustness, summary
-from quarl.report.extensions import extensions_left, extensions_section
-from quarl.report.ptq_table import _ptq_section, ptq_table
-from quarl.report.qat_vs_ptq import _qat_section
-from quarl.report.records import CARTPOLE_ALGOS, REASONS, REPORT, WALL_TIMES, load_campaign, series_of, sweep_of
-from quarl.report.sweet_spots import _noise_section, _sweet_section
-from quarl.report.text import _markdown, note
-from quarl.report.time_to_reward import actorq_figures, actorq_section
+from quarl.report import (
+    deployment,
+    extensions,
+    mixed_precision,
+    ptq_table,
+    published_conditions,
+    qat_vs_ptq,
+    robustness,
+    summary,
+    sweet_spots,
+    time_to_reward,
+)
+from quarl.report.records import REPORT, Inputs, sweep_of
+from quarl.report.text import markdown, note
 from quarl.store.sqlite import find_records
 
 log = logging.getLogger(__name__)
@@ -55,70 +62,73 @@ def not_run_here(sweeps: Path, runs: pd.DataFrame) -> str:
                 f"`{run.group(1).strip()}`" if run else f"`python run.py -m +sweep={path.stem}`",
             ]
         )
-    return _markdown(["sweep", "records here", "cost (its header)", "command"], rows)
+    return markdown(["sweep", "records here", "cost (its header)", "command"], rows)
+
+
+@dataclass(frozen=True)
+class Section:
+    """One part of the report: what the progress line says while it runs, and its Markdown."""
+
+    doing: str
+    make: Callable[[Inputs], str]
+
+
+def _headed(heading: str, template: str, body: str) -> str:
+    return f"## {heading}\n\n" + note(template) + "\n\n" + body
+
+
+#: The report, in order: adding a section is a module, a template and one line here.
+SECTIONS = [
+    Section("the summary", summary.section),
+    Section("the PTQ table", ptq_table.section),
+    Section("the sweet spots", lambda i: sweet_spots.sweet_section(i.runs, i.algos, i.folder, i.figures)),
+    Section("the seed-to-seed noise", lambda i: sweet_spots.noise_section(i.runs)),
+    Section("QAT vs PTQ", lambda i: qat_vs_ptq.section(i.runs, i.algos)),
+    Section(
+        "the extensions",
+        lambda i: _headed(
+            "Beyond the paper: PTQ sweet spots on tasks QuaRL skipped",
+            "extensions",
+            extensions.extensions_section(i.runs) + "\n\n" + extensions.extensions_left(i.sweeps, i.runs),
+        ),
+    ),
+    Section(
+        "the published conditions",
+        lambda i: _headed(
+            "The PTQ table under the published conditions",
+            "published",
+            published_conditions.section(i.runs, i.campaign.published, i.reasons),
+        ),
+    ),
+    Section(
+        "training for robustness",
+        lambda i: _headed("Trained for robustness", "robust", robustness.section(i.runs, i.campaign.robust)),
+    ),
+    Section("ActorQ", time_to_reward.section),
+    Section(
+        "mixed-precision training", lambda i: "## Mixed-precision training\n\n" + mixed_precision.section(i.folder)
+    ),
+    Section("the deployment", deployment.section),
+    Section(
+        "the named sweeps",
+        lambda i: _headed(
+            "Every named sweep: records so far, cost, command", "later", not_run_here(i.sweeps, i.campaign.every)
+        ),
+    ),
+    Section("the wall times", lambda i: "## Wall time of each part on this machine\n\n```\n" + i.wall_times + "\n```"),
+]
 
 
 def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> str:
     """The report's Markdown from the records (and its figures, written into `folder` when
-    `figures`); each part is shown as it runs (a bar on a terminal, a log line off one)."""
-    with Steps("Building the reproduction report", total=9) as steps:
+    `figures`); each section is shown as it runs (a bar on a terminal, a log line off one)."""
+    with Steps("Building the reproduction report", total=len(SECTIONS) + 1) as steps:
         steps.next(f"reading the records in {records}")
-        campaign = load_campaign(records)
-        runs = campaign.runs
-        reasons = yaml.safe_load((folder / REASONS).read_text()) or {} if (folder / REASONS).exists() else {}
-        steps.next("the PTQ table")
-        parts = [
-            note("intro", n=len(runs), files=sum(1 for _ in records.glob("*.record.json"))),
-            _ptq_section(runs, folder),
-        ]
-        algos = [series for algo in CARTPOLE_ALGOS for series in series_of(runs, algo, "cartpole")]
-        steps.next("the sweet spots")
-        parts.append(_sweet_section(runs, algos, folder, figures))
-        steps.next("the seed-to-seed noise")
-        parts.append(_noise_section(runs))
-        steps.next("QAT vs PTQ")
-        parts.append(_qat_section(runs, algos))
-        steps.next("the extensions")
-        parts.append(
-            "## Beyond the paper: PTQ sweet spots on tasks QuaRL skipped\n\n"
-            + note("extensions")
-            + "\n\n"
-            + extensions_section(runs)
-            + "\n\n"
-            + extensions_left(sweeps, runs)
-        )
-        steps.next("the published conditions and training for robustness")
-        parts.append(
-            "## The PTQ table under the published conditions\n\n"
-            + note("published")
-            + "\n\n"
-            + published_conditions.section(runs, campaign.published, reasons)
-        )
-        parts.append(
-            "## Trained for robustness\n\n" + note("robust") + "\n\n" + robustness.section(runs, campaign.robust)
-        )
-        steps.next("ActorQ")
-        curves = actorq_figures(campaign, folder, figures)
-        parts.append("## ActorQ: fp32 vs int8 actors\n\n" + actorq_section(campaign, curves))
-        parts.append("## Mixed-precision training\n\n" + mixed_precision.section(folder))
-        steps.next("the named sweeps")
-        parts.append(
-            "## Every named sweep: records so far, cost, command\n\n"
-            + note("later")
-            + "\n\n"
-            + not_run_here(sweeps, campaign.every)
-        )
-        parts.insert(
-            1,
-            summary.build(
-                campaign,
-                ptq_table(runs, reasons),
-                published_conditions.rows(runs, campaign.published, reasons),
-                robustness.tables(runs, campaign.robust),
-            ),
-        )
-    wall = (folder / WALL_TIMES).read_text().strip() if (folder / WALL_TIMES).exists() else "none yet"
-    parts.append("## Wall time of each part on this machine\n\n```\n" + wall + "\n```")
+        inputs = Inputs.read(records, folder, sweeps, figures)
+        parts = [note("intro", files=inputs.files, done=inputs.done)]
+        for part in SECTIONS:
+            steps.next(part.doing)
+            parts.append(part.make(inputs))
     return "\n\n".join(p for p in parts if p).rstrip() + "\n"
 
 

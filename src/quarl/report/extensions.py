@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from quarl.report.records import _by_seed, _not_learned, _of, _values, select, series_of, sweep_of, threshold
+from quarl.report.records import below_threshold, by_seed, of_series, select, series_of, sweep_of, threshold, values
 from quarl.report.sweet_spots import agreement_reading, extension_finding, sweet_spot, sweet_table
-from quarl.report.text import _markdown, fmt
+from quarl.report.text import fmt, markdown
 from quarl.rl import matrix as compat
 
 EXTENSIONS = "ptq_extensions"
@@ -40,15 +40,15 @@ def _extension_block(runs: pd.DataFrame, series: str, env: str) -> str:
     learned the task, and its sweet spot."""
     table = sweet_spot(runs, series, env)
     table = table[table["bits"] != "fp16"]  # the extensions sweep has no fp16 cells
-    pair = _of(runs, series, env)
+    pair = of_series(runs, series, env)
     env_id = str(pair["env.id"].iloc[0]) if "env.id" in pair.columns else env
     fp32 = select(pair, quant="ptq", quant__bits=32)
-    failed = _not_learned(fp32, env)
+    failed = below_threshold(fp32, env)
     learned = failed or "every fp32 policy at or above the env's reward threshold"
     if threshold(env, env_id) is None:
-        per_seed = ", ".join(fmt(r, 1) for r in _by_seed(fp32, "reward_mean"))
+        per_seed = ", ".join(fmt(r, 1) for r in by_seed(fp32, "reward_mean"))
         learned = f"{env_id} has no reward threshold; fp32 reward per seed: {per_seed}"
-    scales = _values(pair, "env.return_scale") if "env.return_scale" in pair.columns else np.empty(0)
+    scales = values(pair, "env.return_scale") if "env.return_scale" in pair.columns else np.empty(0)
     return (
         f"**{series}** on {env_id}, {len(fp32)} seed{'' if len(fp32) == 1 else 's'} ({learned}):\n\n"
         + sweet_table(table)
@@ -78,6 +78,6 @@ def extensions_left(sweeps: Path, runs: pd.DataFrame) -> str:
                 rows.append([algo, env, f"{n} of {len(seeds)}", f"{int(tuned['n_timesteps']):,}", command])
     if not rows:
         return "Every pair that applies has run on all its seeds."
-    return "Left to run (the store skips the seeds already done):\n\n" + _markdown(
+    return "Left to run (the store skips the seeds already done):\n\n" + markdown(
         ["algo", "env", "seeds run here", "training steps a seed", "command"], rows
     )

@@ -1,19 +1,20 @@
-"""DOC"""
+"""The report's PTQ table: the paper's classic-control rows (fp32, fp16, E_fp16, int8, E_int8) beside
+quarl's mean over seeds, its Student-t interval clipped to what the quantity can take (and marked
+where clipped), the per-seed values, and a verdict with its power (`quarl.collate.verdicts`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Optional
 
 import numpy as np
 import pandas as pd
-import yaml
 
-from quarl.collate import published, trainings
+from quarl.collate import published, trainings, verdicts
+from quarl.collate.bounds import return_range
 from quarl.collate.stats import Interval, seed_interval
-from quarl.report.records import REASONS, TABLE_ENVS, _not_learned, _of, _values, select, series_of
-from quarl.report.text import FRACTION, _markdown, fmt, inside, note, shown
+from quarl.report.records import TABLE_ENVS, Inputs, below_threshold, fp32_flag, of_series, select, series_of, values
+from quarl.report.text import FRACTION, UNBOUNDED, fmt, markdown, note, per_seed, shown
 
 NO_REASON = "no reason established yet"
 
@@ -22,6 +23,8 @@ PUBLISHED_COLUMN = {ours: theirs for theirs, ours in published.COLUMNS.items()} 
 
 @dataclass
 class Row:
+    """One published quantity of one series and env, against quarl's seeds."""
+
     algo: str
     env: str
     quantity: str
@@ -29,6 +32,9 @@ class Row:
     ours: Interval
     agreement: Optional[Interval]
     verdict: str
+    bounds: tuple[float, float] = UNBOUNDED  # what the quantity can take: its interval is clipped to it
+    seeds: str = ""  # the per-seed values, up to MAX_SHOWN seeds
+    flag: str = ""  # the series' weak fp32 baseline ('† fp32 not learned in 1 of 5 seeds')
 
 
 def ptq_table(runs: pd.DataFrame, reasons: dict[str, str]) -> list[Row]:
@@ -41,7 +47,7 @@ def ptq_table(runs: pd.DataFrame, reasons: dict[str, str]) -> list[Row]:
             continue
         algo = str(pub["algo"])
         for series in series_of(base, algo, env):
-            rows += _ptq_rows(_of(base, series, env), series, env, pub, reasons)
+            rows += _ptq_rows(of_series(base, series, env), series, env, pub, reasons)
     return rows
 
 
@@ -64,91 +70,130 @@ def _ptq_rows(cells: pd.DataFrame, series: str, env: str, pub: pd.Series, reason
     fp32 = select(cells, quant="fp32")
     fp16 = select(cells, quant="fp16")
     int8 = int8_cells(cells)
+    reward = _reward_bounds(cells, env)
     measured = {
-        "fp32": (fp32, "reward_mean", 1.0, None),
-        "fp16": (fp16, "reward_mean", 1.0, fp16),
-        "E_fp16 (%)": (fp16, "rel_error", 100.0, None),
-        "int8": (int8, "reward_mean", 1.0, int8),
-        "E_int8 (%)": (int8, "rel_error", 100.0, None),
+        "fp32": (fp32, "reward_mean", 1.0, None, reward),
+        "fp16": (fp16, "reward_mean", 1.0, fp16, reward),
+        "E_fp16 (%)": (fp16, "rel_error", 100.0, None, _e_bounds(fp16, reward)),
+        "int8": (int8, "reward_mean", 1.0, int8, reward),
+        "E_int8 (%)": (int8, "rel_error", 100.0, None, _e_bounds(int8, reward)),
     }
+    flag = fp32_flag(fp32)
     rows = []
-    for quantity, (frame, column, scale, agreeing) in measured.items():
+    for quantity, (frame, column, scale, agreeing, bounds) in measured.items():
         value = float(pub[PUBLISHED_COLUMN[quantity]])
-        ours = seed_interval(_values(frame, column, scale)) if not frame.empty else seed_interval([])
-        agreement = seed_interval(_values(agreeing, "action_agreement")) if agreeing is not None else None
-        verdict = _verdict(algo, env, quantity, value, ours, fp32, frame, reasons)
-        rows.append(Row(series, env, quantity, value, ours, agreement, verdict))
+        seeds = values(frame, column, scale) if not frame.empty else np.empty(0)
+        ours = seed_interval(seeds)
+        agreement = seed_interval(values(agreeing, "action_agreement")) if agreeing is not None else None
+        verdict = published_verdict(algo, env, quantity, value, seeds, fp32, frame, reasons)
+        rows.append(Row(series, env, quantity, value, ours, agreement, verdict, bounds, per_seed(seeds), flag))
     return rows
 
 
-def _verdict(
+def _reward_bounds(cells: pd.DataFrame, env: str) -> tuple[float, float]:
+    """The env's return range (`quarl.collate.bounds`), unbounded where its definition gives none."""
+    env_id = str(cells["env.id"].iloc[0]) if "env.id" in cells.columns and not cells.empty else TABLE_ENVS.get(env)
+    found = return_range(env_id)
+    return (found.low, found.high) if found is not None else UNBOUNDED
+
+
+def _e_bounds(frame: pd.DataFrame, reward: tuple[float, float]) -> tuple[float, float]:
+    """What a mean of E (in %) over these seeds can be: each seed's E = (f - q) / |f| lies between
+    (f - high) / |f| and (f - low) / |f| for its fp32 reward f and any quantized return q in the
+    env's range; the mean's bounds are the means of those (unbounded where a range or f is missing)."""
+    if frame.empty or "fp32_reward" not in frame.columns or not all(np.isfinite(reward)):
+        return UNBOUNDED
+    f = pd.to_numeric(frame["fp32_reward"], errors="coerce").to_numpy(float)
+    f = f[np.isfinite(f) & (f != 0)]
+    if not f.size:
+        return UNBOUNDED
+    return float(np.mean((f - reward[1]) / np.abs(f))) * 100, float(np.mean((f - reward[0]) / np.abs(f))) * 100
+
+
+def published_verdict(
     algo: str,
     env: str,
     quantity: str,
     value: float,
-    ours: Interval,
+    seeds: np.ndarray,
     fp32: pd.DataFrame,
     frame: pd.DataFrame,
     reasons: dict[str, str],
 ) -> str:
-    if ours.n_runs == 0:
+    """`quarl.collate.verdicts.compare` of the seeds against the published value within the
+    resolution, with the reasons the records or reasons.yaml give where it does not agree."""
+    if seeds.size == 0:
         if quantity.startswith("E_") and not frame.empty:
             return "n/a: every fp32 reward too close to 0 for E"
         return "not run yet"
-    why = [r for r in (_not_learned(fp32, env), reasons.get(f"{algo}/{env}/{quantity}")) if r]
-    if not ours.has_ci:
-        return "inconclusive: one seed, no interval to judge by" + (f" ({'; '.join(why)})" if why else "")
-    if not inside(value, ours):
-        return "disagrees: " + ("; ".join(why) if why else NO_REASON)
-    half, allowed = (ours.high - ours.low) / 2, _resolution(quantity, frame, value)
-    if half <= allowed:
-        return "agrees (published value inside the interval)"
-    return f"inconclusive: the published value is inside an interval of ±{half:.3g}, wider than {allowed:.3g}" + (
-        f" ({'; '.join(why)})" if why else "; more seeds would decide"
-    )
+    unit = " points" if quantity.startswith("E_") else ""
+    verdict = verdicts.compare(seeds, value, _resolution(quantity, frame, value), unit)
+    if verdict.kind == "agrees":
+        return verdict.text
+    why = [r for r in (below_threshold(fp32, env), reasons.get(f"{algo}/{env}/{quantity}")) if r]
+    if verdict.kind == "disagrees":
+        return verdict.text + ": " + ("; ".join(why) if why else NO_REASON)
+    return verdict.text + (f" ({'; '.join(why)})" if why else "")
 
 
-RESOLUTION = 0.05  # an interval decides only when its half-width is within 5% of the scale that matters
+RESOLUTION = verdicts.SCALE_MARGIN  # the margin: 5 points of E, else 5% of the env's return scale
 
 
 def _resolution(quantity: str, frame: pd.DataFrame, published_value: float) -> float:
     """The widest half-width at which an interval can confirm a published value: 5 points for E
     (in %), else 5% of the env's return scale (of the published value where no scale is recorded)."""
     if quantity.startswith("E_"):
-        return 100 * RESOLUTION
-    scales = _values(frame, "env.return_scale") if "env.return_scale" in frame.columns else np.empty(0)
+        return verdicts.E_MARGIN
+    scales = values(frame, "env.return_scale") if "env.return_scale" in frame.columns else np.empty(0)
     scale = float(scales[0]) if scales.size else abs(published_value)
     return RESOLUTION * scale
 
 
-def _ptq_section(runs: pd.DataFrame, folder: Path) -> str:
-    """The PTQ table against the published rows (reasons from `folder`/reasons.yaml), then the fp32 policies."""
-    reasons_file = folder / REASONS
-    reasons = yaml.safe_load(reasons_file.read_text()) or {} if reasons_file.exists() else {}
-    table = ptq_table(runs, reasons)
+def section(inputs: Inputs) -> str:
+    """The PTQ table against the published rows (reasons from reasons.yaml), then the fp32 policies."""
+    runs = inputs.runs
+    table = ptq_table(runs, inputs.reasons)
     section = (
         "## PTQ table, classic-control rows\n\n"
         + note("table")
         + "\n\n"
-        + _markdown(
-            ["algo", "env", "quantity", "published", "quarl mean [95% CI]", "n", "action agreement", "verdict"],
+        + markdown(
+            [
+                "algo",
+                "env",
+                "quantity",
+                "published",
+                "quarl mean [95% CI]",
+                "n",
+                "per seed",
+                "action agreement",
+                "verdict",
+            ],
             [
                 [
-                    r.algo,
+                    r.algo + (f" {r.flag.split(' ', 1)[0]}" if r.flag else ""),
                     r.env,
                     r.quantity,
                     fmt(r.published),
-                    shown(r.ours),
+                    shown(r.ours, bounds=r.bounds),
                     str(r.ours.n_runs),
+                    r.seeds,
                     shown(r.agreement, 3, FRACTION) if r.agreement is not None else "",
                     r.verdict,
                 ]
                 for r in table
             ],
         )
+        + _flag_legend(table)
     )
     kept = _kept(runs)
     return section + ("\n\n### The fp32 policies\n\n" + note("kept") + "\n\n" + kept if kept else "")
+
+
+def _flag_legend(table: list[Row]) -> str:
+    """The legend of the markers after an algo: which series' fp32 baselines are weak."""
+    flagged = dict.fromkeys(f"{r.algo} on {r.env}: {r.flag}" for r in table if r.flag)
+    return "\n\n" + "\n".join(f"- {line}" for line in flagged) if flagged else ""
 
 
 def _kept(runs: pd.DataFrame) -> str:
@@ -160,8 +205,8 @@ def _kept(runs: pd.DataFrame) -> str:
         group = group.sort_values("seed")
         steps = ", ".join(f"{int(s)}" if not pd.isna(s) else "?" for s in group["kept_step"])
         rewards = ", ".join(fmt(r, 1) for r in group["reward_mean"])
-        rows.append([algo, env, str(len(group)), steps, rewards, _not_learned(group, env) or "none"])
-    return _markdown(
+        rows.append([algo, env, str(len(group)), steps, rewards, below_threshold(group, env) or "none"])
+    return markdown(
         ["algo", "env", "seeds", "kept step per seed", "study fp32 reward per seed", "flagged: fp32 did not learn"],
         rows,
     )

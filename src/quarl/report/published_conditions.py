@@ -5,13 +5,14 @@ quant.min_elements=1024), each against the published E_int8."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from quarl.collate import published
 from quarl.collate.stats import seed_interval
-from quarl.report.ptq_table import NO_REASON, _verdict, int8_cells
-from quarl.report.records import _values, select
-from quarl.report.text import FRACTION, _markdown, fmt, shown
+from quarl.report.ptq_table import NO_REASON, int8_cells, published_verdict
+from quarl.report.records import select, values
+from quarl.report.text import FRACTION, fmt, markdown, shown
 
 PAIRS = (("dqn", "cartpole"), ("a2c", "cartpole"), ("ppo", "cartpole"), ("ddpg", "mountaincar_continuous"))
 TFLITE_RULE = 1024  # kWeightsMinNumElementsDefault in TensorFlow Lite's weight quantization
@@ -55,25 +56,26 @@ def rows(defaults: pd.DataFrame, published_runs: pd.DataFrame, reasons: dict[str
         pair: list[dict] = []
         for name, which, min_elements in CONDITIONS:
             fp32, int8 = _int8(defaults if which == "defaults" else published_runs, algo, env, min_elements)
-            error = seed_interval(_values(int8, "rel_error", 100.0)) if not int8.empty else seed_interval([])
+            errors = values(int8, "rel_error", 100.0) if not int8.empty else np.empty(0)
+            error = seed_interval(errors)
             value = float(paper["e_int8_pct"])
             pair.append(
                 {
                     "algo": algo,
                     "env": env,
                     "condition": name,
-                    "fp32": seed_interval(_values(fp32, "reward_mean")) if not fp32.empty else seed_interval([]),
-                    "int8": seed_interval(_values(int8, "reward_mean")) if not int8.empty else seed_interval([]),
+                    "fp32": seed_interval(values(fp32, "reward_mean")) if not fp32.empty else seed_interval([]),
+                    "int8": seed_interval(values(int8, "reward_mean")) if not int8.empty else seed_interval([]),
                     "E": error,
                     "published": value,
-                    "agreement": seed_interval(_values(int8, "action_agreement")) if not int8.empty else None,
+                    "agreement": seed_interval(values(int8, "action_agreement")) if not int8.empty else None,
                     "bytes": _quantized_share(int8),
-                    "verdict": _verdict(
+                    "verdict": published_verdict(
                         algo,
                         env,
                         "E_int8 (%)",
                         value,
-                        error,
+                        errors,
                         fp32,
                         int8,
                         (reasons or {}) if which == "defaults" else {},
@@ -129,7 +131,7 @@ def finding(table: list[dict]) -> str:
 def section(defaults: pd.DataFrame, published_runs: pd.DataFrame, reasons: dict[str, str] | None = None) -> str:
     """The Markdown of the section (its table and finding)."""
     table = rows(defaults, published_runs, reasons)
-    body = _markdown(
+    body = markdown(
         [
             "algo",
             "env",

@@ -1,13 +1,16 @@
-"""DOC"""
+"""The report's QAT vs PTQ section: per series on CartPole and per bit width, QAT's and PTQ's reward
+over their seeds and QAT - PTQ paired by seed, read as "higher", "equivalent within ±m" or
+"underpowered" (`quarl.collate.verdicts.paired`), with Holm's correction over every width and series."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from quarl.collate import verdicts
 from quarl.collate.stats import seed_interval
-from quarl.report.records import _by_seed, _of, _values, select
+from quarl.report.records import by_seed, of_series, select, values
 from quarl.report.sweet_spots import keeps_fp32
-from quarl.report.text import _markdown, note, shown
+from quarl.report.text import markdown, note, shown
 
 
 def qat_vs_ptq(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataFrame:
@@ -18,32 +21,44 @@ def qat_vs_ptq(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataF
     pairing removes the seed's luck) with its interval and the seeds where QAT was ahead. The verdict
     reads "nothing for QAT to recover" where PTQ already keeps the fp32 reward (within the resolution
     of the report's verdicts, 5% of the env's reward threshold)."""
-    base = _of(runs, algo, env, train__keep_best=True, quant__scheme="affine", quant__granularity="per_tensor")
+    base = of_series(runs, algo, env, train__keep_best=True, quant__scheme="affine", quant__granularity="per_tensor")
     rows = []
     for bits in range(2, 9):
         qat = select(base, quant="qat", quant__bits=bits)
         ptq = select(base, quant="ptq", quant__bits=bits)
         if qat.empty and ptq.empty:
             continue
-        q = seed_interval(_values(qat, "reward_mean")) if not qat.empty else seed_interval([])
-        p = seed_interval(_values(ptq, "reward_mean")) if not ptq.empty else seed_interval([])
-        fp32 = seed_interval(_values(ptq, "fp32_reward")) if not ptq.empty else seed_interval([])
-        paired = pd.concat([_by_seed(qat, "reward_mean"), _by_seed(ptq, "reward_mean")], axis=1, join="inner")
+        q = seed_interval(values(qat, "reward_mean")) if not qat.empty else seed_interval([])
+        p = seed_interval(values(ptq, "reward_mean")) if not ptq.empty else seed_interval([])
+        fp32 = seed_interval(values(ptq, "fp32_reward")) if not ptq.empty else seed_interval([])
+        paired = pd.concat([by_seed(qat, "reward_mean"), by_seed(ptq, "reward_mean")], axis=1, join="inner")
         diff = paired.iloc[:, 0] - paired.iloc[:, 1] if not paired.empty else pd.Series(dtype=float)
         d = seed_interval(diff.to_numpy())
         if not (q.has_ci and p.has_ci):
             verdict = "too few seeds to tell"
         elif keeps_fp32(p.estimate, fp32.estimate, env):
             verdict = "nothing for QAT to recover: PTQ keeps the fp32 reward"
-        elif d.has_ci and d.low > 0:
-            verdict = "QAT higher (paired interval above 0)"
-        elif d.has_ci and d.high < 0:
-            verdict = "PTQ higher (paired interval below 0)"
         else:
-            ahead = f"{int((diff > 0).sum())} of {len(diff)}"
-            verdict = f"no difference shown (paired interval includes 0); QAT ahead in {ahead} seeds"
-        rows.append({"bits": bits, "qat": q, "ptq": p, "fp32": fp32, "diff": d, "verdict": verdict})
+            verdict = ""  # a paired verdict, decided with the family (`holm_verdicts`)
+        rows.append(
+            {"bits": bits, "qat": q, "ptq": p, "fp32": fp32, "diff": d, "verdict": verdict, "diffs": diff.to_numpy()}
+        )
     return pd.DataFrame(rows)
+
+
+MARGIN = verdicts.SCALE_MARGIN * 500.0  # 5% of CartPole's return scale
+CARTPOLE = (0.0, 500.0)  # CartPole-v1's return range (`quarl.collate.bounds`): intervals are clipped to it
+
+
+def holm_verdicts(tables: list[pd.DataFrame]) -> list[pd.DataFrame]:
+    """The paired verdict of every width still open in `tables` (one per series), with Holm's
+    correction over all of them together: one family of QAT-vs-PTQ tests."""
+    open_rows = [(t, i) for t in tables for i in t.index if not t.at[i, "verdict"]]
+    keep = verdicts.holm([verdicts.t_test_p(t.at[i, "diffs"]) for t, i in open_rows])
+    for (t, i), significant in zip(open_rows, keep):
+        verdict = verdicts.paired(t.at[i, "diffs"], MARGIN, ("QAT", "PTQ"), significant)
+        t.at[i, "verdict"] = f"{verdict.text} (family of {len(open_rows)})"
+    return tables
 
 
 def qat_finding(table: pd.DataFrame, algo: str, env: str = "cartpole") -> str:
@@ -61,17 +76,16 @@ def qat_finding(table: pd.DataFrame, algo: str, env: str = "cartpole") -> str:
     return f"{algo}: QAT keeps the fp32 reward down to {fewest('qat')}, PTQ down to {fewest('ptq')}."
 
 
-def _qat_section(runs: pd.DataFrame, algos: list[str]) -> str:
+def section(runs: pd.DataFrame, algos: list[str]) -> str:
     """QAT against PTQ per series on CartPole, and the finding read across the tables."""
     qat, findings = [], []
-    for algo in algos:
-        t = qat_vs_ptq(runs, algo)
-        if t.empty:
-            continue
+    found = [(algo, t) for algo in algos if not (t := qat_vs_ptq(runs, algo)).empty]
+    holm_verdicts([t for _, t in found])
+    for algo, t in found:
         findings.append(qat_finding(t, algo))
         qat.append(
             f"**{algo}** on CartPole:\n\n"
-            + _markdown(
+            + markdown(
                 [
                     "bits",
                     "QAT reward [95% CI]",
@@ -85,11 +99,11 @@ def _qat_section(runs: pd.DataFrame, algos: list[str]) -> str:
                 [
                     [
                         str(r["bits"]),
-                        shown(r["qat"]),
+                        shown(r["qat"], bounds=CARTPOLE),
                         str(r["qat"].n_runs),
-                        shown(r["ptq"]),
+                        shown(r["ptq"], bounds=CARTPOLE),
                         str(r["ptq"].n_runs),
-                        shown(r["fp32"]),
+                        shown(r["fp32"], bounds=CARTPOLE),
                         shown(r["diff"]),
                         r["verdict"],
                     ]

@@ -1,4 +1,6 @@
-"""DOC"""
+"""The report's records: the campaign's archived JSONs read through a rebuilt store, split into
+quarl's default trainings, the published agents' and the robust ones, and the small selections
+every section makes of them (a series on an env, a column's values per seed, a weak baseline)."""
 
 from __future__ import annotations
 
@@ -8,15 +10,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-import gymnasium as gym
 import numpy as np
 import pandas as pd
+import yaml
 
 from quarl import collate
 from quarl.collate import actorq, trainings
+from quarl.collate.bounds import return_range
 from quarl.collate.frame import Study
 from quarl.errors import QuarlError
-from quarl.store.query import as_run
+from quarl.report.text import UNBOUNDED
+from quarl.rl.baseline import reward_threshold
+from quarl.store.listing import FLAGS, flags
+from quarl.store.query import as_run, effective_budget
 from quarl.store.sqlite import Store, rebuild
 
 TABLE_ENVS = {"cartpole": "CartPole-v1", "mountaincar_continuous": "MountainCarContinuous-v0"}
@@ -47,6 +53,46 @@ def _column(runs: pd.DataFrame, key: str, default: Any) -> pd.Series:
     return values.where(values.notna(), default)
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """What every section of the report reads: the campaign, the report's folder (reasons, wall
+    times, figures), the named sweeps' folder, and whether figures are drawn."""
+
+    campaign: Campaign
+    folder: Path
+    sweeps: Path
+    reasons: dict[str, str]
+    figures: bool
+    files: int  # archived record files
+    done: int  # of them, done cells
+
+    @classmethod
+    def read(cls, records: Path, folder: Path, sweeps: Path, figures: bool) -> "Inputs":
+        """The inputs of a report of the records in `records`, written into `folder`."""
+        campaign = load_campaign(records)
+        reasons_file = folder / REASONS
+        reasons = (yaml.safe_load(reasons_file.read_text()) or {}) if reasons_file.exists() else {}
+        done = int((campaign.every["status"] == "done").sum()) if "status" in campaign.every.columns else 0
+        files = sum(1 for _ in records.glob("*.record.json"))
+        return cls(campaign, folder, sweeps, reasons, figures, files, done)
+
+    @property
+    def runs(self) -> pd.DataFrame:
+        """The records of quarl's default trainings."""
+        return self.campaign.runs
+
+    @property
+    def algos(self) -> list[str]:
+        """The series of the paper's CartPole algorithms (one per training)."""
+        return [series for algo in CARTPOLE_ALGOS for series in series_of(self.runs, algo, "cartpole")]
+
+    @property
+    def wall_times(self) -> str:
+        """The campaign's wall times (`wall_times.txt`), or 'none yet'."""
+        path = self.folder / WALL_TIMES
+        return path.read_text().strip() if path.exists() else "none yet"
+
+
 def split(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(quarl's defaults, the published agents' trainings (zoo=sb2), robust trainings) of `runs`:
     the paper's sections read the first, each of the others its own section."""
@@ -63,7 +109,7 @@ def load_campaign(records: Path) -> Campaign:
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "report.sqlite")
         rebuild(records, store)
-        every = as_run(store.runs())
+        every = effective_budget(as_run(store.runs()))
         defaults, published_runs, robust = (with_series(part) for part in split(every))
         study = collate.load(store.path, {"quant": "actorq"})
         curves = store.curves()
@@ -93,7 +139,7 @@ def series_of(runs: pd.DataFrame, algo: str, env: str) -> list[str]:
     return found or [algo]
 
 
-def _of(runs: pd.DataFrame, series: str, env: str, **where: Any) -> pd.DataFrame:
+def of_series(runs: pd.DataFrame, series: str, env: str, **where: Any) -> pd.DataFrame:
     """The records of one series (a training's label, or the algo where `runs` has no `series`) on `env`."""
     column = "series" if "series" in runs.columns else "algo"
     return select(runs[runs[column].astype(str) == series], env=env, **where)
@@ -121,18 +167,15 @@ def select(runs: pd.DataFrame, **where: Any) -> pd.DataFrame:
 
 def threshold(env: str, env_id: Optional[str] = None) -> Optional[float]:
     """Gymnasium's reward threshold for the env (the return that counts as solved), if it has one."""
-    env_id = env_id or TABLE_ENVS.get(env)
-    try:
-        return gym.spec(env_id).reward_threshold if env_id else None
-    except gym.error.Error:
-        return None
+    return reward_threshold(env_id or TABLE_ENVS.get(env))
 
 
-def _values(rows: pd.DataFrame, column: str, scale: float = 1.0) -> np.ndarray:
+def values(rows: pd.DataFrame, column: str, scale: float = 1.0) -> np.ndarray:
+    """`column` of `rows` as numbers (missing ones left out), times `scale`."""
     return pd.to_numeric(rows[column], errors="coerce").dropna().to_numpy(dtype=float) * scale
 
 
-def _not_learned(fp32: pd.DataFrame, env: str) -> str:
+def below_threshold(fp32: pd.DataFrame, env: str) -> str:
     """How many fp32 policies are below the env's reward threshold (the records' env id names it)."""
     env_id = str(fp32["env.id"].iloc[0]) if "env.id" in fp32.columns and not fp32.empty else None
     limit = threshold(env, env_id)
@@ -142,7 +185,39 @@ def _not_learned(fp32: pd.DataFrame, env: str) -> str:
     return f"{below} of {len(fp32)} fp32 policies below the env's reward threshold {limit:g}" if below else ""
 
 
-def _by_seed(cells: pd.DataFrame, column: str) -> pd.Series:
+def reward_bounds(cells: pd.DataFrame) -> tuple[float, float]:
+    """The return range of the env of `cells` (`quarl.collate.bounds`, from its records' env id and
+    step limit), unbounded where the env's definition gives none: reward intervals are clipped to it."""
+    if cells.empty or "env.id" not in cells.columns:
+        return UNBOUNDED
+    column = "env.kwargs.max_episode_steps"
+    limit = pd.to_numeric(cells[column], errors="coerce").dropna() if column in cells.columns else pd.Series()
+    found = return_range(str(cells["env.id"].iloc[0]), int(limit.iloc[0]) if len(limit) else None)
+    return (found.low, found.high) if found is not None else UNBOUNDED
+
+
+def difference_bounds(bounds: tuple[float, float]) -> tuple[float, float]:
+    """What a difference of two rewards in `bounds` can be."""
+    return bounds[0] - bounds[1], bounds[1] - bounds[0]
+
+
+def fp32_flag(cells: pd.DataFrame) -> str:
+    """'† fp32 not learned in 1 of 5 seeds' (or '‡ ... not solved ...') for the seeds of `cells`
+    (any records of one series: each carries its fp32 reward), from `quarl.store.listing.flags`,
+    the weakest kind first; '' where every seed's fp32 policy is sound."""
+    if cells.empty:
+        return ""
+    kinds = flags(cells)
+    seeds = cells["seed"] if "seed" in cells.columns else pd.Series(0, index=cells.index)
+    per_seed = {seed: set(kinds[seeds == seed].dropna()) for seed in seeds.unique()}
+    for kind, mark in FLAGS.items():
+        count = sum(kind in found for found in per_seed.values())
+        if count:
+            return f"{mark} fp32 {kind} in {count} of {len(per_seed)} seeds"
+    return ""
+
+
+def by_seed(cells: pd.DataFrame, column: str) -> pd.Series:
     """`column` per seed (the mean where a seed has several records)."""
     values = pd.to_numeric(cells[column], errors="coerce")
     return values.groupby(cells["seed"]).mean().dropna()

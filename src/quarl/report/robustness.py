@@ -5,12 +5,14 @@ budget and keep-best), the sweet spot of each training, and the fp32 reward each
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
+from quarl.collate import verdicts
 from quarl.collate.stats import Interval, seed_interval
-from quarl.report.records import _by_seed, _values, select
-from quarl.report.sweet_spots import KEEP_FRACTION, SWEET_BITS, _summary, extension_finding
-from quarl.report.text import FRACTION, _markdown, shown
+from quarl.report.records import by_seed, difference_bounds, fp32_flag, reward_bounds, select, values
+from quarl.report.sweet_spots import KEEP_FRACTION, SWEET_BITS, extension_finding, width_summary
+from quarl.report.text import FRACTION, UNBOUNDED, markdown, shown
 
 TASKS = (("dqn", "cartpole"), ("dqn", "acrobot"), ("dqn", "box2d/lunarlander"), ("sac", "pendulum"))
 TECHNIQUES = {"sam": "SAM", "noise": "pseudo-quantization noise"}
@@ -21,11 +23,11 @@ def _widths(runs: pd.DataFrame, algo: str, env: str) -> pd.DataFrame:
     return select(runs, algo=algo, env=env, quant="ptq", quant__scheme="quarl_code", train__keep_best=True)
 
 
-def _paired(plain: pd.DataFrame, robust: pd.DataFrame, column: str) -> tuple[Interval, int]:
-    """Robust minus plain `column`, seed by seed (the seeds both have), and how many seeds."""
-    both = pd.concat([_by_seed(robust, column), _by_seed(plain, column)], axis=1, join="inner")
+def _paired(plain: pd.DataFrame, robust: pd.DataFrame, column: str) -> tuple[Interval, list[float]]:
+    """Robust minus plain `column`, seed by seed (the seeds both have): its interval and the differences."""
+    both = pd.concat([by_seed(robust, column), by_seed(plain, column)], axis=1, join="inner")
     diff = (both.iloc[:, 0] - both.iloc[:, 1]).to_numpy() if not both.empty else []
-    return seed_interval(diff), len(diff)
+    return seed_interval(diff), list(diff)
 
 
 def comparison(plain_runs: pd.DataFrame, robust_runs: pd.DataFrame, algo: str, env: str) -> pd.DataFrame:
@@ -37,42 +39,52 @@ def comparison(plain_runs: pd.DataFrame, robust_runs: pd.DataFrame, algo: str, e
         robust = select(robust_cells, quant__bits=bits)
         if robust.empty:
             continue
-        reward, seeds = _paired(plain, robust, "reward_mean")
+        reward, diffs = _paired(plain, robust, "reward_mean")
         agreement, _ = _paired(plain, robust, "action_agreement")
+        twins = plain[plain["seed"].isin(set(robust["seed"]))]  # the plain side over the paired seeds only
         rows.append(
             {
                 "bits": str(bits),
-                "plain": _summary(str(bits), plain),
-                "robust": _summary(str(bits), robust),
+                "plain": width_summary(str(bits), twins),
+                "robust": width_summary(str(bits), robust),
                 "diff": reward,
                 "agreement_diff": agreement,
-                "paired": seeds,
+                "paired": len(diffs),
+                "diffs": diffs,
+                "verdict": "",
+                "kind": "",
             }
         )
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    pair = select(robust_runs, algo=algo, env=env)
+    scale = values(pair, "env.return_scale") if "env.return_scale" in pair.columns else np.empty(0)
+    out.attrs["scale"] = float(scale[0]) if scale.size else float("nan")
+    out.attrs["flags"] = {"plain": fp32_flag(plain_cells), "robust": fp32_flag(robust_cells)}
+    out.attrs["bounds"] = reward_bounds(pair)
+    return out
 
 
 def _sweet(table: pd.DataFrame, side: str, scale: float) -> str:
     """The sweet-spot finding of one side (plain or robust) of a comparison."""
     summaries = pd.DataFrame([r[side] for _, r in table.iterrows()])
+    summaries.attrs["flag"] = table.attrs.get("flags", {}).get(side, "")
     return extension_finding(summaries, scale) if not summaries.empty else "n/a"
 
 
-def _block(plain_runs: pd.DataFrame, robust_runs: pd.DataFrame, algo: str, env: str, technique: str) -> str:
-    table = comparison(plain_runs, robust_runs[robust_runs["train.robust"] == technique], algo, env)
-    if table.empty:
-        return ""
+def _block(table: pd.DataFrame, robust_runs: pd.DataFrame, algo: str, env: str, technique: str) -> str:
     pair = select(robust_runs, algo=algo, env=env)
     env_id = str(pair["env.id"].iloc[0]) if "env.id" in pair.columns and not pair.empty else env
-    scale = float(_values(pair, "env.return_scale")[0]) if "env.return_scale" in pair.columns else float("nan")
+    scale = float(values(pair, "env.return_scale")[0]) if "env.return_scale" in pair.columns else float("nan")
+    bounds = table.attrs.get("bounds", UNBOUNDED)
     fp32 = table[table["bits"] == "32"]
     fp32_text = (
-        f"fp32 reward: plain {shown(fp32.iloc[0]['plain']['reward'])}, {TECHNIQUES[technique]} "
-        f"{shown(fp32.iloc[0]['robust']['reward'])}, paired difference {shown(fp32.iloc[0]['diff'])}"
+        f"fp32 reward: plain {shown(fp32.iloc[0]['plain']['reward'], bounds=bounds)}, {TECHNIQUES[technique]} "
+        f"{shown(fp32.iloc[0]['robust']['reward'], bounds=bounds)}, paired difference "
+        f"{shown(fp32.iloc[0]['diff'], bounds=difference_bounds(bounds))}"
         if not fp32.empty
         else "fp32 reward: not run yet"
     )
-    body = _markdown(
+    body = markdown(
         [
             "weight bits",
             "plain reward [95% CI]",
@@ -82,17 +94,19 @@ def _block(plain_runs: pd.DataFrame, robust_runs: pd.DataFrame, algo: str, env: 
             "robust agreement",
             "agreement: robust - plain [95% CI]",
             "seeds paired",
+            "verdict (Holm over the family)",
         ],
         [
             [
                 r["bits"],
-                shown(r["plain"]["reward"]),
-                shown(r["robust"]["reward"]),
-                shown(r["diff"]),
+                shown(r["plain"]["reward"], bounds=bounds),
+                shown(r["robust"]["reward"], bounds=bounds),
+                shown(r["diff"], bounds=difference_bounds(bounds)),
                 shown(r["plain"]["agreement"], 3, FRACTION),
                 shown(r["robust"]["agreement"], 3, FRACTION),
                 shown(r["agreement_diff"], 3),
                 str(r["paired"]),
+                r["verdict"],
             ]
             for _, r in table.iterrows()
         ],
@@ -115,6 +129,18 @@ def tables(plain_runs: pd.DataFrame, robust_runs: pd.DataFrame) -> dict[str, pd.
             table = comparison(plain_runs, robust_runs[robust_runs["train.robust"] == technique], algo, env)
             if not table.empty:
                 found[f"{algo}/{env}/{technique}"] = table
+    return _holm(found)
+
+
+def _holm(found: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """Every width's paired reward verdict (robust vs plain, 2..8 bits) with Holm's correction over
+    the whole family of widths, tasks and techniques; the margin is 5% of each task's return scale."""
+    cells = [(t, i) for t in found.values() for i in t.index if t.at[i, "bits"] != "32"]
+    keep = verdicts.holm([verdicts.t_test_p(t.at[i, "diffs"]) for t, i in cells])
+    for (t, i), significant in zip(cells, keep):
+        margin = verdicts.SCALE_MARGIN * t.attrs.get("scale", float("nan"))
+        verdict = verdicts.paired(t.at[i, "diffs"], margin, ("robust", "plain"), significant)
+        t.at[i, "verdict"], t.at[i, "kind"] = verdict.text, verdict.kind
     return found
 
 
@@ -122,13 +148,16 @@ def reading(found: dict[str, pd.DataFrame]) -> str:
     """Per technique, across its tasks: at how many widths the paired reward difference is above,
     below or around 0, at how many the agreement rose, and the fp32 reward it cost or gave per task."""
     lines = []
+    family = sum(1 for t in found.values() for b in t["bits"] if b != "32")
     for technique, name in TECHNIQUES.items():
         mine = {key.rsplit("/", 1)[0]: t for key, t in found.items() if key.endswith(f"/{technique}")}
         widths = [r for t in mine.values() for _, r in t.iterrows() if r["bits"] != "32" and r["diff"].has_ci]
         if not widths:
             continue
-        better = sum(r["diff"].low > 0 for r in widths)
-        worse = sum(r["diff"].high < 0 for r in widths)
+        kinds = [r["kind"] for r in widths]
+        better, worse = kinds.count("higher"), kinds.count("lower")
+        equivalent = kinds.count("equivalent")
+        open_ = len(widths) - better - worse - equivalent
         agree = sum(r["agreement_diff"].has_ci and r["agreement_diff"].low > 0 for r in widths)
         fp32 = [
             f"{task} {shown(t.set_index('bits').loc['32', 'diff'], 1)}"
@@ -138,22 +167,28 @@ def reading(found: dict[str, pd.DataFrame]) -> str:
         tasks = f"{len(mine)} task{'s' if len(mine) != 1 else ''}"
         lines.append(
             f"- {name}, on {tasks}: at 2..8 bits the reward is above its plain twin's at {better} of "
-            f"{len(widths)} widths, below at {worse}, with no difference shown at {len(widths) - better - worse}; "
+            f"{len(widths)} widths, below at {worse} (after Holm's correction over the family of {family}), "
+            f"equivalent within 5% of the return scale at {equivalent}, and underpowered at {open_}; "
             f"the action agreement is higher at {agree}. Its fp32 reward minus the plain one: {'; '.join(fp32)}."
         )
-    return "Read across the tasks (paired by seed, 95% intervals):\n\n" + "\n".join(lines) if lines else ""
+    return "Read across the tasks (paired by seed):\n\n" + "\n".join(lines) if lines else ""
 
 
 def section(plain_runs: pd.DataFrame, robust_runs: pd.DataFrame) -> str:
     """The Markdown of the section: what the tasks say together, then a block per task and technique run so far."""
     if robust_runs.empty or "train.robust" not in robust_runs.columns:
         return "Not run yet: `bash docs/reproduction/campaign.sh robust`."
-    blocks = [_block(plain_runs, robust_runs, algo, env, technique) for algo, env in TASKS for technique in TECHNIQUES]
-    blocks = [b for b in blocks if b]
+    found = tables(plain_runs, robust_runs)
+    blocks = [
+        _block(found[key], robust_runs, algo, env, technique)
+        for algo, env in TASKS
+        for technique in TECHNIQUES
+        if (key := f"{algo}/{env}/{technique}") in found
+    ]
     keep = f"{KEEP_FRACTION:.0%} of the env's return scale"
     return (
         (
-            reading(tables(plain_runs, robust_runs))
+            reading(found)
             + "\n\n"
             + "\n\n".join(blocks)
             + f"\n\nA width keeps the reward within {keep} of its own fp32 policy's."

@@ -9,12 +9,14 @@ from collections import Counter
 import pandas as pd
 
 from quarl.collate import actorq
+from quarl.report import published_conditions, robustness
 from quarl.report.extensions import extension_pairs
-from quarl.report.ptq_table import Row
-from quarl.report.qat_vs_ptq import qat_vs_ptq
-from quarl.report.records import CARTPOLE_ALGOS, Campaign, series_of
+from quarl.report.ptq_table import Row, ptq_table
+from quarl.report.qat_vs_ptq import holm_verdicts, qat_vs_ptq
+from quarl.report.records import CARTPOLE_ALGOS, Campaign, Inputs, series_of
 from quarl.report.sweet_spots import extension_finding, sweet_spot
 from quarl.report.text import fmt
+from quarl.report.time_to_reward import ratio_text, speedups
 
 MAX_LINES = 12
 
@@ -54,6 +56,8 @@ def _spot(finding: str) -> str:
     found = re.match(r"Sweet spot: (\d+) bits", finding)
     if found:
         return f"{found.group(1)} bits"
+    if finding.startswith("Sweet spot: none named"):
+        return "none named (weak fp32 baseline)"
     return (
         "no width of 2..8"
         if finding.startswith("Sweet spot: none")
@@ -64,12 +68,12 @@ def _spot(finding: str) -> str:
 def qat_line(runs: pd.DataFrame) -> str:
     """How often QAT beats PTQ at equal bits (paired by seed) across algorithms and widths."""
     verdicts: Counter[str] = Counter()
-    for algo in CARTPOLE_ALGOS:
-        table = qat_vs_ptq(runs, algo)
+    for table in holm_verdicts([qat_vs_ptq(runs, algo) for algo in CARTPOLE_ALGOS]):
         verdicts.update(str(v).split(" (")[0].split(":")[0] for v in table.get("verdict", []))
     if not verdicts:
         return "not run yet."
-    return "at equal bits on CartPole: " + ", ".join(f"{v} in {n} cells" for v, n in verdicts.most_common()) + "."
+    cells = ", ".join(f"{v} in {n} cell{'s' if n != 1 else ''}" for v, n in verdicts.most_common())
+    return f"at equal bits on CartPole: {cells}."
 
 
 def extensions_line(runs: pd.DataFrame) -> str:
@@ -97,36 +101,34 @@ def published_line(rows: list[dict]) -> str:
 
 
 def robust_line(tables: dict[str, pd.DataFrame]) -> str:
-    """Widths where robust training beat, lost to or matched its plain twin (paired intervals)."""
-    better = worse = same = 0
-    for table in tables.values():
-        for _, r in table.iterrows():
-            if r["bits"] == "32" or not r["diff"].has_ci:
-                continue
-            better += r["diff"].low > 0
-            worse += r["diff"].high < 0
-            same += r["diff"].low <= 0 <= r["diff"].high
+    """Widths where robust training beat, lost to, matched or could not be told from its plain twin
+    (paired verdicts, Holm's correction over the family)."""
     if not tables:
         return "not run yet."
+    kinds = Counter(r["kind"] for table in tables.values() for _, r in table.iterrows() if r["bits"] != "32")
+    few = f", {kinds['no data']} with too few paired seeds" if kinds["no data"] else ""
     return (
-        f"{better + worse + same} widths compared with their plain twins (paired by seed): {better} better, "
-        f"{worse} worse, {same} with no difference shown."
+        f"{sum(kinds.values())} widths compared with their plain twins (paired by seed, Holm-corrected): "
+        f"{kinds['higher']} better, {kinds['lower']} worse, {kinds['equivalent']} equivalent within 5% of the "
+        f"return scale, {kinds['underpowered']} underpowered at their n{few}."
     )
 
 
 def actorq_line(campaign: Campaign) -> str:
-    """ActorQ's int8 speedups here beside the published ones."""
+    """ActorQ's int8 speedups here beside the published ones, each with its bootstrap interval and n."""
     ttr = campaign.time_to_reward
     if ttr.empty:
         return "not run yet."
     shown = actorq.ttr_display(ttr)
-    int8 = [(r, v) for (_, r), (_, v) in zip(ttr.iterrows(), shown.iterrows()) if r["precision"] == "int8"]
-    parts = [
-        f"{r['algo']} {r['network']} on {r['env']} {v['speedup_vs_fp32']}"
-        + (f" (paper {fmt(r['speedup (paper)'])})" if pd.notna(r["speedup (paper)"]) else "")
-        for r, v in int8
-    ]
-    return "int8 actors' time-to-reward speedup on 2 cores: " + "; ".join(parts) + "."
+    parts = []
+    for (_, r), (_, v) in zip(ttr.iterrows(), shown.iterrows()):
+        if r["precision"] != "int8":
+            continue
+        ratios = speedups(ttr, r)
+        speed = ratio_text(ratios[0], r["speedup_bound"]) if ratios else str(v["speedup_vs_fp32"])
+        paper = f", paper {fmt(r['speedup (paper)'])}" if pd.notna(r["speedup (paper)"]) else ""
+        parts.append(f"{r['algo']} {r['network']} on {r['env']} {speed} (n = {r['seeds']}{paper})")
+    return "int8 actors' speedup to the target, fp32's time over int8's: " + "; ".join(parts) + "."
 
 
 def summary(lines: list[str]) -> str:
@@ -134,12 +136,14 @@ def summary(lines: list[str]) -> str:
     return "## Summary\n\n" + "\n".join(lines[:MAX_LINES])
 
 
-def build(campaign: Campaign, table: list[Row], published_rows: list[dict], robust: dict[str, pd.DataFrame]) -> str:
+def section(inputs: Inputs) -> str:
     """The summary of the campaign, from the tables its sections show."""
-    runs = campaign.runs
+    campaign, runs = inputs.campaign, inputs.runs
+    published_rows = published_conditions.rows(runs, campaign.published, inputs.reasons)
+    robust = robustness.tables(runs, campaign.robust)
     return summary(
         [
-            _link("PTQ table, classic-control rows", ptq_line(table)),
+            _link("PTQ table, classic-control rows", ptq_line(ptq_table(runs, inputs.reasons))),
             _link("The PTQ table under the published conditions", published_line(published_rows)),
             _link("PTQ sweet spots", sweet_line(runs)),
             _link("QAT vs PTQ", qat_line(runs)),

@@ -1,4 +1,6 @@
-"""DOC"""
+"""The report's sweet spots: per series and bit width, the reward and action agreement of PTQ with
+the released code's formula across seeds, the fewest bits that keep the fp32 reward (never named on
+a weak fp32 baseline), the seed-to-seed noise of E and agreement, and the CartPole figure."""
 
 from __future__ import annotations
 
@@ -11,8 +13,8 @@ import pandas as pd
 from quarl.collate.stats import seed_interval
 from quarl.config import methods
 from quarl.evaluate.fidelity import AGREEMENT_TOLERANCE
-from quarl.report.records import FIGURES, _of, _values, select, threshold
-from quarl.report.text import FRACTION, _markdown, fmt, note, shown
+from quarl.report.records import FIGURES, fp32_flag, of_series, reward_bounds, select, threshold, values
+from quarl.report.text import FRACTION, UNBOUNDED, fmt, markdown, note, shown
 
 SWEET_FIGURE = "sweet_spot_cartpole.png"
 
@@ -22,21 +24,24 @@ SWEET_BITS = (2, 3, 4, 5, 6, 7, 8, 32)
 def sweet_spot(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataFrame:
     """Reward and action agreement per bit width (the released code's formula) and fp16, across the
     seeds of one series (`algo`: the algo, or a training's label where `runs` has several)."""
-    base = _of(runs, algo, env, train__keep_best=True)
+    base = of_series(runs, algo, env, train__keep_best=True)
     out = []
     for bits in SWEET_BITS:
         cells = select(base, quant="ptq", quant__bits=bits, quant__scheme="quarl_code")
-        out.append(_summary(str(bits), cells))
-    out.append(_summary("fp16", select(base, quant="fp16")))
-    return pd.DataFrame(out)
+        out.append(width_summary(str(bits), cells))
+    out.append(width_summary("fp16", select(base, quant="fp16")))
+    table = pd.DataFrame(out)
+    table.attrs["flag"] = fp32_flag(base)
+    table.attrs["bounds"] = reward_bounds(base)
+    return table
 
 
-def _summary(label: str, cells: pd.DataFrame) -> dict[str, Any]:
-    reward = seed_interval(_values(cells, "reward_mean")) if not cells.empty else seed_interval([])
-    agreement = seed_interval(_values(cells, "action_agreement")) if not cells.empty else seed_interval([])
-    mad = _values(cells, "action_mad") if not cells.empty and "action_mad" in cells.columns else np.empty(0)
-    errors = _values(cells, "rel_error") if not cells.empty else np.empty(0)
-    agree = _values(cells, "action_agreement") if not cells.empty else np.empty(0)
+def width_summary(label: str, cells: pd.DataFrame) -> dict[str, Any]:
+    reward = seed_interval(values(cells, "reward_mean")) if not cells.empty else seed_interval([])
+    agreement = seed_interval(values(cells, "action_agreement")) if not cells.empty else seed_interval([])
+    mad = values(cells, "action_mad") if not cells.empty and "action_mad" in cells.columns else np.empty(0)
+    errors = values(cells, "rel_error") if not cells.empty else np.empty(0)
+    agree = values(cells, "action_agreement") if not cells.empty else np.empty(0)
     return {
         "bits": label,
         "reward": reward,
@@ -59,7 +64,11 @@ KEEP_FRACTION = 0.05  # an extension's width keeps fp32's reward within this fra
 
 def extension_finding(table: pd.DataFrame, scale: float) -> str:
     """Which of 2..8 bits keep the fp32 (32-bit) mean reward, to within KEEP_FRACTION of the env's
-    return scale, and whether they are every width down to the fewest (a sweet spot) or not."""
+    return scale, and whether they are every width down to the fewest (a sweet spot) or not; no
+    sweet spot where the table's fp32 baseline is weak (`attrs["flag"]`, `fp32_flag`)."""
+    if table.attrs.get("flag"):
+        why = "a width can only keep the reward of a policy that solves its task"
+        return f"Sweet spot: none named ({table.attrs['flag']}: {why})."
     fp32 = table.loc[table["bits"] == "32", "reward"]
     if fp32.empty or fp32.iloc[0].n_runs == 0:
         return "Sweet spot: n/a (no fp32 cell yet)."
@@ -85,12 +94,12 @@ def sweet_table(table: pd.DataFrame) -> str:
     continuous = "mad" in table.columns and any(m.n_runs for m in table["mad"])
     header = ["weight bits", "reward [95% CI]", "action agreement [95% CI]"]
     header += ["action MAD, fraction of range [95% CI]"] if continuous else []
-    return _markdown(
+    return markdown(
         [*header, "n", "sd of E", "sd of agreement"],
         [
             [
                 r["bits"],
-                shown(r["reward"]),
+                shown(r["reward"], bounds=table.attrs.get("bounds", UNBOUNDED)),
                 shown(r["agreement"], 3, FRACTION),
                 *([shown(r["mad"], 3, FRACTION)] if continuous else []),
                 str(r["n"]),
@@ -145,7 +154,7 @@ def noise(runs: pd.DataFrame) -> pd.DataFrame:
     cell = [c for c in ("algo", "env", "quant", "quant.bits", "quant.scheme") if c in quantized.columns]
     rows = []
     for key, group in quantized.groupby(cell, sort=True, dropna=False):
-        errors, agree = _values(group, "rel_error", 100.0), _values(group, "action_agreement", 100.0)
+        errors, agree = values(group, "rel_error", 100.0), values(group, "action_agreement", 100.0)
         if min(errors.size, agree.size) < 2:
             continue
         rows.append(
@@ -192,7 +201,7 @@ def figure(runs: pd.DataFrame, algos: list[str], out: Path) -> Path:
     return path
 
 
-def _sweet_section(runs: pd.DataFrame, algos: list[str], folder: Path, figures: bool) -> str:
+def sweet_section(runs: pd.DataFrame, algos: list[str], folder: Path, figures: bool) -> str:
     """The sweet-spot table of each series on CartPole, and its figure (drawn when `figures`)."""
     sweet = [f"**{algo}** on CartPole:\n\n" + sweet_table(sweet_spot(runs, algo)) for algo in algos]
     has_sweet = any((sweet_spot(runs, a)["n"] > 0).any() for a in algos)
@@ -207,7 +216,7 @@ def _sweet_section(runs: pd.DataFrame, algos: list[str], folder: Path, figures: 
     )
 
 
-def _noise_section(runs: pd.DataFrame) -> str:
+def noise_section(runs: pd.DataFrame) -> str:
     """How much E and agreement move between seeds ('' when no cell has two seeds)."""
     spread = noise(runs)
     if spread.empty:
@@ -221,7 +230,7 @@ def _noise_section(runs: pd.DataFrame) -> str:
         "## How much E and action agreement move between seeds\n\n"
         + note("noise")
         + "\n\n"
-        + _markdown(
+        + markdown(
             ["algo", "env", "cell", "seeds", "sd of E (points of %)", "sd of agreement (points of %)"],
             [
                 [r["algo"], r["env"], label(r), str(r["n"]), fmt(r["sd_E"]), fmt(r["sd_agreement"])]

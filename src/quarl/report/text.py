@@ -5,38 +5,45 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import jinja2
+import numpy as np
 
 from quarl.collate.stats import Interval
 
+UNBOUNDED = (-math.inf, math.inf)
+MAX_SHOWN = 5  # up to this many seeds, a table shows each seed's value beside the summary
+CLIPPED = "ᶜ"  # marks an interval clipped to what its quantity can take
+
 
 def fmt(x: float, digits: int = 2) -> str:
+    """`x` with `digits` decimals, 'n/a' for a missing value."""
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
-def shown(ci: Interval, digits: int = 2, bounds: tuple[float, float] = (-math.inf, math.inf)) -> str:
-    """`mean [low, high]` (clipped to the quantity's `bounds`), or the mean with why there is no interval."""
+def shown(ci: Interval, digits: int = 2, bounds: tuple[float, float] = UNBOUNDED) -> str:
+    """`mean [low, high]` (clipped to the quantity's `bounds`, and then marked ᶜ), or the mean with
+    why there is no interval."""
     if ci.n_runs == 0:
         return "not run yet"
     if not ci.has_ci:
         return f"{fmt(ci.estimate, digits)} (one seed: no interval)"
     low, high = max(ci.low, bounds[0]), min(ci.high, bounds[1])
-    return f"{fmt(ci.estimate, digits)} [{fmt(low, digits)}, {fmt(high, digits)}]"
+    mark = CLIPPED if (low, high) != (ci.low, ci.high) else ""
+    return f"{fmt(ci.estimate, digits)} [{fmt(low, digits)}, {fmt(high, digits)}]{mark}"
+
+
+def per_seed(values: Sequence[float] | np.ndarray, digits: int = 1) -> str:
+    """Each seed's value ('500.0, 133.0, 208.0') where there are at most MAX_SHOWN, else ''."""
+    return ", ".join(fmt(float(v), digits) for v in values) if 0 < len(values) <= MAX_SHOWN else ""
 
 
 FRACTION = (0.0, 1.0)  # action agreement: intervals clipped to what a fraction can be
 
 
-def inside(value: float, ci: Interval, tolerance: float = 1e-6) -> bool:
-    """The published value lies in the interval (a zero-width interval: equals the mean)."""
-    if not ci.has_ci:
-        return False
-    return ci.low - tolerance <= value <= ci.high + tolerance
-
-
-def _markdown(header: list[str], rows: list[list[str]]) -> str:
+def markdown(header: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table of `rows` under `header`."""
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)

@@ -344,6 +344,26 @@ def flag_of(note: Any) -> str | None:
     return "not learned" if "did not learn" in note else "not solved"
 
 
+def flags(runs: pd.DataFrame) -> pd.Series:
+    """Each record's weak-baseline kind ('not learned', 'not solved' or None): its `fp32_note`, or
+    for a record written before notes were stored, the same rule (`quarl.rl.baseline.fp32_flag`)
+    applied to its fp32 reward and env settings."""
+    from quarl.rl.baseline import fp32_flag  # gymnasium: only when flags are asked for
+
+    def one(row: pd.Series) -> str | None:
+        note = row.get("fp32_note")
+        if isinstance(note, str) and note:
+            return flag_of(note)
+        reward = pd.to_numeric(row.get("fp32_reward"), errors="coerce")
+        if pd.isna(reward) or row.get("status", "done") != "done":
+            return None
+        env = {k: None if pd.isna(v := row.get(f"env.{k}")) else v for k in ("random_return", "return_scale", "id")}
+        found = fp32_flag(env, float(reward))
+        return found[0] if found else None
+
+    return runs.apply(one, axis=1) if len(runs) else pd.Series(dtype=object)
+
+
 def summary_columns(runs: pd.DataFrame) -> list[str]:
     """The columns `quarl results` shows: the summary, every config key that tells the selected
     records apart, the action-fidelity columns any of them has, and `rel_error_note` where E is n/a."""
@@ -361,9 +381,8 @@ def summary_columns(runs: pd.DataFrame) -> list[str]:
 
 def with_flags(runs: pd.DataFrame) -> pd.DataFrame:
     """`runs` with `fp32_flag`: '† not learned' or '‡ not solved' where the record's fp32 baseline
-    is weak (its `fp32_note`), else ''; the legend is `FLAGS`."""
-    notes = runs["fp32_note"] if "fp32_note" in runs.columns else pd.Series(None, index=runs.index, dtype=object)
-    return runs.assign(fp32_flag=notes.map(lambda n: f"{FLAGS[k]} {k}" if (k := flag_of(n)) else ""))
+    is weak (`flags`), else ''; the legend is `FLAG_LEGEND`."""
+    return runs.assign(fp32_flag=flags(runs).map(lambda k: f"{FLAGS[k]} {k}" if k else ""))
 
 
 def summary(runs: pd.DataFrame) -> pd.DataFrame:

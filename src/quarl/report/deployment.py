@@ -1,0 +1,46 @@
+"""The report's "Deployment" section: the paper's Raspberry Pi 3b table (fp32 vs int8 inference of
+three MLP policies) beside what quarl measures instead on the machines it has: the same networks'
+batch-1 latency on this CPU (`benchmarks/bench_deploy.py`, saved as `deployment.csv` beside the
+report) and the C policy's executed instructions per action on the emulated Cortex-M4."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from quarl.collate.published import packaged
+from quarl.report.records import Inputs
+from quarl.report.text import fmt, markdown, note
+
+MEASURED = "deployment.csv"  # bench_deploy.py's rows for the paper's networks, copied by hand with its command
+
+
+def section(inputs: Inputs) -> str:
+    """The paper's rows, each beside quarl's measurement of the same network where there is one."""
+    paper = packaged("paper_deployment_int8.csv", "policy")
+    path = inputs.folder / MEASURED
+    measured = pd.read_csv(path, comment="#").set_index("network") if path.exists() else pd.DataFrame()
+    rows = []
+    for _, r in paper.iterrows():
+        ours = measured.loc[r["network"]] if r["network"] in measured.index else None
+        rows.append(
+            [
+                str(r["policy"]),
+                str(r["network"]),
+                f"{fmt(r['fp32_time_ms'], 3)} / {fmt(r['int8_time_ms'], 3)}",
+                f"{fmt(r['speedup'])}x",
+                f"{r['fp32_success_pct']:.0f}% / {r['int8_success_pct']:.0f}%",
+                *(
+                    [
+                        f"{fmt(ours['fp32_ms'], 3)} / {fmt(ours['int8_ms'], 3)}",
+                        f"{fmt(ours['fp32_ms'] / ours['int8_ms'])}x",
+                        str(ours["int8_backend"]),
+                    ]
+                    if ours is not None
+                    else ["not measured", "", ""]
+                ),
+            ]
+        )
+    header = ["policy", "network", "paper: fp32 / int8 ms (Pi 3b)", "paper speedup", "paper success fp32 / int8"]
+    header += ["quarl: fp32 / int8 ms (this CPU)", "quarl speedup", "quarl int8 backend"]
+    source = str(measured["source"].iloc[0]) if "source" in measured.columns and len(measured) else ""
+    return "## Deployment: int8 inference\n\n" + note("deployment", source=source) + "\n\n" + markdown(header, rows)
