@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from quarl.store.sqlite import Store, write_json
+from quarl.store.record_files import write_json
+from quarl.store.sqlite import Store
 
 ENV_IDS = {"cartpole": "CartPole-v1", "acrobot": "Acrobot-v1", "mountaincar_continuous": "MountainCarContinuous-v0",
            "pendulum": "Pendulum-v1"}

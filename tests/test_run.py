@@ -459,7 +459,8 @@ def test_a_store_written_before_the_move_loads_and_its_done_cells_are_skipped(sc
     """The committed campaign records were written by quarl before its restructuring (and before a
     record stored an fp16 cell's true width): rebuilt into a store, the same named-sweep command
     finds its cells done and runs nothing."""
-    from quarl.store.sqlite import Store, rebuild
+    from quarl.store.record_files import rebuild
+    from quarl.store.sqlite import Store
 
     store = scratch / "outputs" / "results.sqlite"
     store.parent.mkdir(parents=True)

@@ -14,19 +14,10 @@ import pandas as pd
 
 from quarl.errors import QuarlError
 from quarl.rl.envs import SUITES
-from quarl.store.listing import (
-    FLAG_LEGEND,
-    one_record,
-    pack,
-    shorten,
-    shown,
-    status_lines,
-    summary_columns,
-    terminal_width,
-    with_flags,
-)
+from quarl.store import record_files, sqlite
+from quarl.store.flags import FLAG_LEGEND, with_flags
+from quarl.store.listing import one_record, pack, shorten, shown, status_lines, summary_columns, terminal_width
 from quarl.store.query import DEFAULT_STORE, load, open_store, weight_bits
-from quarl.store.sqlite import Store, rebuild
 
 log = logging.getLogger("quarl")
 
@@ -59,7 +50,7 @@ def cmd_results(args: argparse.Namespace) -> None:
 def cmd_rebuild(args: argparse.Namespace) -> None:
     if not args.root.is_dir():
         raise QuarlError(f"{args.root} is not a folder: give the folder that holds the run dirs (outputs/).")
-    count = rebuild(args.root, Store(args.store))
+    count = record_files.rebuild(args.root, sqlite.Store(args.store))
     log.info("Wrote %d records found under %s into %s.", count, args.root, args.store)
 
 

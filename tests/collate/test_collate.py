@@ -805,7 +805,7 @@ def test_the_campaign_records_hold_one_training_per_algo_and_env():
     but ActorQ's holds two trainings; the published agents' (zoo=sb2) and the robust ones are told
     apart from them by exactly that setting."""
     from quarl.collate import trainings
-    from quarl.store.sqlite import rebuild
+    from quarl.store.record_files import rebuild
 
     with __import__("tempfile").TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "r.sqlite")

@@ -9,7 +9,8 @@ import pytest
 from quarl.errors import QuarlError
 from quarl.store import listing
 from quarl.store import query as results
-from quarl.store.sqlite import ACTOR_COLUMNS, Store, find_records, flatten, rebuild, write_json
+from quarl.store.record_files import find_records, rebuild, write_json
+from quarl.store.sqlite import ACTOR_COLUMNS, Store, flatten
 from tests.conftest import ROOT
 
 
@@ -246,7 +247,7 @@ def test_rebuild_passes_over_each_malformed_record_in_one_sentence_and_rebuilds_
 
 
 def test_every_committed_record_passes_the_checks():
-    from quarl.store.sqlite import record_problem
+    from quarl.store.record_files import record_problem
 
     records = list((ROOT / "docs/reproduction/records").rglob("*.json"))
     assert len(records) > 700
@@ -469,7 +470,8 @@ def test_results_and_status_show_every_key_that_tells_records_apart(tmp_path, ca
     header = out.splitlines()[0].split()
     assert "train.steps" in header                                 # it differs among the selected records
     assert "eval.episodes" not in header and "algo.n_envs" not in header  # these do not
-    assert len(out.splitlines()) == 3                              # two budgets: two rows, not duplicates
+    assert len(out.splitlines()) == 4                              # two budgets: two rows, not duplicates
+    assert out.splitlines()[-1].startswith("† fp32 not learned:")  # fp32 100 < 475 on CartPole: the flag's legend
     assert cli.main(["results", "--store", str(path), "quant.bits=4,2"]) == 0
     assert "eval.episodes" in capsys.readouterr().out.splitlines()[0].split()
     grid, _ = listing.status(path, {})

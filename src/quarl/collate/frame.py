@@ -15,7 +15,8 @@ from quarl.collate.bounds import ReturnRange, return_range
 from quarl.collate.ptq_keys import effective_quant_columns
 from quarl.collate.trainings import select
 from quarl.config.keys import result_keys
-from quarl.store.listing import FIDELITY_COLUMNS, FLAGS, config_keys, flags, value_text
+from quarl.store.flags import FLAGS, flags
+from quarl.store.listing import FIDELITY_COLUMNS, config_keys, value_text
 from quarl.store.query import FLOAT_BITS
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 
 from quarl.config.keys import cell_key
 from quarl.errors import QuarlError
-from quarl.store.sqlite import find_records
+from quarl.store.record_files import find_records
 
 log = logging.getLogger(__name__)
 

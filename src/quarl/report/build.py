@@ -37,7 +37,7 @@ from quarl.report import (
 )
 from quarl.report.records import REPORT, Inputs, sweep_of
 from quarl.report.text import markdown, note
-from quarl.store.sqlite import find_records
+from quarl.store.record_files import find_records
 
 log = logging.getLogger(__name__)
 

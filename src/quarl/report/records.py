@@ -21,9 +21,10 @@ from quarl.collate.frame import Study
 from quarl.errors import QuarlError
 from quarl.report.text import UNBOUNDED
 from quarl.rl.baseline import reward_threshold
-from quarl.store.listing import FLAGS, flags
+from quarl.store.flags import FLAGS, flags
 from quarl.store.query import as_run, effective_budget
-from quarl.store.sqlite import Store, rebuild
+from quarl.store.record_files import rebuild
+from quarl.store.sqlite import Store
 
 TABLE_ENVS = {"cartpole": "CartPole-v1", "mountaincar_continuous": "MountainCarContinuous-v0"}
 

@@ -328,42 +328,6 @@ def status(store: str | Path, filters: Mapping[str, Any] | None = None) -> tuple
     return grid.fillna("-"), failed.reset_index(drop=True)
 
 
-#: A weak fp32 baseline's kind -> its marker in every table and listing (`quarl.rl.envs.fp32_flag`).
-FLAGS = {"not learned": "†", "not solved": "‡"}
-FLAG_LEGEND = (
-    "† fp32 not learned: the fp32 policy is no better than a random one, so E compares two unlearned policies; "
-    "‡ fp32 not solved: its reward is below the env's reward threshold (the record's fp32_note says by how much)."
-)
-
-
-def flag_of(note: Any) -> str | None:
-    """A record's `fp32_note` as its kind: 'not learned' (no better than a random policy), 'not
-    solved' (below the env's reward threshold), or None (no note)."""
-    if not isinstance(note, str) or not note:
-        return None
-    return "not learned" if "did not learn" in note else "not solved"
-
-
-def flags(runs: pd.DataFrame) -> pd.Series:
-    """Each record's weak-baseline kind ('not learned', 'not solved' or None): its `fp32_note`, or
-    for a record written before notes were stored, the same rule (`quarl.rl.baseline.fp32_flag`)
-    applied to its fp32 reward and env settings."""
-    from quarl.rl.baseline import fp32_flag  # gymnasium: only when flags are asked for
-
-    def one(row: pd.Series) -> str | None:
-        note = row.get("fp32_note")
-        if isinstance(note, str) and note:
-            return flag_of(note)
-        reward = pd.to_numeric(row.get("fp32_reward"), errors="coerce")
-        if pd.isna(reward) or row.get("status", "done") != "done":
-            return None
-        env = {k: None if pd.isna(v := row.get(f"env.{k}")) else v for k in ("random_return", "return_scale", "id")}
-        found = fp32_flag(env, float(reward))
-        return found[0] if found else None
-
-    return runs.apply(one, axis=1) if len(runs) else pd.Series(dtype=object)
-
-
 def summary_columns(runs: pd.DataFrame) -> list[str]:
     """The columns `quarl results` shows: the summary, every config key that tells the selected
     records apart, the action-fidelity columns any of them has, and `rel_error_note` where E is n/a."""
@@ -377,12 +341,6 @@ def summary_columns(runs: pd.DataFrame) -> list[str]:
     if "fp32_flag" in runs.columns and runs["fp32_flag"].astype(bool).any():
         columns.insert(columns.index("rel_error") + 1 if "rel_error" in columns else len(columns), "fp32_flag")
     return columns
-
-
-def with_flags(runs: pd.DataFrame) -> pd.DataFrame:
-    """`runs` with `fp32_flag`: '† not learned' or '‡ not solved' where the record's fp32 baseline
-    is weak (`flags`), else ''; the legend is `FLAG_LEGEND`."""
-    return runs.assign(fp32_flag=flags(runs).map(lambda k: f"{FLAGS[k]} {k}" if k else ""))
 
 
 def summary(runs: pd.DataFrame) -> pd.DataFrame:

@@ -12,7 +12,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from quarl.config.keys import MEASUREMENT, cell_key, policy_key, train_steps
 from quarl.store import provenance
-from quarl.store.sqlite import Store, write_json
+from quarl.store.record_files import write_json
+from quarl.store.sqlite import Store
 
 if TYPE_CHECKING:
     from quarl.evaluate.episodes import Evaluation
