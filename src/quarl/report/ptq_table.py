@@ -13,7 +13,18 @@ import pandas as pd
 from quarl.collate import published, trainings, verdicts
 from quarl.collate.bounds import return_range
 from quarl.collate.stats import Interval, seed_interval
-from quarl.report.records import TABLE_ENVS, Inputs, below_threshold, fp32_flag, of_series, select, series_of, values
+from quarl.report.records import (
+    TABLE_ENVS,
+    Inputs,
+    below_threshold,
+    e_bounds,
+    fp32_flag,
+    of_series,
+    reward_bounds,
+    select,
+    series_of,
+    values,
+)
 from quarl.report.text import FRACTION, UNBOUNDED, fmt, markdown, note, per_seed, shown
 
 NO_REASON = "no reason established yet"
@@ -70,13 +81,13 @@ def _ptq_rows(cells: pd.DataFrame, series: str, env: str, pub: pd.Series, reason
     fp32 = select(cells, quant="fp32")
     fp16 = select(cells, quant="fp16")
     int8 = int8_cells(cells)
-    reward = _reward_bounds(cells, env)
+    reward = reward_bounds(cells) if "env.id" in cells.columns else _table_range(env)
     measured = {
         "fp32": (fp32, "reward_mean", 1.0, None, reward),
         "fp16": (fp16, "reward_mean", 1.0, fp16, reward),
-        "E_fp16 (%)": (fp16, "rel_error", 100.0, None, _e_bounds(fp16, reward)),
+        "E_fp16 (%)": (fp16, "rel_error", 100.0, None, e_bounds(fp16, reward)),
         "int8": (int8, "reward_mean", 1.0, int8, reward),
-        "E_int8 (%)": (int8, "rel_error", 100.0, None, _e_bounds(int8, reward)),
+        "E_int8 (%)": (int8, "rel_error", 100.0, None, e_bounds(int8, reward)),
     }
     flag = fp32_flag(fp32)
     rows = []
@@ -90,24 +101,10 @@ def _ptq_rows(cells: pd.DataFrame, series: str, env: str, pub: pd.Series, reason
     return rows
 
 
-def _reward_bounds(cells: pd.DataFrame, env: str) -> tuple[float, float]:
-    """The env's return range (`quarl.collate.bounds`), unbounded where its definition gives none."""
-    env_id = str(cells["env.id"].iloc[0]) if "env.id" in cells.columns and not cells.empty else TABLE_ENVS.get(env)
-    found = return_range(env_id)
+def _table_range(env: str) -> tuple[float, float]:
+    """The return range of a PTQ-table env named by quarl's name (records without an env id)."""
+    found = return_range(TABLE_ENVS.get(env))
     return (found.low, found.high) if found is not None else UNBOUNDED
-
-
-def _e_bounds(frame: pd.DataFrame, reward: tuple[float, float]) -> tuple[float, float]:
-    """What a mean of E (in %) over these seeds can be: each seed's E = (f - q) / |f| lies between
-    (f - high) / |f| and (f - low) / |f| for its fp32 reward f and any quantized return q in the
-    env's range; the mean's bounds are the means of those (unbounded where a range or f is missing)."""
-    if frame.empty or "fp32_reward" not in frame.columns or not all(np.isfinite(reward)):
-        return UNBOUNDED
-    f = pd.to_numeric(frame["fp32_reward"], errors="coerce").to_numpy(float)
-    f = f[np.isfinite(f) & (f != 0)]
-    if not f.size:
-        return UNBOUNDED
-    return float(np.mean((f - reward[1]) / np.abs(f))) * 100, float(np.mean((f - reward[0]) / np.abs(f))) * 100
 
 
 def published_verdict(

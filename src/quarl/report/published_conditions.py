@@ -11,7 +11,7 @@ import pandas as pd
 from quarl.collate import published
 from quarl.collate.stats import seed_interval
 from quarl.report.ptq_table import NO_REASON, int8_cells, published_verdict
-from quarl.report.records import select, values
+from quarl.report.records import e_bounds, fp32_flag, reward_bounds, select, values
 from quarl.report.text import FRACTION, fmt, markdown, shown
 
 PAIRS = (("dqn", "cartpole"), ("a2c", "cartpole"), ("ppo", "cartpole"), ("ddpg", "mountaincar_continuous"))
@@ -37,6 +37,15 @@ def _int8(runs: pd.DataFrame, algo: str, env: str, min_elements: int) -> tuple[p
     return fp32, _rule(int8, min_elements)
 
 
+def _seeds_with_e(fp32: pd.DataFrame, int8: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`fp32` and `int8` restricted to the seeds whose int8 record has an E (E is n/a where the fp32
+    reward is too close to 0), so that every column of a row stands on the same seeds."""
+    if int8.empty or "rel_error" not in int8.columns:
+        return fp32, int8
+    seeds = set(int8.loc[pd.to_numeric(int8["rel_error"], errors="coerce").notna(), "seed"])
+    return fp32[fp32["seed"].isin(seeds)], int8[int8["seed"].isin(seeds)]
+
+
 def _quantized_share(int8: pd.DataFrame) -> str:
     """The int8 policy's bytes as a share of fp32's: 1.00 means no weight was quantized."""
     if int8.empty:
@@ -56,6 +65,7 @@ def rows(defaults: pd.DataFrame, published_runs: pd.DataFrame, reasons: dict[str
         pair: list[dict] = []
         for name, which, min_elements in CONDITIONS:
             fp32, int8 = _int8(defaults if which == "defaults" else published_runs, algo, env, min_elements)
+            fp32, int8 = _seeds_with_e(fp32, int8)  # one n per row: every column over the seeds E is over
             errors = values(int8, "rel_error", 100.0) if not int8.empty else np.empty(0)
             error = seed_interval(errors)
             value = float(paper["e_int8_pct"])
@@ -70,6 +80,9 @@ def rows(defaults: pd.DataFrame, published_runs: pd.DataFrame, reasons: dict[str
                     "published": value,
                     "agreement": seed_interval(values(int8, "action_agreement")) if not int8.empty else None,
                     "bytes": _quantized_share(int8),
+                    "bounds": reward_bounds(int8),
+                    "e_bounds": e_bounds(int8, reward_bounds(int8)),
+                    "flag": fp32_flag(fp32),
                     "verdict": published_verdict(
                         algo,
                         env,
@@ -147,12 +160,12 @@ def section(defaults: pd.DataFrame, published_runs: pd.DataFrame, reasons: dict[
         ],
         [
             [
-                r["algo"],
+                r["algo"] + (f" {r['flag'].split(' ', 1)[0]}" if r["flag"] else ""),
                 r["env"],
                 r["condition"],
-                shown(r["fp32"]),
-                shown(r["int8"]),
-                shown(r["E"]),
+                shown(r["fp32"], bounds=r["bounds"]),
+                shown(r["int8"], bounds=r["bounds"]),
+                shown(r["E"], bounds=r["e_bounds"]),
                 str(r["E"].n_runs),
                 fmt(r["published"]),
                 shown(r["agreement"], 3, FRACTION) if r["agreement"] is not None else "",
@@ -163,4 +176,8 @@ def section(defaults: pd.DataFrame, published_runs: pd.DataFrame, reasons: dict[
         ],
     )
     found = finding(table)
-    return body + ("\n\n" + found if found else "")
+    flagged = dict.fromkeys(
+        f"{r['algo']} on {r['env']}, {r['condition'].split(':')[0]}: {r['flag']}" for r in table if r["flag"]
+    )
+    legend = "\n\n" + "\n".join(f"- {line}" for line in flagged) if flagged else ""
+    return body + legend + ("\n\n" + found if found else "")

@@ -197,6 +197,20 @@ def reward_bounds(cells: pd.DataFrame) -> tuple[float, float]:
     return (found.low, found.high) if found is not None else UNBOUNDED
 
 
+def e_bounds(frame: pd.DataFrame, reward: tuple[float, float]) -> tuple[float, float]:
+    """What a mean of E (in %) over these records' seeds can be: each seed's E = (f - q) / |f| lies
+    between (f - high) / |f| and (f - low) / |f| for its fp32 reward f and any quantized return q in
+    the env's range `reward`; the mean's bounds are the means of those (unbounded where a range or f
+    is missing)."""
+    if frame.empty or "fp32_reward" not in frame.columns or not all(np.isfinite(reward)):
+        return UNBOUNDED
+    f = pd.to_numeric(frame["fp32_reward"], errors="coerce").to_numpy(float)
+    f = f[np.isfinite(f) & (f != 0)]
+    if not f.size:
+        return UNBOUNDED
+    return float(np.mean((f - reward[1]) / np.abs(f))) * 100, float(np.mean((f - reward[0]) / np.abs(f))) * 100
+
+
 def difference_bounds(bounds: tuple[float, float]) -> tuple[float, float]:
     """What a difference of two rewards in `bounds` can be."""
     return bounds[0] - bounds[1], bounds[1] - bounds[0]

@@ -40,8 +40,8 @@ def width_summary(label: str, cells: pd.DataFrame) -> dict[str, Any]:
     reward = seed_interval(values(cells, "reward_mean")) if not cells.empty else seed_interval([])
     agreement = seed_interval(values(cells, "action_agreement")) if not cells.empty else seed_interval([])
     mad = values(cells, "action_mad") if not cells.empty and "action_mad" in cells.columns else np.empty(0)
-    errors = values(cells, "rel_error") if not cells.empty else np.empty(0)
-    agree = values(cells, "action_agreement") if not cells.empty else np.empty(0)
+    errors = values(cells, "rel_error", 100.0) if not cells.empty else np.empty(0)  # points of %
+    agree = values(cells, "action_agreement", 100.0) if not cells.empty else np.empty(0)
     return {
         "bits": label,
         "reward": reward,
@@ -95,7 +95,7 @@ def sweet_table(table: pd.DataFrame) -> str:
     header = ["weight bits", "reward [95% CI]", "action agreement [95% CI]"]
     header += ["action MAD, fraction of range [95% CI]"] if continuous else []
     return markdown(
-        [*header, "n", "sd of E", "sd of agreement"],
+        [*header, "n", "sd of E (points of %)", "sd of agreement (points of %)"],
         [
             [
                 r["bits"],
@@ -103,8 +103,8 @@ def sweet_table(table: pd.DataFrame) -> str:
                 shown(r["agreement"], 3, FRACTION),
                 *([shown(r["mad"], 3, FRACTION)] if continuous else []),
                 str(r["n"]),
-                fmt(r["sd_E"], 4),
-                fmt(r["sd_agreement"], 4),
+                fmt(r["sd_E"]),
+                fmt(r["sd_agreement"]),
             ]
             for _, r in table.iterrows()
         ],
