@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 
 from matplotlib.figure import Figure
 
-from quarl.collate import actorq, aggregate_plots, curves, plots, precision, stats, tables, weights
+from quarl.collate import actorq, aggregate_plots, curves, plots, precision, stats, tables, verdict_table, weights
 from quarl.collate.frame import Study, is_float
 from quarl.collate.steps import Steps
 from quarl.collate.trainings import stem, title
@@ -118,6 +118,14 @@ def write_tables(study: Study, out: Path) -> list[Path]:
             f"Published vs reproduced ({study.quantizers(ptq[:1]) if ptq[0] else 'no quantizer'})",
             "Ours: this store (mean over seeds); (paper): QuaRL, arXiv 1910.01055, Table 2, whose "
             "numbers came from QuaRL's released code (quant.scheme=quarl_code). E in %. " + tables.FLAG_CAPTION,
+        )
+        judged = verdict_table.verdict_table(study, ptq[0] if ptq else None)
+        written += tables.write(
+            judged,
+            folder / "verdicts",
+            f"The paper's PTQ cells judged ({study.quantizers(ptq[:1]) if ptq[0] else 'no quantizer'})",
+            verdict_table.CAPTION,
+            floatfmt=".4g",
         )
     else:
         study.notes.add("No cell of this selection is in the paper's PTQ table: no published-vs-reproduced table.")

@@ -4,10 +4,11 @@ over their seeds and QAT - PTQ paired by seed, read as "higher", "equivalent wit
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from quarl.collate import verdicts
-from quarl.collate.stats import seed_interval
+from quarl.collate.stats import iqm, probability_of_improvement, seed_interval, stratified_bootstrap
 from quarl.report.records import by_seed, of_series, select, values
 from quarl.report.sweet_spots import keeps_fp32
 from quarl.report.text import markdown, note, shown
@@ -41,9 +42,47 @@ def qat_vs_ptq(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataF
         else:
             verdict = ""  # a paired verdict, decided with the family (`holm_verdicts`)
         rows.append(
-            {"bits": bits, "qat": q, "ptq": p, "fp32": fp32, "diff": d, "verdict": verdict, "diffs": diff.to_numpy()}
+            {
+                "bits": bits,
+                "qat": q,
+                "ptq": p,
+                "fp32": fp32,
+                "diff": d,
+                "verdict": verdict,
+                "diffs": diff.to_numpy(),
+                "values": (values(qat, "reward_mean"), values(ptq, "reward_mean")),
+            }
         )
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    same_env = select(runs, env=env)  # records written before env.random_return existed: another record's
+    random = values(same_env, "env.random_return") if "env.random_return" in runs.columns else np.empty(0)
+    out.attrs["random"] = float(random[0]) if random.size else None
+    return out
+
+
+def aggregate(tables: list[pd.DataFrame]) -> str:
+    """Across every series and width: the IQM of the normalised reward (R - R_random) / (R_fp32 -
+    R_random) of QAT and of PTQ with stratified-bootstrap intervals, and the probability that a QAT
+    run beats a PTQ one (rliable's definitions, `quarl.collate.stats`)."""
+    qat, ptq = [], []
+    for table in tables:
+        random = table.attrs.get("random")
+        if random is None:
+            continue
+        for _, r in table.iterrows():
+            if r["fp32"].n_runs and len(r["values"][0]) and len(r["values"][1]):
+                scale = r["fp32"].estimate - random
+                qat.append((r["values"][0] - random) / scale)
+                ptq.append((r["values"][1] - random) / scale)
+    if not qat:
+        return ""
+    iqm_qat, iqm_ptq = (stratified_bootstrap(side, iqm) for side in (qat, ptq))
+    better = probability_of_improvement(qat, ptq)
+    return (
+        f" Aggregated over {len(qat)} series x widths (rliable's stratified bootstrap, 95%): IQM of the normalised "
+        f"reward, QAT {shown(iqm_qat)}, PTQ {shown(iqm_ptq)}; probability that a QAT seed beats a PTQ one "
+        f"{shown(better)} (0.5: no difference)."
+    )
 
 
 MARGIN = verdicts.SCALE_MARGIN * 500.0  # 5% of CartPole's return scale
@@ -112,5 +151,5 @@ def section(runs: pd.DataFrame, algos: list[str]) -> str:
             )
         )
     if findings:
-        qat.append("Read across the tables: " + " ".join(findings))
+        qat.append("Read across the tables: " + " ".join(findings) + aggregate([t for _, t in found]))
     return "## QAT vs PTQ\n\n" + note("qat") + "\n\n" + ("\n\n".join(qat) if qat else "Not run yet.")

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from quarl.collate import verdicts
-from quarl.collate.stats import Interval, seed_interval
+from quarl.collate.stats import Interval, iqm, probability_of_improvement, seed_interval, stratified_bootstrap
 from quarl.report.records import by_seed, difference_bounds, fp32_flag, reward_bounds, select, values
 from quarl.report.sweet_spots import KEEP_FRACTION, SWEET_BITS, extension_finding, width_summary
 from quarl.report.text import FRACTION, UNBOUNDED, markdown, shown
@@ -51,6 +51,8 @@ def comparison(plain_runs: pd.DataFrame, robust_runs: pd.DataFrame, algo: str, e
                 "agreement_diff": agreement,
                 "paired": len(diffs),
                 "diffs": diffs,
+                "plain_values": values(twins, "reward_mean"),
+                "robust_values": values(robust, "reward_mean"),
                 "verdict": "",
                 "kind": "",
             }
@@ -61,7 +63,34 @@ def comparison(plain_runs: pd.DataFrame, robust_runs: pd.DataFrame, algo: str, e
     out.attrs["scale"] = float(scale[0]) if scale.size else float("nan")
     out.attrs["flags"] = {"plain": fp32_flag(plain_cells), "robust": fp32_flag(robust_cells)}
     out.attrs["bounds"] = reward_bounds(pair)
+    random = values(pair, "env.random_return") if "env.random_return" in pair.columns else np.empty(0)
+    fp32 = values(select(plain_cells, quant__bits=32), "reward_mean")
+    out.attrs["normal"] = (float(random[0]), float(fp32.mean())) if random.size and fp32.size else None
     return out
+
+
+def aggregate(tables: list[pd.DataFrame]) -> str:
+    """Across every task and width 2..8 of `tables` (one technique): the IQM of the normalised reward
+    (R - R_random) / (R_fp32 plain - R_random) of each side with its stratified-bootstrap interval,
+    and the probability that a robust run beats a plain one (rliable's definitions, Agarwal et al.
+    2021, `quarl.collate.stats`); '' where no task has a random return to normalise by."""
+    plain, robust = [], []
+    for table in tables:
+        if table.attrs.get("normal") is None:
+            continue
+        random, fp32 = table.attrs["normal"]
+        for _, r in table[table["bits"] != "32"].iterrows():
+            plain.append((np.asarray(r["plain_values"]) - random) / (fp32 - random))
+            robust.append((np.asarray(r["robust_values"]) - random) / (fp32 - random))
+    if not plain:
+        return ""
+    iqm_plain, iqm_robust = (stratified_bootstrap(side, iqm) for side in (plain, robust))
+    better = probability_of_improvement(robust, plain)
+    return (
+        f" Aggregated over its {len(plain)} task-widths (rliable's stratified bootstrap, 95%): IQM of the "
+        f"normalised reward, plain {shown(iqm_plain)}, robust {shown(iqm_robust)}; probability that a robust "
+        f"seed beats a plain one {shown(better)} (0.5: no difference)."
+    )
 
 
 def _sweet(table: pd.DataFrame, side: str, scale: float) -> str:
@@ -160,7 +189,7 @@ def reading(found: dict[str, pd.DataFrame]) -> str:
         open_ = len(widths) - better - worse - equivalent
         agree = sum(r["agreement_diff"].has_ci and r["agreement_diff"].low > 0 for r in widths)
         fp32 = [
-            f"{task} {shown(t.set_index('bits').loc['32', 'diff'], 1)}"
+            f"{task} {shown(t.set_index('bits').loc['32', 'diff'], 1, difference_bounds(t.attrs['bounds']))}"
             for task, t in mine.items()
             if "32" in set(t["bits"])
         ]
@@ -170,6 +199,7 @@ def reading(found: dict[str, pd.DataFrame]) -> str:
             f"{len(widths)} widths, below at {worse} (after Holm's correction over the family of {family}), "
             f"equivalent within 5% of the return scale at {equivalent}, and underpowered at {open_}; "
             f"the action agreement is higher at {agree}. Its fp32 reward minus the plain one: {'; '.join(fp32)}."
+            + aggregate(list(mine.values()))
         )
     return "Read across the tasks (paired by seed):\n\n" + "\n".join(lines) if lines else ""
 
