@@ -11,17 +11,17 @@ from quarl.collate.published import packaged
 from quarl.report.records import Inputs
 from quarl.report.text import fmt, markdown, note
 
-MEASURED = "deployment.csv"  # bench_deploy.py's rows for the paper's networks, copied by hand with its command
+MEASURED = "deployment.csv"  # bench_deploy.py's "Published vs here" rows, copied with its command and machine
 
 
 def section(inputs: Inputs) -> str:
     """The paper's rows, each beside quarl's measurement of the same network where there is one."""
     paper = packaged("paper_deployment_int8.csv", "policy")
     path = inputs.folder / MEASURED
-    measured = pd.read_csv(path, comment="#").set_index("network") if path.exists() else pd.DataFrame()
+    measured = pd.read_csv(path, comment="#").set_index("policy") if path.exists() else pd.DataFrame()
     rows = []
     for _, r in paper.iterrows():
-        ours = measured.loc[r["network"]] if r["network"] in measured.index else None
+        ours = measured.loc[r["policy"]] if r["policy"] in measured.index else None
         rows.append(
             [
                 str(r["policy"]),
@@ -31,7 +31,7 @@ def section(inputs: Inputs) -> str:
                 f"{r['fp32_success_pct']:.0f}% / {r['int8_success_pct']:.0f}%",
                 *(
                     [
-                        f"{fmt(ours['fp32_ms'], 3)} / {fmt(ours['int8_ms'], 3)}",
+                        f"{ours['network']}: {fmt(ours['fp32_ms'], 3)} / {fmt(ours['int8_ms'], 3)}",
                         f"{fmt(ours['fp32_ms'] / ours['int8_ms'])}x",
                         str(ours["int8_backend"]),
                     ]
