@@ -343,3 +343,30 @@ def test_the_summary_opens_the_report_in_at_most_12_lines_each_linking_to_its_se
         assert link and link.group(1) in headings, line
     assert anchor("Beyond the paper: PTQ sweet spots on tasks QuaRL skipped") == (
         "#beyond-the-paper-ptq-sweet-spots-on-tasks-quarl-skipped")
+
+
+def test_every_actorq_row_of_three_or_more_seeds_has_an_interval_on_its_speedup():
+    report = (DOCS / report_records.REPORT).read_text()
+    table = report.split("## ActorQ: fp32 vs int8 actors", 1)[1].split("\n\n| algo |", 1)[1].split("\n\n", 1)[0]
+    lines = ["| algo |" + table.splitlines()[0], *table.splitlines()[2:]]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    checked = 0
+    for line in lines[1:]:
+        row = dict(zip(header, (c.strip() for c in line.strip("|").split("|"))))
+        if row["actors"] == "int8" and int(row["seeds"]) >= 3:
+            speedup = row["speedup vs fp32 [95% bootstrap CI]"]
+            assert re.search(r"\d \[\d+\.\d+, \d+\.\d+\]", speedup) or speedup.startswith("n/a: both"), line
+            checked += 1
+    assert checked >= 3
+
+
+def test_a_report_of_an_empty_folder_or_over_a_foreign_readme_is_one_sentence(tmp_path: Path, caplog):
+    (tmp_path / "records").mkdir()
+    assert main(["report", str(tmp_path / "records"), "--sweeps", str(SWEEPS)]) == 1
+    assert main(["report", str(tmp_path / "records"), "--check", "--sweeps", str(SWEEPS)]) == 1
+    assert "holds no quarl record" in caplog.text and "Traceback" not in caplog.text
+    shutil.copy(next((DOCS / "records").glob("*.record.json")), tmp_path / "records")
+    (tmp_path / "README.md").write_text("# my own notes\n")
+    assert main(["report", str(tmp_path / "records"), "--sweeps", str(SWEEPS)]) == 1
+    assert "is not a report quarl wrote" in caplog.text
+    assert (tmp_path / "README.md").read_text() == "# my own notes\n"  # left as it was

@@ -23,6 +23,7 @@ from typing import Callable
 import pandas as pd
 
 from quarl.collate.steps import Steps
+from quarl.errors import QuarlError
 from quarl.report import (
     deployment,
     extensions,
@@ -143,10 +144,19 @@ def archive(root: Path, records: Path) -> int:
     return sum(1 for _ in records.glob("*.record.json"))
 
 
+REPORT_HEADING = "# QuaRL reproduced with quarl"  # the first line of every report quarl writes
+
+
 def write(records: Path, folder: Path, sweeps: Path) -> Path:
-    """Regenerate the report (and its figure) in `folder`."""
-    text = build(records, folder, sweeps)
+    """Regenerate the report (and its figure) in `folder`; a README.md there that quarl did not write
+    is refused, not overwritten."""
     path = folder / REPORT
+    if path.exists() and not path.read_text(errors="replace").startswith(REPORT_HEADING):
+        raise QuarlError(
+            f"{path} is not a report quarl wrote: it is left as it is. Keep the records in a folder of their own "
+            "(the report goes beside it, into its parent folder)."
+        )
+    text = build(records, folder, sweeps)
     path.write_text(text)
     return path
 

@@ -1,4 +1,6 @@
-"""DOC"""
+"""The report's extensions: PTQ sweet spots on the algorithm x task pairs QuaRL skipped (sweep
+ptq_extensions), each with whether its fp32 policies learned the task, and the pairs left to run
+with their seeds so far and the command that runs the rest."""
 
 from __future__ import annotations
 

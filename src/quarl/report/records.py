@@ -109,7 +109,11 @@ def load_campaign(records: Path) -> Campaign:
         raise QuarlError(f"{records} is not a folder of records: give the campaign's docs/reproduction/records.")
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "report.sqlite")
-        rebuild(records, store)
+        if not rebuild(records, store):
+            raise QuarlError(
+                f"{records} holds no quarl record (*record.json): give the campaign's docs/reproduction/records, "
+                "or fill it first with --archive OUTPUTS."
+            )
         every = effective_budget(as_run(store.runs()))
         defaults, published_runs, robust = (with_series(part) for part in split(every))
         study = collate.load(store.path, {"quant": "actorq"})

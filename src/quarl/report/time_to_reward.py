@@ -71,7 +71,7 @@ def speedups(ttr: pd.DataFrame, r: pd.Series) -> tuple[Interval, Interval, Inter
     if fp32.empty:
         return None
     base = fp32.iloc[0]
-    none = Interval(np.nan, np.nan, np.nan, 0, 2)  # both precisions censored: no ratio to time
+    none = Interval(np.nan, np.nan, np.nan, -1, 2)  # both precisions censored: no ratio to time (n_runs -1 marks it)
     timed = r["speedup_bound"] != ""
     return (
         ratio_interval(base["seed_times_s"], r["seed_times_s"]) if timed else none,
@@ -82,6 +82,8 @@ def speedups(ttr: pd.DataFrame, r: pd.Series) -> tuple[Interval, Interval, Inter
 
 def ratio_text(ci: Interval, bound: str = "") -> str:
     """'1.30 [1.10, 1.52]', or the ratio with 'n < 3: no interval'."""
+    if ci.n_runs == -1:
+        return "n/a: both precisions missed the target in some seed, so neither time is a time to target"
     if not ci.n_runs or np.isnan(ci.estimate):
         return "–"
     marks = {">=": "≥ ", "<=": "≤ "}
