@@ -69,3 +69,19 @@ def test_every_quarl_option_says_what_it_does_and_its_default():
     assert "default: the record's own" in export and "default: outputs/results.sqlite" in export
     results = commands.choices["results"].format_help()
     assert "E (rel_error) as a fraction" in " ".join(results.split())
+
+
+def test_unwritable_output_and_bad_bits_are_one_sentence(tmp_path, caplog):
+    """A folder the command cannot write into (here: under a regular file) and --bits that are not
+    numbers end in one sentence and exit 1, never a traceback."""
+    from quarl.cli import main
+    from quarl.store.sqlite import Store
+    from tests.records import record, write
+
+    store = tmp_path / "r.sqlite"
+    write(Store(store), [record("ppo", "cartpole", "fp32"), record("ppo", "cartpole", "ptq", 8)])
+    (tmp_path / "file").write_text("not a folder")
+    assert main(["collate", "--store", str(store), "--out", str(tmp_path / "file" / "out")]) == 1
+    assert f"quarl: {tmp_path / 'file' / 'out'}" in caplog.text and "Not a directory" in caplog.text
+    assert main(["sensitivity", "--bits", "a,b"]) == 1
+    assert "--bits a,b is not a list of whole numbers" in caplog.text and "Traceback" not in caplog.text

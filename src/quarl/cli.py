@@ -203,9 +203,8 @@ def cmd_sensitivity(args: argparse.Namespace) -> None:
     from quarl.app import CONF_DIR
     from quarl.sensitivity import run_study
 
-    bits = [int(b) for b in args.bits.split(",") if b.strip()] if args.bits else []
     for path in run_study(
-        CONF_DIR, args.overrides, bits, args.min_agreement, args.max_error, args.out, search_too=not args.no_search
+        CONF_DIR, args.overrides, args.bits or [], args.min_agreement, args.max_error, args.out, not args.no_search
     ):
         print(path)
 
@@ -219,9 +218,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 
 def _store_option(command: argparse.ArgumentParser) -> None:
-    command.add_argument(
-        "--store", type=Path, default=DEFAULT_STORE, help="the results store, an SQLite file (default: %(default)s)"
-    )
+    command.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the SQLite results store (%(default)s)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -442,6 +439,9 @@ def main(argv: list[str] | None = None) -> int:
         args.func(args)
     except QuarlError as exc:
         log.error("quarl: %s", exc)
+        return 1
+    except OSError as exc:  # a read-only or full folder the command was told to write into
+        log.error("quarl: %s: %s.", exc.filename or "a file", exc.strerror or exc)
         return 1
     return 0
 

@@ -75,8 +75,14 @@ class Bound:
         return " and ".join(parts)
 
 
-def check_bits(bits: list[int]) -> list[int]:
-    """The bit widths of a study, narrowest first; a QuarlError for a width out of 2..16."""
+def check_bits(bits: list[int] | str) -> list[int]:
+    """The bit widths of a study (a list, or --bits text such as '2,4,8'), narrowest first; a
+    QuarlError for a width that is not a whole number in 2..16."""
+    if isinstance(bits, str):
+        try:
+            bits = [int(b) for b in bits.split(",") if b.strip()]
+        except ValueError:
+            raise QuarlError(f"--bits {bits} is not a list of whole numbers: use e.g. --bits 2,3,4,6,8.") from None
     if not bits:
         raise QuarlError("--bits is empty: give bit widths in 2..16, e.g. --bits 2,3,4,6,8.")
     for b in bits:
@@ -349,7 +355,7 @@ def compose_cell(conf_dir: Path, overrides: list[str]) -> Any:
 def run_study(
     conf_dir: Path,
     overrides: list[str],
-    bits: list[int],
+    bits: list[int] | str,
     min_agreement: float,
     max_error: Optional[float],
     out: Optional[Path],
