@@ -43,8 +43,8 @@ def cmd_results(args: argparse.Namespace) -> None:
         return
     with pd.option_context("display.max_rows", None, "display.width", 250, "display.max_columns", None):
         print(shown(df, columns).to_string(index=False, na_rep=""))
-    if "fp32_flag" in columns:
-        print(FLAG_LEGEND)
+    if "fp32_flag" in columns:  # the legend is commentary: on stderr, the table alone on stdout
+        log.info("%s", FLAG_LEGEND)
 
 
 def cmd_rebuild(args: argparse.Namespace) -> None:

@@ -460,7 +460,8 @@ def test_every_table_and_plot_names_its_quantizer_and_table_names_stay_stable(tm
     assert tables_written == (
         sorted(f"{t}_{a}.{x}" for t in ("errors", "e_by_bits", "agreement") for a in ("dqn", "ppo")
                for x in ("md", "csv", "tex"))
-        + [f"published_vs_reproduced.{x}" for x in ("csv", "md", "tex")])
+        + [f"published_vs_reproduced.{x}" for x in ("csv", "md", "tex")]
+        + [f"verdicts.{x}" for x in ("csv", "md", "tex")])
     for stem in ("errors_ppo", "e_by_bits_ppo", "agreement_ppo"):
         md = (out / f"tables/{stem}.md").read_text()
         assert "affine, per_tensor, bias fp32" in md and "quarl_code, per_tensor, bias fp32" in md, stem

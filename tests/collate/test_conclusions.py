@@ -3,6 +3,7 @@ verdicts that state their power (checked against hand-worked numbers)."""
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
@@ -49,7 +50,7 @@ def test_two_backends_of_one_policy_are_shown_apart_never_as_their_mean(tmp_path
     assert not any("outside the config" in n for n in study.notes)
 
 
-def test_an_unlearned_baseline_is_flagged_in_errors_tables_plots_and_quarl_results(tmp_path: Path, capsys):
+def test_an_unlearned_baseline_is_flagged_in_errors_tables_plots_and_quarl_results(tmp_path: Path, capsys, caplog):
     records = [
         record("dqn", "cartpole", "fp32", seed=s, reward=r, fp32=r, fp32_note=NOT_LEARNED if r < 25 else None)
         for s, r in ((0, 18.3), (1, 500.0))
@@ -69,9 +70,10 @@ def test_an_unlearned_baseline_is_flagged_in_errors_tables_plots_and_quarl_resul
     pub = pd.read_csv(out / "tables/published_vs_reproduced.csv")
     assert pub.loc[0, "fp32 flag"].startswith("†")
     capsys.readouterr()
-    cli.main(["results", "--store", str(path), "algo=dqn", "seed=0"])
-    printed = capsys.readouterr().out
-    assert "† not learned" in printed and "† fp32 not learned:" in printed  # the flag and its legend
+    with caplog.at_level(logging.INFO, logger="quarl"):
+        cli.main(["results", "--store", str(path), "algo=dqn", "seed=0"])
+    assert "† not learned" in capsys.readouterr().out  # the flag in the table (stdout)
+    assert "† fp32 not learned:" in caplog.text  # its legend, as a log line (stderr)
 
 
 def test_the_default_budget_has_one_name_in_results_collate_and_the_stored_record(tmp_path: Path):
