@@ -12,6 +12,7 @@ from quarl.store import query as results
 from quarl.store.record_files import find_records, rebuild, write_json
 from quarl.store.sqlite import ACTOR_COLUMNS, Store, flatten
 from tests.conftest import ROOT
+from tests.full_disk import FILL, run_on_a_small_disk
 
 
 def make_record(key: str, bits: int = 8, reward: float = 100.0) -> dict:
@@ -272,24 +273,17 @@ def test_a_full_disk_under_the_store_is_called_so(tmp_path, monkeypatch):
     assert "is full (disk I/O error)" in str(store_fault(tmp_path / "r.sqlite", io))
 
 
-_FILLED = """
+_FILLED = f"""
 import os
 from quarl.errors import QuarlError
 from quarl.store.sqlite import Store
 from tests.store.test_sqlite import make_record
 
 Store("r.sqlite").write(make_record("k0"))
-fd = os.open("filler", os.O_WRONLY | os.O_CREAT)
-for size in (4096, 1):  # every block of the file system taken
-    try:
-        while True:
-            os.write(fd, b"x" * size)
-    except OSError:
-        pass
-os.close(fd)
+{FILL}
 Store._ready.clear()  # as a later run opens it
 for i in range(1, 40):
-    record = make_record(f"k{i}")
+    record = make_record(f"k{{i}}")
     record["config"]["notes"] = "x" * 20000
     try:
         Store("r.sqlite").write(record)
@@ -303,20 +297,7 @@ print("kept:", sorted(Store("r.sqlite").runs()["cell_key"]))
 
 def test_a_store_on_a_really_full_disk_is_called_full_and_keeps_its_records(tmp_path):
     """A real full file system (a 256 KiB tmpfs in a user namespace); skipped where that is not allowed."""
-    import shutil
-    import subprocess
-    import sys
-
-    from tests.conftest import ENV
-
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        pytest.skip("no unshare(1)")
-    mount = 'mount -t tmpfs -o size=256k tmpfs "$1" || exit 77; cd "$1" && shift && exec "$@"'
-    done = subprocess.run([unshare, "-rm", "sh", "-c", mount, "sh", str(tmp_path), sys.executable, "-c", _FILLED],
-                          capture_output=True, text=True, timeout=120, env={**ENV, "PYTHONPATH": str(ROOT)})
-    if done.returncode != 0 and "refused:" not in done.stdout:
-        pytest.skip(f"no tmpfs mount here: {done.stderr.strip()[-200:]}")
+    done = run_on_a_small_disk(tmp_path, "256k", _FILLED)
     log = done.stdout + done.stderr
     assert done.returncode == 0 and "Traceback" not in log, log
     assert "refused: The disk holding the results store r.sqlite is full (" in log, log

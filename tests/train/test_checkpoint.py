@@ -4,9 +4,6 @@ no `.saving` folder, keeps the previous checkpoint, and a full disk is called so
 from __future__ import annotations
 
 import errno
-import shutil
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -14,7 +11,7 @@ from stable_baselines3 import DQN
 
 from quarl.errors import QuarlError, Terminated
 from quarl.train import checkpoint
-from tests.conftest import ENV, ROOT
+from tests.full_disk import FILL, run_on_a_small_disk
 
 FULL = "The disk is full: the training checkpoint "
 
@@ -78,27 +75,16 @@ def test_a_kill_between_the_renames_of_a_save_loses_no_checkpoint(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.ckpt"]
 
 
-_ON_A_FULL_DISK = """
-mount -t tmpfs -o size=512k tmpfs "$1" || exit 77
-cd "$1" && shift && exec "$@"
-"""
-_SAVE = """
+_SAVE = f"""
 import os
 from quarl.errors import QuarlError
 from quarl.train import checkpoint
 from tests.train.test_checkpoint import small_dqn
 
 model = small_dqn()
-fd = os.open("filler", os.O_WRONLY | os.O_CREAT)
-for size in (4096, 1):  # every block of the file system taken
-    try:
-        while True:
-            os.write(fd, b"x" * size)
-    except OSError:
-        pass
-os.close(fd)
+{FILL}
 try:
-    checkpoint.save(__import__("pathlib").Path("p.ckpt").resolve(), model, {})
+    checkpoint.save(__import__("pathlib").Path("p.ckpt").resolve(), model, {{}})
 except QuarlError as exc:
     print("refused:", exc)
 print("left:", sorted(os.listdir(".")))
@@ -109,16 +95,7 @@ def test_a_checkpoint_on_a_really_full_disk_is_called_disk_full(tmp_path):
     """A real full file system (a 512 KiB tmpfs mounted in a user namespace, filled up): torch's
     writer fails without an OS error, and the checkpoint is refused as a full disk, leaving nothing.
     Skipped where namespaces or mounts are not allowed."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        pytest.skip("no unshare(1): cannot mount a small file system without root")
-    folder = tmp_path / "small"
-    folder.mkdir()
-    done = subprocess.run([unshare, "-rm", "sh", "-c", _ON_A_FULL_DISK, "sh", str(folder), sys.executable, "-c", _SAVE],
-                          capture_output=True, text=True, timeout=300, env={**ENV, "PYTHONPATH": str(ROOT)})
-    if done.returncode == 77 or (done.returncode != 0 and "refused:" not in done.stdout):
-        if "mount" in done.stderr or "unshare" in done.stderr:
-            pytest.skip(f"no tmpfs mount here: {done.stderr.strip()[:200]}")
+    done = run_on_a_small_disk(tmp_path / "small", "512k", _SAVE)
     log = done.stdout + done.stderr
     assert done.returncode == 0 and "Traceback" not in log, log
     assert f"refused: {FULL}/" in log and "left: ['filler']" in log, log

@@ -28,11 +28,14 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, Union
 
 import numpy as np
 import pandas as pd
 from scipy import stats
+
+#: Runs per task: one sequence (or array) of scores per task.
+Runs = Sequence[Union[Sequence[float], np.ndarray]]
 
 CONFIDENCE = 0.95
 N_RESAMPLES = 10_000
@@ -69,7 +72,7 @@ class Interval:
 
 
 def stratified_bootstrap(
-    samples: Sequence[Sequence[float]],
+    samples: Runs,
     statistic: Callable[..., np.ndarray | float] = mean,
     *,
     n_resamples: int = N_RESAMPLES,
@@ -99,11 +102,19 @@ def stratified_bootstrap(
         parts = [*resampled, np.broadcast_to(fixed, (*batch, fixed.size))]
         return statistic(np.concatenate(parts, axis=-1), axis=-1)
 
+    low, high = _percentile_bootstrap(tuple(varying), pooled_statistic, n_resamples, confidence, seed)
+    return Interval(estimate, low, high, pooled.size, len(arrays))
+
+
+def _percentile_bootstrap(
+    samples: tuple[np.ndarray, ...], statistic: Callable[..., Any], n_resamples: int, confidence: float, seed: int
+) -> tuple[float, float]:
+    """`scipy.stats.bootstrap`'s percentile interval of `statistic`, each sample resampled on its own."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # constant samples: SciPy warns, the interval is still exact
         result = stats.bootstrap(
-            tuple(varying),
-            pooled_statistic,
+            samples,
+            statistic,
             n_resamples=n_resamples,
             vectorized=True,
             axis=-1,
@@ -111,8 +122,7 @@ def stratified_bootstrap(
             method="percentile",
             rng=np.random.default_rng(seed),
         )
-    ci = result.confidence_interval
-    return Interval(estimate, float(ci.low), float(ci.high), pooled.size, len(arrays))
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
 @lru_cache(maxsize=256)
@@ -176,25 +186,13 @@ def ratio_interval(
     def ratio(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
         return np.mean(x, axis=axis) / np.mean(y, axis=axis)
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = stats.bootstrap(
-            (a, b),
-            ratio,
-            n_resamples=N_RESAMPLES,
-            vectorized=True,
-            axis=-1,
-            confidence_level=confidence,
-            method="percentile",
-            rng=np.random.default_rng(seed),
-        )
-    ci = result.confidence_interval
-    return Interval(estimate, float(ci.low), float(ci.high), int(min(a.size, b.size)), 2)
+    low, high = _percentile_bootstrap((a, b), ratio, N_RESAMPLES, confidence, seed)
+    return Interval(estimate, low, high, int(min(a.size, b.size)), 2)
 
 
 def probability_of_improvement(
-    xs: Sequence[Sequence[float]],
-    ys: Sequence[Sequence[float]],
+    xs: Runs,
+    ys: Runs,
     *,
     n_resamples: int = N_RESAMPLES,
     confidence: float = CONFIDENCE,

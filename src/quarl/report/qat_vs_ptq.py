@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 
 from quarl.collate import verdicts
-from quarl.collate.stats import iqm, probability_of_improvement, seed_interval, stratified_bootstrap
+from quarl.collate.stats import seed_interval
 from quarl.report.records import by_seed, of_series, select, values
 from quarl.report.sweet_spots import keeps_fp32
-from quarl.report.text import markdown, note, shown
+from quarl.report.text import aggregate_text, markdown, note, shown
 
 
 def qat_vs_ptq(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataFrame:
@@ -74,15 +74,7 @@ def aggregate(tables: list[pd.DataFrame]) -> str:
                 scale = r["fp32"].estimate - random
                 qat.append((r["values"][0] - random) / scale)
                 ptq.append((r["values"][1] - random) / scale)
-    if not qat:
-        return ""
-    iqm_qat, iqm_ptq = (stratified_bootstrap(side, iqm) for side in (qat, ptq))
-    better = probability_of_improvement(qat, ptq)
-    return (
-        f" Aggregated over {len(qat)} series x widths (rliable's stratified bootstrap, 95%): IQM of the normalised "
-        f"reward, QAT {shown(iqm_qat)}, PTQ {shown(iqm_ptq)}; probability that a QAT seed beats a PTQ one "
-        f"{shown(better)} (0.5: no difference)."
-    )
+    return aggregate_text(qat, ptq, ("QAT", "PTQ"), "series x widths")
 
 
 MARGIN = verdicts.SCALE_MARGIN * 500.0  # 5% of CartPole's return scale

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 
 from quarl.collate import verdicts
-from quarl.collate.stats import Interval, iqm, probability_of_improvement, seed_interval, stratified_bootstrap
+from quarl.collate.stats import Interval, seed_interval
 from quarl.report.records import by_seed, difference_bounds, fp32_flag, reward_bounds, select, values
 from quarl.report.sweet_spots import KEEP_FRACTION, SWEET_BITS, extension_finding, width_summary
-from quarl.report.text import FRACTION, UNBOUNDED, markdown, shown
+from quarl.report.text import FRACTION, UNBOUNDED, aggregate_text, markdown, shown
 
 TASKS = (("dqn", "cartpole"), ("dqn", "acrobot"), ("dqn", "box2d/lunarlander"), ("sac", "pendulum"))
 TECHNIQUES = {"sam": "SAM", "noise": "pseudo-quantization noise"}
@@ -82,15 +82,7 @@ def aggregate(tables: list[pd.DataFrame]) -> str:
         for _, r in table[table["bits"] != "32"].iterrows():
             plain.append((np.asarray(r["plain_values"]) - random) / (fp32 - random))
             robust.append((np.asarray(r["robust_values"]) - random) / (fp32 - random))
-    if not plain:
-        return ""
-    iqm_plain, iqm_robust = (stratified_bootstrap(side, iqm) for side in (plain, robust))
-    better = probability_of_improvement(robust, plain)
-    return (
-        f" Aggregated over its {len(plain)} task-widths (rliable's stratified bootstrap, 95%): IQM of the "
-        f"normalised reward, plain {shown(iqm_plain)}, robust {shown(iqm_robust)}; probability that a robust "
-        f"seed beats a plain one {shown(better)} (0.5: no difference)."
-    )
+    return aggregate_text(robust, plain, ("robust", "plain"), "task-widths")
 
 
 def _sweet(table: pd.DataFrame, side: str, scale: float) -> str:

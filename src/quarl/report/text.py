@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import jinja2
 import numpy as np
 
-from quarl.collate.stats import Interval
+from quarl.collate.stats import Interval, iqm, probability_of_improvement, stratified_bootstrap
 
 UNBOUNDED = (-math.inf, math.inf)
 MAX_SHOWN = 5  # up to this many seeds, a table shows each seed's value beside the summary
@@ -59,3 +59,19 @@ TEMPLATES = jinja2.Environment(
 def note(name: str, **values: Any) -> str:
     """The prose of template `name` (templates/<name>.md) with `values` filled in."""
     return TEMPLATES.get_template(f"{name}.md").render(**values)
+
+
+def aggregate_text(first: list[np.ndarray], second: list[np.ndarray], names: tuple[str, str], tasks: str) -> str:
+    """' Aggregated over ...': the IQM of each side's normalised scores (one array of runs per task,
+    the same tasks on both sides) with its stratified-bootstrap interval, and the probability that a
+    run of the first beats one of the second (rliable's definitions, `quarl.collate.stats`); ''
+    without tasks."""
+    if not first:
+        return ""
+    one, two = (stratified_bootstrap(side, iqm) for side in (first, second))
+    better = probability_of_improvement(first, second)
+    return (
+        f" Aggregated over {len(first)} {tasks} (rliable's stratified bootstrap, 95%): IQM of the normalised "
+        f"reward, {names[0]} {shown(one)}, {names[1]} {shown(two)}; probability that a {names[0]} seed beats a "
+        f"{names[1]} one {shown(better)} (0.5: no difference)."
+    )
