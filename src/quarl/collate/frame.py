@@ -66,7 +66,7 @@ def _variant_labels(done: pd.DataFrame, notes: Notes) -> pd.Series:
     for key, value in ABSENT_MEANS.items():
         if key in done.columns:
             done[key] = done[key].where(done[key].notna(), value)
-    for method in sorted(set(labels) - {"fp32"}):
+    for method in sorted(set(labels) - {"fp32", "actorq"}):  # ActorQ: collated apart, by its own setting
         rows = done["quant"] == method
         keys = [f"quant.{k}" for k in result_keys(method) if k != "bits"] + list(MEASURED_KEYS)
         keys = [k for k in dict.fromkeys(keys) if k in done.columns]
