@@ -111,3 +111,18 @@ def test_export_writes_each_record_at_its_own_precision(scratch, shared_policies
     assert export("quant=fp16")["quarl.precision"] == "fp32"
     assert "quant=fp16 (16-bit weights) is exported as fp32, which holds its weights exactly" in caplog.text
     assert export("quant=fp32", "--precision", "int8")["quarl.precision"] == "int8"  # asked for: done
+
+
+def test_a_cnn_policy_is_refused_by_the_full_integer_formats_before_anything_is_loaded(tmp_path, caplog):
+    """No policy of this record is in any cache: the refusal comes before loading or calibrating it."""
+    from quarl.cli import main
+    from quarl.store.sqlite import Store
+    from tests.records import record, write
+
+    store = tmp_path / "r.sqlite"
+    cnn = {"env.suite": "atari", "algo.policy": "CnnPolicy", "store.policies": str(tmp_path / "none")}
+    write(Store(store), [record("ppo", "atari/pong", "ptq", 8, config=cnn)])
+    for fmt in ("c", "tflite"):
+        assert main(["export", "--store", str(store), "--format", fmt, "--out", str(tmp_path / fmt)]) == 1
+        assert f"--format {fmt} runs MLP policies only" in caplog.text and "Traceback" not in caplog.text
+    assert not (tmp_path / "c").exists() and not (tmp_path / "tflite").exists()

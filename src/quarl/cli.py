@@ -89,7 +89,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 
     from quarl.config.methods import policy_config
     from quarl.deploy import export
-    from quarl.deploy.export import record_precision
+    from quarl.deploy.export import export_precision
     from quarl.quantize.calibration import calibrator
     from quarl.quantize.weights import quantize_policy
     from quarl.train.cache import cached
@@ -99,11 +99,7 @@ def cmd_export(args: argparse.Namespace) -> None:
     if note:
         log.info("%s", note)
     cfg = OmegaConf.create(json.loads(record["config"]))
-    precision = args.precision
-    if precision is None:
-        precision, why = record_precision(str(cfg.quant.method), weight_bits(cfg.quant))
-        if why:
-            log.warning("%s (--precision chooses another).", why)
+    precision = export_precision(cfg, args.format, args.precision, weight_bits(cfg.quant))
     policy = cached(policy_config(cfg), Path(cfg.store.policies))
     model = policy.load()
     quantize_policy(model, cfg.quant, calibrate=calibrator(cfg, policy))  # the record's own calibration

@@ -274,12 +274,16 @@ MLP_ONLY_BACKENDS = ("c", "tflite", "c_16x8", "tflite_16x8")
 IMAGE_SUITES = ("atari",)
 
 
+def cnn_policy(cfg: Any) -> bool:
+    """Whether the config's policy is a CNN on image observations (an image suite, or CnnPolicy)."""
+    return cfg.env.get("suite") in IMAGE_SUITES or str(cfg.algo.get("policy")) == "CnnPolicy"
+
+
 def _check_network(cfg: Any) -> None:
     """A backend that cannot run the policy's network (a CNN on image observations) is refused with
     the config, before any training or calibration."""
     backend = cfg.quant.backend
-    cnn = cfg.env.suite in IMAGE_SUITES or str(cfg.algo.get("policy")) == "CnnPolicy"
-    if backend in MLP_ONLY_BACKENDS and cnn:
+    if backend in MLP_ONLY_BACKENDS and cnn_policy(cfg):
         raise QuarlError(
             f"quant.backend={backend} runs MLP policies only, and env={cfg.env.name} gives images to a CNN "
             "policy: use quant.backend=onnx_int8 (or auto, or fake) for CNN policies."

@@ -19,11 +19,12 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 
+from quarl.config.schema import cnn_policy
 from quarl.deploy import onnx_io
 from quarl.deploy.acting import ObsTransform, acting_network
 from quarl.deploy.backends import compile_network
@@ -52,6 +53,24 @@ def record_precision(method: str, bits: int) -> tuple[str, Optional[str]]:
         f"quant={method} ({bits}-bit weights) is exported as fp32, which holds its weights exactly: "
         f"quarl exports no {bits}-bit ONNX file"
     )
+
+
+def export_precision(cfg: Any, format: str, requested: Optional[str], bits: int) -> str:
+    """The precision `quarl export` writes a record's policy at (`requested`, else its own
+    `record_precision`, with a warning where the file cannot hold that width); refused at once
+    where the format cannot run the policy's network (a CNN in a full-integer MLP format), before
+    any weight is loaded or calibrated."""
+    if format != "onnx" and cnn_policy(cfg):
+        raise QuarlError(
+            f"--format {format} runs MLP policies only, and this record's env={cfg.env.name} gives images to a CNN "
+            "policy: export it with --format onnx."
+        )
+    if requested is not None:
+        return requested
+    precision, why = record_precision(str(cfg.quant.method), bits)
+    if why:
+        log.warning("%s (--precision chooses another).", why)
+    return precision
 
 
 def _env_id(model: BaseAlgorithm) -> Optional[str]:
