@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import functools
 import logging
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -151,6 +152,25 @@ def unknown_option(arg: str) -> str | None:
     return None
 
 
+RUN_DIRS = ("hydra.run.dir", "hydra.sweep.dir")
+
+
+def unwritable_dir(arg: str) -> str | None:
+    """One sentence where `arg` sets Hydra's run or sweep folder somewhere that cannot be written (a
+    read-only mount, a file in the way), before Hydra would fail there with a traceback; else None."""
+    key, sep, value = arg.partition("=")
+    if not sep or key not in RUN_DIRS or not value or "${" in value:
+        return None
+    existing = Path(value).expanduser().absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{key}={value} cannot be made: {existing} is a file, not a folder."
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{key}={value} cannot be written ({existing} is read-only): give a folder quarl may write in."
+    return None
+
+
 def main() -> None:
     """Entry point of `python run.py [overrides]` and `quarl run [overrides]`."""
     if not (CONF_DIR / "config.yaml").exists():
@@ -159,7 +179,7 @@ def main() -> None:
             "reinstall it (pip install . or pip install -e . in quarl's source tree)."
         )
     for arg in sys.argv[1:]:
-        problem = unknown_option(arg)
+        problem = unknown_option(arg) or unwritable_dir(arg)
         if problem:
             sys.exit(f"quarl: {problem}")
     schema.register()
