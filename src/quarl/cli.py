@@ -214,7 +214,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 
 def _store_option(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the SQLite results store (%(default)s)")
+    command.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the results store (default: %(default)s)")
 
 
 def parser() -> argparse.ArgumentParser:
