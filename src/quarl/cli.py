@@ -42,7 +42,7 @@ def cmd_results(args: argparse.Namespace) -> None:
         df[columns].to_csv(sys.stdout, index=False)
         return
     with pd.option_context("display.max_rows", None, "display.width", 250, "display.max_columns", None):
-        print(shown(df, columns).to_string(index=False, na_rep=""))
+        print(shown(df, columns).to_string(index=False, na_rep=""), flush=True)  # before the legend (stderr)
     if "fp32_flag" in columns:  # the legend is commentary: on stderr, the table alone on stdout
         log.info("%s", FLAG_LEGEND)
 
