@@ -152,3 +152,23 @@ def test_holm_keeps_only_what_the_step_down_procedure_keeps():
 def test_bad_verdict_settings_are_one_sentence(margin: float, power: float, field: str):
     with pytest.raises(QuarlError, match=field):
         verdicts.compare([1.0, 2.0], 0.0, margin, power=power)
+
+
+def test_intervals_stay_inside_what_reward_and_e_can_be_and_the_verdicts_table_says_so(tmp_path: Path):
+    """DQN CartPole int8 of the audit: seeds 500, 133, 208, 497, 223 against fp32 500. The t interval
+    of the reward runs to 527 and E's to -5.4%; CartPole returns at most 500, so E >= 0 here."""
+    rewards = [500.0, 133.0, 208.0, 497.0, 223.0]
+    records = [record("dqn", "cartpole", "fp32", seed=s, reward=500.0, fp32=500.0) for s in range(5)]
+    records += [record("dqn", "cartpole", "ptq", 8, seed=s, reward=r, fp32=500.0) for s, r in enumerate(rewards)]
+    out = tmp_path / "out"
+    collate(_store(tmp_path, records), out)
+    point = pd.read_csv(out / "sweet_spot/points.csv").set_index("bits").loc[8]
+    low, high = sps.t.interval(0.95, 4, loc=np.mean(rewards), scale=sps.sem(rewards))
+    assert high > 500 and point["reward_high"] == 500.0 and point["reward_low"] == pytest.approx(low)
+    assert point["e_low"] == pytest.approx(0.0) and point["e_high"] == pytest.approx((500 - low) / 500)
+    judged = pd.read_csv(out / "tables/verdicts.csv").set_index("quantity")
+    assert judged.loc["int8", "high"] == 500.0 and judged.loc["int8", "interval"] == "clipped"
+    assert judged.loc["E_int8 (%)", "low"] == pytest.approx(0.0)
+    assert judged.loc["int8", "per seed"] == "500, 133, 208, 497, 223"
+    assert judged.loc["int8", "verdict"].startswith("inconclusive within ±25 at n = 5: 3 of 5 seeds lie more than 25")
+    assert int(judged.loc["int8", "seeds needed"]) > 5

@@ -6,8 +6,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
+import numpy as np
 import pandas as pd
 
 from quarl.collate import trainings
@@ -145,6 +146,18 @@ class Study:
             return ""
         count = int((rows["fp32_flag"] == worst).sum())
         return f"{FLAGS[worst]} fp32 {worst} in {count} of {len(rows)} seeds"
+
+    def e_range(self, algo: str, env: str, seeds: Sequence[Any]) -> tuple[float, float] | None:
+        """What a mean of E (a fraction) over `seeds` of (algo, env) can be: each seed's E = (f - q) / |f|
+        lies between (f - high) / |f| and (f - low) / |f| for its fp32 reward f and any return q in
+        the env's range; None where the env has no range or no seed an fp32 reward."""
+        found = self.return_ranges().get(env)
+        base = self.baselines[(self.baselines["algo"] == algo) & (self.baselines["env"] == env)]
+        f = pd.to_numeric(base[base["seed"].isin(list(seeds))]["fp32"], errors="coerce").to_numpy(float)
+        f = f[np.isfinite(f) & (f != 0)]
+        if found is None or not f.size:
+            return None
+        return float(np.mean((f - found.high) / np.abs(f))), float(np.mean((f - found.low) / np.abs(f)))
 
     def quantized(self) -> pd.DataFrame:
         """Per-seed values of every method but fp32."""

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+import pandas as pd
 from matplotlib.figure import Figure
 
 from quarl.collate import actorq, aggregate_plots, curves, plots, precision, stats, tables, verdict_table, weights
@@ -65,11 +66,25 @@ def write_sweet_spots(study: Study, out: Path) -> list[Path]:
     )
     for value, name in (("e", "e"), ("action_agreement", "agreement")):
         part = plots.clip_by_env(stats.summarise(study.seeds, cell, value), study, value)
+        if value == "e":
+            part = _clip_e(part, study)
         points = points.merge(part.rename(columns={c: f"{name}_{c}" for c in ("mean", "low", "high", "n")}), on=cell)
     points["fp32_flag"] = [study.flag(a, e) for a, e in zip(points["algo"], points["env"])]
     folder.mkdir(parents=True, exist_ok=True)
     points.to_csv(folder / "points.csv", index=False)
     return written + [folder / "points.csv"]
+
+
+def _clip_e(part: pd.DataFrame, study: Study) -> pd.DataFrame:
+    """E's intervals per cell clipped to what E can be over that cell's seeds (`Study.e_range`)."""
+    out = part.copy()
+    seeds = study.seeds.dropna(subset=["e"]).groupby(["algo", "env", "method", "bits"])["seed"].agg(list)
+    for i, row in out.iterrows():
+        key = (row["algo"], row["env"], row["method"], row["bits"])
+        bounds = study.e_range(row["algo"], row["env"], seeds.get(key, []))
+        if bounds is not None and pd.notna(row["low"]):
+            out.loc[i, ["low", "high"]] = [max(row["low"], bounds[0]), min(row["high"], bounds[1])]
+    return out
 
 
 ERRORS_CAPTION = (
@@ -264,7 +279,10 @@ def _clipping(study: Study) -> str:
         if ranges
         else "no selected env has a known return range, so reward intervals are not clipped"
     )
-    return f"{reward}; action-agreement intervals to [0, 1]; means are never clipped."
+    return (
+        f"{reward}; E's to what E can be over a cell's seeds given their fp32 rewards and that range; "
+        "action-agreement intervals to [0, 1]; means are never clipped."
+    )
 
 
 def _previous(out: Path) -> list[Path] | None:
