@@ -77,7 +77,7 @@ def fresh_model(policy: CachedPolicy) -> Any:
     return copy.deepcopy(model, {id(b): None for b in buffers if b is not None})
 
 
-def _evaluate(ctx: Context, cfg: DictConfig, policy: CachedPolicy, desc: str, **kw: Any) -> tuple[Evaluation, int, Any]:
+def _evaluate(cfg: DictConfig, policy: CachedPolicy, desc: str, **kw: Any) -> tuple[Evaluation, int, Any]:
     """Evaluate the (fake-)quantized policy; returns the evaluation, its bytes and the model."""
     model = fresh_model(policy)  # a QAT policy comes quantized: its own fake-quant graph, ranges frozen
     size = policy_bytes(model, cfg.quant)  # counted on the fp32 weights (QuaRL's formulas count their levels)
@@ -105,7 +105,7 @@ class Baseline:
         return greedy_actions(reference, transform(self.states) if transform is not None else self.states)
 
 
-def _execute(ctx: Context, cfg: Any, model: Any, baseline: Baseline, obs_transform: Any) -> dict[str, Any]:
+def _execute(cfg: Any, model: Any, baseline: Baseline, obs_transform: Any) -> dict[str, Any]:
     """Run the quantized policy on a real backend, one observation per call as it is deployed: its
     reward on the same episodes, its action fidelity, its batch-1 one-thread latency next to fp32
     eager torch's, and its bytes."""
@@ -171,29 +171,40 @@ def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) ->
         if reward is not None and states_file.exists():
             with np.load(states_file) as data:
                 return Baseline(reward, model_bytes, policy, data["states"])
-        ev, _, _ = _evaluate(ctx, cfg, policy, "fp32 eval", keep_states=STATES)
+        ev, _, _ = _evaluate(cfg, policy, "fp32 eval", keep_states=STATES)
         assert ev.states is not None
         _save_states(states_file, ev.states)
         if reward is None:
-            record = make_record(
-                cfg,
-                "done",
-                started,
-                ctx.run_dir,
-                evaluation=ev,
-                fp32_reward=ev.mean,
-                rel_error=0.0,
-                policy_bytes=model_bytes,
-                fp32_bytes=model_bytes,
-                trained=policy.trained,
-                curve=policy.curve,
-                fp32_note=(fp32_flag(cfg.env, ev.mean) or (None, None))[1],
-                **_trained(policy),
-            )
+            weak = (fp32_flag(cfg.env, ev.mean) or (None, None))[1]
+            fields = _measured(policy, ev, ev.mean, model_bytes, model_bytes, weak, policy.curve)
+            record = make_record(cfg, "done", started, ctx.run_dir, rel_error=0.0, **fields)
             name = "record.json" if methods.of(ctx.cfg).baseline else "baseline.record.json"
             store_record(store, record, ctx.run_dir / name)
             log.info("Recorded fp32 baseline of %s: %.2f ± %.2f", label(cfg), ev.mean, ev.std)
         return Baseline(ev.mean if reward is None else reward, model_bytes, policy, ev.states)
+
+
+def _measured(
+    policy: CachedPolicy,
+    ev: Evaluation,
+    fp32_reward: float,
+    nbytes: int,
+    fp32_bytes: int,
+    fp32_note: str | None,
+    curve: list[dict[str, float]],
+) -> dict[str, Any]:
+    """The record fields every evaluated cell has (the fp32 baseline's and a quantized cell's alike):
+    its evaluation, its fp32 reward and why that is weak, its bytes and fp32's, and its training."""
+    return {
+        "evaluation": ev,
+        "fp32_reward": fp32_reward,
+        "fp32_note": fp32_note,
+        "policy_bytes": nbytes,
+        "fp32_bytes": fp32_bytes,
+        "trained": policy.trained,
+        "curve": curve,
+        **_trained(policy),
+    }
 
 
 def _trained(policy: CachedPolicy) -> dict[str, Any]:
@@ -326,26 +337,20 @@ def _run(ctx: Context, store: Store, started: str) -> None:
         log.info("%s: fp32 reward %.2f%s", name, baseline.reward, f" (fp32 policy {flag})" if flag else "")
         return
     policy = obtain(cfg, policies, progress=progress) if method.trains_policy else fp32_policy
-    ev, size, model = _evaluate(ctx, cfg, policy, f"{cfg.quant.method} eval")
+    ev, size, model = _evaluate(cfg, policy, f"{cfg.quant.method} eval")
     fidelity = baseline.fidelity(model, policy)
-    executed = {} if cfg.quant.backend == "fake" else _execute(ctx, cfg, model, baseline, loaded(policy)[1])
+    executed = {} if cfg.quant.backend == "fake" else _execute(cfg, model, baseline, loaded(policy)[1])
     error, note = relative_error(baseline.reward, ev.mean, cfg.env.return_scale)
+    curve = policy.curve if policy is not fp32_policy else []
     record = make_record(
         cfg,
         "done",
         started,
         ctx.run_dir,
-        evaluation=ev,
-        fp32_reward=baseline.reward,
         rel_error=error,
         rel_error_note=note,
-        fp32_note=weak,
-        policy_bytes=size,
-        fp32_bytes=baseline.nbytes,
-        trained=policy.trained,
-        curve=policy.curve if policy is not fp32_policy else [],
+        **_measured(policy, ev, baseline.reward, size, baseline.nbytes, weak, curve),
         **fidelity.fields(),
-        **_trained(policy),
         **executed,
         **calibration.record_fields(model),
     )

@@ -920,12 +920,12 @@ def test_reward_intervals_are_clipped_to_the_env_return_range_and_say_so(tmp_pat
 
 def test_long_collation_says_what_it_is_doing(tmp_path: Path, caplog, capsys):
     """Off a terminal every step of a collation is a log line; on one, a tqdm bar names the step."""
-    from quarl.collate.steps import Steps
+    from quarl.progress import Steps
 
     path = _store(tmp_path, ptq_study(algos=("ppo",), envs=("cartpole",), seeds=(0, 1), bits=(4, 8)))
     with caplog.at_level(logging.INFO, logger="quarl.collate"):
         collate(path, tmp_path / "out")
-    lines = [r.getMessage() for r in caplog.records if r.name == "quarl.collate.steps"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "quarl.progress"]
     assert lines[0].endswith(": the sweet-spot plots (1/7)") and lines[0].startswith("Collating 8 records into")
     assert any(line.endswith("the weight report (6/7)") for line in lines) and " done in " in lines[-1]
     with Steps("Drawing", total=2, interactive=True) as steps:

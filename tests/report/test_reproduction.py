@@ -21,9 +21,9 @@ SWEEPS = CONF_DIR / "sweep"
 
 
 def test_committed_report_matches_the_committed_records(caplog):
-    with caplog.at_level(logging.INFO, logger="quarl.collate.steps"):
+    with caplog.at_level(logging.INFO, logger="quarl.progress"):
         assert build.check(DOCS / "records", DOCS, SWEEPS) == []
-    steps = [r.getMessage() for r in caplog.records if r.name == "quarl.collate.steps"]  # a log line per part
+    steps = [r.getMessage() for r in caplog.records if r.name == "quarl.progress"]  # a log line per part
     assert "Building the reproduction report: the PTQ table (3/14)" in steps and " done in " in steps[-1]
 
 

@@ -14,10 +14,10 @@ from matplotlib.figure import Figure
 
 from quarl.collate import actorq, aggregate_plots, curves, plots, precision, stats, tables, verdict_table, weights
 from quarl.collate.frame import Study, is_float
-from quarl.collate.steps import Steps
 from quarl.collate.trainings import stem, title
 from quarl.config.keys import slug
 from quarl.errors import QuarlError
+from quarl.progress import Steps
 
 #: The list of files a collation wrote, kept in its folder: the next collation there replaces exactly them.
 MANIFEST = ".quarl-collate.json"

@@ -22,8 +22,8 @@ from typing import Callable
 
 import pandas as pd
 
-from quarl.collate.steps import Steps
 from quarl.errors import QuarlError
+from quarl.progress import Steps
 from quarl.report import (
     deployment,
     extensions,
