@@ -20,7 +20,7 @@ from quarl.config.keys import cell_key
 from quarl.config.methods import fp32_config
 from quarl.errors import IncompatibleCell, QuarlError
 from quarl.evaluate.episodes import Evaluation, evaluate_cell
-from quarl.evaluate.fidelity import STATES, Fidelity, executed_fidelity, greedy_actions, policy_fidelity
+from quarl.evaluate.fidelity import STATES, Fidelity, executed_fidelity, greedy_actions, policy_fidelity, relative_error
 from quarl.progress import activity
 from quarl.quantize import calibration
 from quarl.quantize.weights import policy_bytes, quantize_policy
@@ -220,19 +220,6 @@ def _trained(policy: CachedPolicy) -> dict[str, Any]:
         **({"training_device": meta["device"]} if meta.get("device") else {}),
         **({"kept_step": kept.get("step"), "kept_eval_reward": kept.get("reward")} if kept else {}),
     }
-
-
-E_FLOOR = 0.02  # E is n/a when |R_fp32| is below this fraction of the env's return scale
-
-
-def relative_error(fp32: float, quantized: float, return_scale: float | None = None) -> tuple[float | None, str | None]:
-    """E = (R_fp32 - R_q) / |R_fp32|, or (None, why) when the fp32 reward is too close to 0 for the
-    ratio to mean anything: within E_FLOOR of the env's `return_scale` (exactly 0 without one)."""
-    floor = E_FLOOR * abs(return_scale) if return_scale else 0.0
-    if abs(fp32) <= floor:
-        scale = f" (within {E_FLOOR:.0%} of env.return_scale={return_scale:g})" if return_scale else ""
-        return None, f"E is n/a: the fp32 reward {fp32:.4g} is too close to 0{scale} to divide by"
-    return (fp32 - quantized) / abs(fp32), None
 
 
 def run_cell(ctx: Context) -> None:

@@ -103,7 +103,7 @@ class Probe:
     on `cfg`'s seeded episodes, action agreement on the states its fp32 evaluation visits."""
 
     def __init__(self, cfg: Any, policy: Any) -> None:
-        from quarl.pipeline import relative_error  # the cells' own E
+        from quarl.evaluate.fidelity import relative_error  # the cells' own E
 
         self.cfg, self.policy, self._relative_error = cfg, policy, relative_error
         self.reference, self.transform = policy.load(), policy.obs_transform()

@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from quarl.evaluate.fidelity import AGREEMENT_TOLERANCE, compare
-from quarl.pipeline import relative_error
+from quarl.evaluate.fidelity import AGREEMENT_TOLERANCE, compare, relative_error
 from quarl.store import query as results
 from tests.conftest import run_quarl
 

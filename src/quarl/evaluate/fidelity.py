@@ -10,6 +10,9 @@ Measured on a seeded sample of the states the fp32 policy visits in its own eval
 - stochastic policies (A2C, PPO, SAC): `kl` is the mean KL(fp32 || quantized) of the action
   distributions (SAC: of its Gaussians before the tanh, which is the same KL as after it).
 
+And at the level of reward, `relative_error`: E = (R_fp32 - R_q) / |R_fp32|, n/a near a zero fp32
+reward.
+
 Reward over a handful of episodes swings by several percent between seeds while the policy may act
 identically; these numbers say what quantization did to the policy itself.
 """
@@ -108,3 +111,16 @@ def executed_fidelity(reference_actions: np.ndarray, policy: Any, states: np.nda
     actions `reference_actions` on the same raw `states`."""
     agreement, mad = compare(reference_actions, greedy_actions(policy, states, per_observation=True), space)
     return Fidelity(agreement, mad, None, len(states))
+
+
+E_FLOOR = 0.02  # E is n/a when |R_fp32| is below this fraction of the env's return scale
+
+
+def relative_error(fp32: float, quantized: float, return_scale: float | None = None) -> tuple[float | None, str | None]:
+    """E = (R_fp32 - R_q) / |R_fp32|, or (None, why) when the fp32 reward is too close to 0 for the
+    ratio to mean anything: within E_FLOOR of the env's `return_scale` (exactly 0 without one)."""
+    floor = E_FLOOR * abs(return_scale) if return_scale else 0.0
+    if abs(fp32) <= floor:
+        scale = f" (within {E_FLOOR:.0%} of env.return_scale={return_scale:g})" if return_scale else ""
+        return None, f"E is n/a: the fp32 reward {fp32:.4g} is too close to 0{scale} to divide by"
+    return (fp32 - quantized) / abs(fp32), None
