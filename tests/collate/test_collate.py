@@ -923,7 +923,7 @@ def test_long_collation_says_what_it_is_doing(tmp_path: Path, caplog, capsys):
     from quarl.progress import Steps
 
     path = _store(tmp_path, ptq_study(algos=("ppo",), envs=("cartpole",), seeds=(0, 1), bits=(4, 8)))
-    with caplog.at_level(logging.INFO, logger="quarl.collate"):
+    with caplog.at_level(logging.INFO, logger="quarl"):
         collate(path, tmp_path / "out")
     lines = [r.getMessage() for r in caplog.records if r.name == "quarl.progress"]
     assert lines[0].endswith(": the sweet-spot plots (1/7)") and lines[0].startswith("Collating 8 records into")
