@@ -4,17 +4,23 @@ machine's ten minutes (`benchmarks/device/gpu.sh` runs it there).
 Parts, in order of what the study needs most, each skipped with a line saying so when the time left
 (`--budget-s`) cannot hold it:
 
-1. **CUDA smoke** (about 30 s at most): a DQN learner with the 3x2048 Q-network on the device, 50
-   updates on random batches, a publish (one copy from the GPU), an int8 actor built from it (ONNX
-   Runtime) and a bf16 autocast update; any error or a non-finite value exits 1 before anything
-   else runs.
-2. **ActorQ DQN on CartPole** (`+sweep=actorq_gpu`): the learner on the device, 14 actors pinned one
-   to a core (all cores but two), fp32 vs int8 actors, each run to its published target (198.22;
-   `actorq.stop_at_return`) or its cap (`--cap-s`; `actorq.time_limit_s`).
-3. **Mixed precision** (`benchmarks/bench_amp.py`, at most `AMP_S`): DQN on Pong at the paper's
+1. **CUDA smoke** (about 30 s at most): DQN learners with the 3x2048 Q-network on the device, one
+   capturing its update as a CUDA graph (`actorq.cuda_graph`), one eager, 50 updates each from the
+   same weights on the same random batches (their weights must agree to 1e-3, else the runs update
+   eagerly), a publish (one copy from the GPU), an int8 actor built from it (ONNX Runtime) and a
+   bf16 autocast update; then each learner alone (updates/s, publish ms). Any error or a non-finite
+   value exits 1 before anything else runs.
+2. **ActorQ DQN on CartPole, Acrobot, then MountainCar** (`+sweep=actorq_gpu`; 5, 3 and 3 seeds,
+   each seed with fp32 then int8 actors): the learner on the device, 14 actors pinned one to a core
+   (all cores but two), each run to its published target (198.22, -107.45, -120.62;
+   `actorq.stop_at_return`) or its cap (`--cap-s`; `actorq.time_limit_s`). Each env stops at its
+   share of the budget (`SHARE_S`), so that the next env gets its turn; a seed cut short there is
+   not stored.
+3. **Samples-per-insert ablation**: CartPole, seed 0, at 8 and 128 sampled items per inserted one
+   (the tuned rate is 32), fp32 and int8 actors: which regime, actor- or learner-bound, each rate
+   puts a run in.
+4. **Mixed precision** (`benchmarks/bench_amp.py`, at most `AMP_S`): DQN on Pong at the paper's
    three sizes; its CSV grows a row per size, so a part cut short keeps the sizes it measured.
-4. **ActorQ DQN on Acrobot, then MountainCar** (targets -107.45, -120.62), as part 2. MountainCar
-   comes last: at the paper's 3x2048 it needs the most env steps of the three.
 5. **D4PG** with the 2048x3 policy on Pendulum (`+sweep=d4pg_gpu`; Gymnasium's Pendulum travels,
    DeepMind Control does not), fp32 vs int8 actors.
 6. **4-bit on a VNNI CPU** (`benchmarks/bench_int4.py`), only where `lscpu` lists avx512_vnni or amx,
@@ -27,9 +33,10 @@ Writes under `--out`: the store `results.sqlite`, the records as `records.tar.gz
 cell, for `docs/reproduction/records`), `actorq_gpu.md` and `amp.csv`, and `log.txt`.
 
 `--rehearse`: the same parts on this machine's CPU with tiny budgets (`train.device=cpu`, 64x64
-networks, 2 actors, 5 s caps, CartPole only, tiny AMP networks): the test suite runs it.
+networks, 2 actors, 5 s caps, CartPole with one seed, one ablation rate, tiny AMP networks): the
+test suite runs it.
 
-Usage: python benchmarks/bench_actorq_gpu.py [--out outputs/gpu] [--budget-s 540] [--cap-s 60] [--rehearse]
+Usage: python benchmarks/bench_actorq_gpu.py [--out outputs/gpu] [--budget-s 540] [--cap-s 45] [--rehearse]
 """
 
 from __future__ import annotations
@@ -50,6 +57,11 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {"cartpole": 198.22, "acrobot": -107.45, "mountaincar": -120.62}  # the paper's DQN rows, in run order
 START_S = 25  # a capped run's start-up (14 actor processes) and its evaluation, beyond its cap
 SMOKE_S = 30
+SEEDS = {"cartpole": 5, "acrobot": 3, "mountaincar": 3}
+FULL_S = 540  # the budget SHARE_S is made for (a shorter one scales the shares down)
+SHARE_S = {"cartpole": 200, "acrobot": 120, "mountaincar": 130}  # each env's seconds at most (its seeds x 2)
+ABLATION_SPI = (8, 128)  # CartPole's tuned rate is 32 (batch 64 x 128 gradient steps / 256 env steps)
+ABLATION_CAP_S = 20
 AMP_S = 120  # the mixed-precision part's cap on a device (about 60 s measured in the plan: 3 sizes)
 
 
@@ -69,8 +81,12 @@ class Clock:
         return False
 
 
-def smoke(device: str, *overrides: str) -> None:
-    """The learner's whole GPU path once: updates, a publish, an autocast update; raises on any fault."""
+def smoke(device: str, *overrides: str) -> bool:
+    """The learner's whole GPU path once: updates, a publish, an int8 actor, an autocast update, and
+    the CUDA-graph learner against the eager one from the same weights on the same batches; raises on
+    any fault. Whether the graph's updates matched (the runs fall back to eager updates if not)."""
+    import dataclasses
+
     import numpy as np
     import torch
     from hydra import compose, initialize_config_dir
@@ -98,34 +114,79 @@ def smoke(device: str, *overrides: str) -> None:
             ],
         )
     settings = resolve(cfg)
-    learner = DQNLearner(settings, torch.device(device))
+    eager = DQNLearner(dataclasses.replace(settings, cuda_graph=False), torch.device(device))
     rng = np.random.default_rng(0)
-    batch = {
-        "obs": rng.standard_normal((64, 4), dtype=np.float32),
-        "next_obs": rng.standard_normal((64, 4), dtype=np.float32),
-        "action": rng.integers(0, 2, 64).astype(np.int64),
-        "reward": np.ones(64, np.float32),
-        "discount": np.full(64, 0.97, np.float32),
-    }
-    losses = [learner.update(batch)["loss"] for _ in range(50)]
+    batches = [random_batch(rng) for _ in range(50)]
+    start_weights = [{k: v.clone() for k, v in net.state_dict().items()} for net in (eager.policy, eager.target)]
+    losses = [eager.update(b)["loss"] for b in batches]
+    try:
+        graphed, gap = graph_against_eager(settings, device, start_weights, batches, eager)
+        verdict = f"{gap:.1e} of their largest ({'matched' if gap < 1e-3 else 'NOT matched: the runs update eagerly'})"
+    except Exception as exc:  # the runs can still update eagerly
+        graphed, gap, verdict = (
+            None,
+            np.inf,
+            f"n/a: the graph failed ({type(exc).__name__}: {exc}); the runs update eagerly",
+        )
     spec = settings.actor
-    packed = ParameterQuantizer(spec.layer_shapes, 8).pack(learner.policy)
+    packed = ParameterQuantizer(spec.layer_shapes, 8).pack(eager.policy)
     int8_actor = execution.build(execution.convert(unpack(packed, spec.layer_shapes, 8), 8), 8, spec.squash)
-    actions = int8_actor(batch["obs"])
+    actions = int8_actor(batches[0]["obs"])
     with torch.autocast(torch.device(device).type, dtype=DTYPE):
-        losses.append(learner.update(batch)["loss"])
+        losses.append(eager.update(batches[0])["loss"])
     values = torch.stack(losses).float().cpu()
     if not torch.isfinite(values).all() or packed.nbytes == 0 or not np.isfinite(actions).all():
         raise RuntimeError(f"smoke run: non-finite losses {values.tolist()[-3:]}, an empty publish or int8 actions")
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
     print(
         f"## CUDA smoke: passed on {name} in {time.monotonic() - start:.1f} s "
-        f"(51 updates, loss {values[0]:.3f} -> {values[-1]:.3f}, {packed.nbytes} bytes a publish)\n"
+        f"(51 eager updates, loss {values[0]:.3f} -> {values[49]:.3f}, {packed.nbytes} bytes a publish); "
+        f"after 50 updates from the same weights on the same batches, the CUDA-graph learner's weights "
+        f"and the eager one's differ by {verdict}\n"
     )
-    print(learner_alone(learner, batch, spec.layer_shapes, device) + "\n")
+    for learner in (eager, graphed):
+        if learner is not None:
+            how = "CUDA graph" if learner.graphed else "eager"
+            print(learner_alone(learner, batches[0], spec.layer_shapes, device, how) + "\n")
+    matched = gap < 1e-3
+    return matched
 
 
-def learner_alone(learner: Any, batch: dict[str, Any], shapes: list[tuple[int, int]], device: str) -> str:
+def graph_against_eager(
+    settings: Any, device: str, start: list[dict[str, Any]], batches: list[dict[str, Any]], eager: Any
+) -> tuple[Any, float]:
+    """A learner updating as a CUDA graph (`actorq.cuda_graph`, eager without CUDA) from the `start`
+    weights on `batches`, and its weights' largest gap to `eager`'s, relative to their largest value."""
+    import torch
+
+    from quarl.actorq.dqn import DQNLearner
+
+    graphed = DQNLearner(settings, torch.device(device))
+    graphed.policy.load_state_dict(start[0])
+    graphed.target.load_state_dict(start[1])
+    for b in batches:
+        graphed.update(b)
+    gap = max(
+        float((a - b).abs().max() / b.abs().max().clamp_min(1e-12))
+        for a, b in zip(graphed.policy.state_dict().values(), eager.policy.state_dict().values())
+    )
+    return graphed, gap
+
+
+def random_batch(rng: Any) -> dict[str, Any]:
+    """A CartPole-shaped batch of 64 random transitions."""
+    import numpy as np
+
+    return {
+        "obs": rng.standard_normal((64, 4), dtype=np.float32),
+        "next_obs": rng.standard_normal((64, 4), dtype=np.float32),
+        "action": rng.integers(0, 2, 64).astype(np.int64),
+        "reward": np.ones(64, np.float32),
+        "discount": np.full(64, 0.97, np.float32),
+    }
+
+
+def learner_alone(learner: Any, batch: dict[str, Any], shapes: list[tuple[int, int]], device: str, how: str) -> str:
     """The learner's own speed, without actors beside it: updates/s and the time of a publish at
     32 and 8 bits (each timed to the GPU's end), the ceiling an ActorQ run's learner works under."""
     import torch
@@ -143,46 +204,80 @@ def learner_alone(learner: Any, batch: dict[str, Any], shapes: list[tuple[int, i
         sync()
         return (time.perf_counter() - t0) / times
 
-    update_s = timed(lambda: learner.update(batch), 200)
+    update_s = timed(lambda: learner.update(batch), 500)
     batch_s = timed(lambda: to_device(batch, torch.device(device)), 200)
     publish = {bits: timed(lambda q=ParameterQuantizer(shapes, bits): q.pack(learner.policy), 20) for bits in (32, 8)}
     return (
-        f"## The learner alone on {device}: {1 / update_s:.0f} updates/s (batch 64, timed over 200; "
-        f"{batch_s * 1e3:.2f} ms of each {update_s * 1e3:.2f} ms moves the batch to the device); "
-        f"a publish takes {publish[32] * 1e3:.1f} ms at 32 bits and {publish[8] * 1e3:.1f} ms at 8 bits"
+        f"## The learner alone on {device}, {how}: {1 / update_s:.0f} updates/s ({update_s * 1e3:.2f} ms an "
+        f"update of batch 64, timed over 500 on the same batch; moving a batch to the device as eager updates "
+        f"do takes {batch_s * 1e3:.2f} ms); a publish takes {publish[32] * 1e3:.1f} ms at 32 bits and {publish[8] * 1e3:.1f} ms at 8 bits"
     )
 
 
-def quarl_run(args: list[str], log: Path) -> int:
-    """`python run.py ARGS`, its output appended to `log`; its exit code."""
+def quarl_run(args: list[str], log: Path, limit_s: float) -> str:
+    """`python run.py ARGS`, its output appended to `log`, stopped (SIGTERM: the cell in progress ends
+    cleanly, the stored ones stay) after `limit_s`; how it ended."""
     with log.open("a") as out:
-        return subprocess.run(
+        process = subprocess.Popen(
             [sys.executable, str(ROOT / "run.py"), *args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT
-        ).returncode
+        )
+        try:
+            return f"exit code {process.wait(timeout=max(1.0, limit_s))}"
+        except subprocess.TimeoutExpired:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            return f"stopped after its {limit_s:.0f} s share"
 
 
 def actorq_rows(a: argparse.Namespace, clock: Clock, common: list[str], log: Path, envs: list[str]) -> None:
-    """The DQN rows of `envs`, one multirun (fp32 and int8 actors) per env."""
-    extra = (
-        ["train.device=cpu", "actorq.actors=2", "algo.hyperparams.policy_kwargs.net_arch=[64,64]"] if a.rehearse else []
-    )
+    """The DQN rows of `envs`, one multirun per env (its seeds, each with fp32 then int8 actors),
+    each stopped at its share of the budget (SHARE_S) so that the next env gets its turn."""
     for env in envs:
-        if not clock.allows(f"ActorQ DQN on {env}", 2 * (a.cap_s + START_S)):
+        if not clock.allows(f"ActorQ DQN on {env}", a.cap_s + START_S):
             continue
-        code = quarl_run(
+        seeds = ",".join(str(s) for s in range(1 if a.rehearse else SEEDS[env]))
+        how = quarl_run(
             [
                 "-m",
                 "+sweep=actorq_gpu",
                 f"env={env}",
+                f"seed={seeds}",
                 f"actorq.stop_at_return={TARGETS[env]}",
                 f"actorq.time_limit_s={a.cap_s}",
                 f"hydra.sweep.dir={a.out}/runs/{env}",
                 *common,
-                *extra,
             ],
             log,
+            min(clock.left(), SHARE_S[env] * (1 if a.budget_s >= FULL_S else a.budget_s / FULL_S)),
         )
-        print(f"ActorQ DQN on {env}: exit code {code} ({clock.left():.0f} s left)")
+        print(f"ActorQ DQN on {env}, seeds {seeds}: {how} ({clock.left():.0f} s left)")
+
+
+def ablation(a: argparse.Namespace, clock: Clock, common: list[str], log: Path) -> None:
+    """CartPole at other samples-per-insert rates (seed 0, fp32 and int8 actors): fewer updates per env
+    step free the actors (actor-bound), more hold them back (learner-bound)."""
+    if not clock.allows("Samples-per-insert ablation", ABLATION_CAP_S + START_S):
+        return
+    spis = ABLATION_SPI[:1] if a.rehearse else ABLATION_SPI
+    how = quarl_run(
+        [
+            "-m",
+            "+sweep=actorq_gpu",
+            "env=cartpole",
+            "seed=0",
+            f"actorq.samples_per_insert={','.join(str(v) for v in spis)}",
+            f"actorq.stop_at_return={TARGETS['cartpole']}",
+            f"actorq.time_limit_s={min(a.cap_s, ABLATION_CAP_S)}",
+            f"hydra.sweep.dir={a.out}/runs/ablation",
+            *common,
+        ],
+        log,
+        clock.left(),
+    )
+    print(f"Samples-per-insert ablation on CartPole ({spis}): {how} ({clock.left():.0f} s left)")
 
 
 def d4pg_rows(a: argparse.Namespace, clock: Clock, common: list[str], log: Path) -> None:
@@ -199,7 +294,7 @@ def d4pg_rows(a: argparse.Namespace, clock: Clock, common: list[str], log: Path)
         if a.rehearse
         else []
     )
-    code = quarl_run(
+    how = quarl_run(
         [
             "-m",
             "algo=d4pg",
@@ -210,8 +305,9 @@ def d4pg_rows(a: argparse.Namespace, clock: Clock, common: list[str], log: Path)
             *tiny,
         ],
         log,
+        clock.left(),
     )
-    print(f"D4PG on Pendulum: exit code {code} ({clock.left():.0f} s left)")
+    print(f"D4PG on Pendulum: {how} ({clock.left():.0f} s left)")
 
 
 def summary(out: Path) -> pd.DataFrame:
@@ -234,6 +330,7 @@ def summary(out: Path) -> pd.DataFrame:
         ["actor_steps_per_s", "learner_updates_per_s", "learner_wait_s", "actor_send_s", "train_time_s"]
     ].mean()
     devices = runs.groupby(keys)["training_device"].first()
+    regimes = runs.groupby(keys).apply(actorq.regime)
     rows = []
     for r in ttr.to_dict("records"):
         at = tuple(r[k] for k in keys)
@@ -244,6 +341,7 @@ def summary(out: Path) -> pd.DataFrame:
                 "algo": r["algo"],
                 "env": r["env"],
                 "network": r["network"],
+                "training": r["training"],
                 "actors": r["precision"],
                 "learner": devices.loc[at],
                 "target": r["target"],
@@ -255,6 +353,7 @@ def summary(out: Path) -> pd.DataFrame:
                 "learner waiting (s)": round(side["learner_wait_s"], 1),
                 "actors blocked sending (s, summed)": round(side["actor_send_s"], 1),
                 "run (s)": round(side["train_time_s"], 1),
+                "regime": regimes.loc[at],
             }
         )
     return pd.DataFrame(rows)
@@ -319,13 +418,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "outputs/gpu")
     ap.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget of the whole script")
-    ap.add_argument("--cap-s", type=float, help="wall-clock cap of each ActorQ run (default 60 s; 5 s rehearsing)")
+    ap.add_argument("--cap-s", type=float, help="wall-clock cap of each ActorQ run (default 45 s; 5 s rehearsing)")
     ap.add_argument("--envs", nargs="+", default=list(TARGETS), choices=list(TARGETS))
     ap.add_argument("--rehearse", action="store_true", help="on the CPU with tiny budgets (the test suite's run)")
     a = ap.parse_args()
     if a.rehearse:
         a.envs = ["cartpole"]
-    a.cap_s = a.cap_s or (5.0 if a.rehearse else 60.0)
+    a.cap_s = a.cap_s or (5.0 if a.rehearse else 45.0)
     a.out = a.out.resolve()
     a.out.mkdir(parents=True, exist_ok=True)
     log, clock = a.out / "log.txt", Clock(a.budget_s)
@@ -335,8 +434,9 @@ def main() -> int:
     if device == "cuda" and not torch.cuda.is_available():
         print("No CUDA device is visible: run with --rehearse on a CPU machine.", file=sys.stderr)
         return 1
+    tiny = ["algo.hyperparams.policy_kwargs.net_arch=[64,64]"] if a.rehearse else []
     try:
-        smoke(device, *(["algo.hyperparams.policy_kwargs.net_arch=[64,64]"] if a.rehearse else []))
+        graph_matched = smoke(device, *tiny)
     except Exception as exc:  # any fault at all ends the script before it spends the budget
         print(f"CUDA smoke run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
@@ -346,12 +446,14 @@ def main() -> int:
         "train.progress=false",
         "eval.progress=false",
         "hydra.callbacks.collate.enabled=false",
+        *([] if graph_matched else ["actorq.cuda_graph=false"]),
     ]
-    actorq_rows(a, clock, common, log, a.envs[:1])
+    dqn = [*common, *tiny, *(["train.device=cpu", "actorq.actors=2"] if a.rehearse else [])]
+    actorq_rows(a, clock, dqn, log, a.envs)
+    write_summary(a.out, device)
+    ablation(a, clock, dqn, log)
     write_summary(a.out, device)
     mixed_precision(a, clock, device)
-    actorq_rows(a, clock, common, log, a.envs[1:])
-    write_summary(a.out, device)
     d4pg_rows(a, clock, common, log)
     write_summary(a.out, device)
     int4_on_vnni(a.rehearse, clock)

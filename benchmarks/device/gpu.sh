@@ -16,8 +16,13 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
 { nvidia-smi -L; lscpu | grep -E "Model name|^CPU\(s\)"; lscpu | grep -o -E "avx512_vnni|amx_[a-z0-9]+" | sort -u | tr '\n' ' '; echo; 
   python3 -c "import torch; print('torch', torch.__version__)"; } 2>&1 | tee "$OUT/stdout.txt"
-timeout "${BUDGET_S:-540}" python3 benchmarks/bench_actorq_gpu.py --out /tmp/gpu --budget-s $(( ${BUDGET_S:-540} - 30 )) ${GPU_ARGS:-} 2>&1 | tee -a "$OUT/stdout.txt"
+keep() {  # what landed so far into $OUT, so that a call cut short by the device's time still brings it back
+  for f in log.txt actorq_gpu.md amp.csv records.tar.gz results.sqlite; do [ -f "/tmp/gpu/$f" ] && cp "/tmp/gpu/$f" "$OUT/"; done
+  [ -d /tmp/gpu/runs ] && tar czf "$OUT/runs.tar.gz.part" -C /tmp/gpu runs && mv "$OUT/runs.tar.gz.part" "$OUT/runs.tar.gz"
+}
+( while sleep 20; do keep 2>/dev/null; done ) & keeper=$!
+timeout "${BUDGET_S:-540}" python3 benchmarks/bench_actorq_gpu.py --out /tmp/gpu --budget-s $(( ${BUDGET_S:-540} - 15 )) ${GPU_ARGS:-} 2>&1 | tee -a "$OUT/stdout.txt"
 status=${PIPESTATUS[0]}
-for f in log.txt actorq_gpu.md amp.csv records.tar.gz results.sqlite; do [ -f "/tmp/gpu/$f" ] && cp "/tmp/gpu/$f" "$OUT/"; done
-[ -d /tmp/gpu/runs ] && tar czf "$OUT/runs.tar.gz" -C /tmp/gpu runs  # each run's folder: its record, curves and log, even if cut short
+kill "$keeper" 2>/dev/null
+keep  # each run's folder: its record, curves and log, even if cut short
 exit "$status"

@@ -109,6 +109,7 @@ class Settings:
     stop_at_return: Optional[float]  # end once the last RETURN_WINDOW training episodes average this
     time_limit_s: Optional[float]  # end after this many seconds of wall time
     pin_actors: bool  # local actors: one core each (quarl.actorq.transport.actor_cores)
+    cuda_graph: bool  # DQN on a CUDA learner: updates replayed as one CUDA graph (quarl.actorq.graphed)
     action_low: Optional[list[float]]  # D4PG: the env's action bounds ([-1, 1] actions are scaled to them)
     action_high: Optional[list[float]]
 
@@ -198,6 +199,7 @@ def resolve(cfg: Any) -> Settings:
         stop_at_return=a.stop_at_return,
         time_limit_s=a.time_limit_s,
         pin_actors=bool(a.pin_actors),
+        cuda_graph=bool(a.cuda_graph),
         action_low=low,
         action_high=high,
     )

@@ -76,6 +76,21 @@ def runs(study: Study) -> pd.DataFrame:
     return done
 
 
+def regime(cells: pd.DataFrame) -> str:
+    """Which side held a setting's runs back, read from their records: the learner's share of the
+    wall time spent waiting for experience against the actors' mean share blocked sending it (the
+    samples-per-insert limit holding them back). 'learner-bound (actors blocked 55%, learner waiting
+    12%)'; n/a where the records lack the breakdown."""
+    needed = ["learner_wait_s", "actor_send_s", "train_time_s", "actorq.actors"]
+    if cells.empty or any(c not in cells.columns or cells[c].isna().all() for c in needed):
+        return "n/a: the records hold no time breakdown"
+    wall = pd.to_numeric(cells["train_time_s"])
+    waiting = float((pd.to_numeric(cells["learner_wait_s"]) / wall).mean())
+    blocked = float((pd.to_numeric(cells["actor_send_s"]) / (pd.to_numeric(cells["actorq.actors"]) * wall)).mean())
+    side = "learner-bound" if blocked > waiting else "actor-bound"
+    return f"{side} (actors blocked {blocked:.0%}, learner waiting {waiting:.0%})"
+
+
 def smoothed(curves: pd.DataFrame, cell_key: str) -> pd.DataFrame:
     """One run's (wall_s, step, return) with the return averaged over the last RETURN_WINDOW episodes."""
     c = curves[curves["cell_key"] == cell_key].sort_values("wall_s")

@@ -93,6 +93,7 @@ class ActorQConfig:
     stop_at_return: Optional[float] = None  # end once the last 10 training episodes average this (null: whole budget)
     time_limit_s: Optional[float] = None  # end the run after this many seconds of wall time (null: no limit)
     pin_actors: bool = False  # local actors: each on a core of its own, the first cores left to the learner (Linux)
+    cuda_graph: bool = False  # DQN on a CUDA learner: each update one CUDA graph launch (quarl.actorq.graphed)
 
 
 @dataclass

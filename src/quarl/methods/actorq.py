@@ -17,7 +17,7 @@ ACTOR_BITS = (8, 16, 32)  # int8, fp16, fp32 actors
 COMM_BITS = (None, 8, 16, 32)
 #: actorq.* keys added after ActorQ records were written, with their defaults: a cell keeps its key
 #: while they are at them.
-LATER_DEFAULTS: dict[str, Any] = {"time_limit_s": None}
+LATER_DEFAULTS: dict[str, Any] = {"time_limit_s": None, "cuda_graph": False}
 NULLABLE = ("n_step", "replay_size", "samples_per_insert", "time_limit_s")  # settings whose null means derived or none
 PLACEMENT = ("pin_actors",)  # where processes run, never what they learn: not part of a key
 
@@ -80,6 +80,11 @@ class ActorQ(QuantMethod):
             raise QuarlError(
                 "actorq.pin_actors=true places local actor processes; Ray places its own actors: "
                 "use actorq.pin_actors=false with actorq.backend=ray."
+            )
+        if a.cuda_graph and cfg.algo.name != "dqn":
+            raise QuarlError(
+                f"actorq.cuda_graph=true captures DQN's update; algo={cfg.algo.name} updates eagerly: "
+                "use actorq.cuda_graph=false."
             )
         if cfg.quant.actor_bits not in ACTOR_BITS:
             raise QuarlError(
