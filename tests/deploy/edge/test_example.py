@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from quarl.deploy.edge import board
+from quarl.deploy.edge.targets import cortex_m4
 from quarl.deploy.edge.toolchain import available, tool
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "cortex_m4_cartpole"
 
 
 def test_board_files_are_quarls_and_the_policy_compiles_for_the_host(tmp_path):
-    assert (EXAMPLE / "startup.c").read_text() == board.STARTUP
-    assert (EXAMPLE / "mps2.ld").read_text() == board.LINKER_SCRIPT
+    assert (EXAMPLE / "startup.c").read_text() == cortex_m4.STARTUP
+    assert (EXAMPLE / "mps2.ld").read_text() == cortex_m4.LINKER_SCRIPT
     for name in ("policy.c", "policy.h"):
         shutil.copy(EXAMPLE / name, tmp_path / name)
     done = subprocess.run(

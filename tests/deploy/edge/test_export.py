@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 from quarl.config.methods import policy_config
 from quarl.deploy.edge import calibration_states
 from quarl.deploy.edge.export import export_edge
+from quarl.errors import QuarlError
 from quarl.quantize.calibration import calibration_seeds
 from quarl.quantize.weights import quantize_policy
 from quarl.store import query as results
@@ -126,3 +127,71 @@ def test_16x8_and_huffman_from_the_command_line_export_and_backend(scratch, shar
     refused = export(str(scratch / "p.tflite"), "--format", "tflite", "--weight-coding", "huffman")
     assert refused.returncode == 1 and "weight_coding=huffman is not supported for format=tflite" in refused.stderr
     assert "Traceback" not in refused.stderr and not (scratch / "p.tflite").exists()
+
+
+# --- a C export runs the policy's firmware on every installed microcontroller target ------------------------
+
+
+def _c_export(cartpole, out):
+    return export_edge(
+        cartpole.model_copy(), out, "c", calibration_obs=cartpole.calibration, check_obs=cartpole.states[:2000]
+    )
+
+
+def test_a_c_export_checks_the_firmware_of_every_installed_target_under_qemu(cartpole, tmp_path):
+    from quarl.deploy.edge.export import FIRMWARE_CHECK_STATES, FIRMWARE_COUNT_STATES
+    from quarl.deploy.edge.targets import TARGETS
+
+    report = _c_export(cartpole, tmp_path / "policy")
+    text = report.text()
+    for t in TARGETS.values():
+        missing = t.missing()
+        if missing:
+            assert any(note.startswith(f"{t.name}: no firmware check") and missing in note for note in report.notes)
+            continue
+        key = f"{t.name} firmware under {t.emulator}"
+        assert report.checked[key] == 0 and report.checked_on[key] == FIRMWARE_CHECK_STATES
+        measured = report.firmware[t.name]
+        assert measured["flash"] > 4000 and 0 < measured["ram"] < 1024 and measured["instructions"] > 1000
+        assert measured["counted"] == FIRMWARE_COUNT_STATES
+        assert f"{key}: actions identical to the integer reference on {FIRMWARE_CHECK_STATES} states" in text
+        assert f"{t.name} firmware ({t.float_note}): the policy takes {measured['flash']:,} B flash" in text
+    assert "C policy (host cc): actions identical to the integer reference on 2000 states" in text
+    assert text.count("(an instruction is not a cycle)") == len(report.firmware)
+
+
+def test_a_firmware_that_differs_refuses_the_export(cartpole, tmp_path, monkeypatch):
+    from quarl.deploy.edge.targets import TARGETS, Target
+
+    installed = [t for t in TARGETS.values() if not t.missing()]
+    if not installed:
+        pytest.skip(" ".join(t.missing() or "" for t in TARGETS.values()))
+    firmware = Target.firmware
+
+    def wrong(self, policy, check, count, folder=None):
+        measured = firmware(self, policy, check, count, folder)
+        if self.name == installed[-1].name:
+            measured.actions = 1 - measured.actions  # every discrete action flipped
+        return measured
+
+    monkeypatch.setattr(Target, "firmware", wrong)
+    out = tmp_path / "policy"
+    with pytest.raises(QuarlError, match=rf"{installed[-1].name} firmware under .* differs on 300 of 300 states"):
+        _c_export(cartpole, out)
+    assert not out.exists()
+
+
+def test_a_missing_toolchain_is_a_note_and_the_export_goes_on(cartpole, tmp_path, monkeypatch):
+    import shutil
+
+    from quarl.deploy.edge.targets import TARGETS
+
+    cross = {tool for t in TARGETS.values() for tool in t.tools()}
+    which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name in cross else which(name, *a, **k))
+    report = _c_export(cartpole, tmp_path / "policy")
+    assert (tmp_path / "policy" / "policy.c").exists() and not report.firmware
+    assert list(report.checked) == ["C policy (host cc)"]
+    for t in TARGETS.values():
+        note = next(n for n in report.notes if n.startswith(f"{t.name}: no firmware check"))
+        assert f"{t.cc} is not installed" in note and f"Debian's {t.packages[t.cc]}" in note

@@ -7,7 +7,10 @@ and `policy.h`), each checked bit for bit against the integer reference before i
     print(report.text())
 
 `quarl export --format tflite|c` calls it with the record's own calibration states
-(`quarl.deploy.edge.calibration_states`).
+(`quarl.deploy.edge.calibration_states`). A C export also builds the policy into the minimal
+firmware of every microcontroller target whose toolchain and emulator are installed
+(`quarl.deploy.edge.targets`), checks its actions under QEMU and reports its linked flash and RAM and
+its executed instructions per action (an instruction is not a cycle).
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ log = logging.getLogger(__name__)
 FORMATS = ("tflite", "c")
 PRECISIONS = {"int8": 8, "int4": 4, "int2": 2}  # C: packed weights; LiteRT: int8 only
 ACTIVATIONS = {"int8": 8, "int16": 16}  # TFLite's int8 scheme, or its 16x8 scheme (8-bit weights)
+FIRMWARE_CHECK_STATES = 300  # states a C export checks under each target's emulator (spread over the checked ones)
+FIRMWARE_COUNT_STATES = 4  # states its executed instructions per action are counted over
 
 
 @dataclass
@@ -49,6 +54,8 @@ class EdgeExport:
     states: int = 0  # states checked on
     sizes: dict[str, int] = field(default_factory=dict)  # flash / RAM / arena / file bytes
     notes: list[str] = field(default_factory=list)  # a target that was not checked, and why
+    checked_on: dict[str, int] = field(default_factory=dict)  # target -> states, where not `states`
+    firmware: dict[str, dict[str, Any]] = field(default_factory=dict)  # microcontroller target -> measures
 
     def text(self) -> str:
         """The lines `quarl export` prints: the files, the checks, the sizes."""
@@ -56,8 +63,15 @@ class EdgeExport:
         lines += [f"  {line}" for line in self.policy.describe().splitlines()]
         for target, bad in self.checked.items():
             verdict = "identical" if bad == 0 else f"DIFFERENT on {bad}"
-            lines.append(f"  {target}: actions {verdict} to the integer reference on {self.states} states")
+            n = self.checked_on.get(target, self.states)
+            lines.append(f"  {target}: actions {verdict} to the integer reference on {n} states")
         lines += [f"  {k}: {v} bytes" for k, v in self.sizes.items()]
+        for name, m in self.firmware.items():
+            lines.append(
+                f"  {name} firmware ({m['float']}): the policy takes {m['flash']:,} B flash and {m['ram']:,} B RAM "
+                f"(linked, with it minus without it; RAM with policy_act's stack); {m['instructions']:,.0f} "
+                f"instructions per action under QEMU over {m['counted']} states (an instruction is not a cycle)"
+            )
         lines += [f"  {note}" for note in self.notes]
         return "\n".join(lines)
 
@@ -158,7 +172,7 @@ def _export_tflite(policy: IntegerPolicy, path: Path, states: np.ndarray, metada
 
 
 def _export_c(policy: IntegerPolicy, folder: Path, states: np.ndarray) -> EdgeExport:
-    from quarl.deploy.edge.toolchain import CPolicy, arm_footprint, available, write_sources
+    from quarl.deploy.edge.toolchain import CPolicy, write_sources
 
     n = len(states) if states.ndim > 1 else 0
     report = EdgeExport([folder / "policy.c", folder / "policy.h"], policy, states=n)
@@ -166,20 +180,12 @@ def _export_c(policy: IntegerPolicy, folder: Path, states: np.ndarray) -> EdgeEx
         work = Path(tmp)
         if report.states:
             c = CPolicy(policy, work / "host")  # compiles with -Wall -Wextra -Werror
-            report.checked["C policy (host cc)"] = int(
-                np.sum(np.any((c.act(states) != policy.act(states)).reshape(len(states), -1), axis=1))
-            )
+            report.checked["C policy (host cc)"] = _differing(c.act(states), policy.act(states))
             c.close()
             _refuse_differences(report)
         if policy.weight_coding == "huffman":
             report.notes.append(_stream_note(policy))
-        missing = available("arm-none-eabi-gcc", "arm-none-eabi-size")
-        if missing is None:
-            footprint = arm_footprint(policy, work / "arm")
-            report.sizes["Cortex-M4 flash (.text + .rodata + .data)"] = footprint.flash
-            report.sizes["Cortex-M4 RAM (.data + .bss + stack)"] = footprint.ram
-        else:
-            report.notes.append(f"No Cortex-M sizes: {missing}")
+        _firmware(policy, states if report.states else None, work, report)
         write_sources(policy, work / "out")
         folder.parent.mkdir(parents=True, exist_ok=True)
         staged = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
@@ -192,6 +198,46 @@ def _export_c(policy: IntegerPolicy, folder: Path, states: np.ndarray) -> EdgeEx
             raise QuarlError(f"Export path {folder} already exists: choose another path or delete it.") from None
     log.info("Exported the C policy to %s", folder)
     return report
+
+
+def _spread(states: np.ndarray, k: int) -> np.ndarray:
+    """At most `k` of `states`, evenly spaced (the record's own and the random ones alike)."""
+    return states[np.unique(np.linspace(0, len(states) - 1, min(k, len(states))).astype(int))]
+
+
+def _firmware(policy: IntegerPolicy, states: Optional[np.ndarray], work: Path, report: EdgeExport) -> None:
+    """Every installed microcontroller target: the policy in its minimal firmware, checked under QEMU
+    against the reference (a difference refuses the export), its flash, RAM and instructions per action."""
+    from quarl.deploy.edge.targets import TARGETS
+
+    for target in TARGETS.values():
+        missing = target.missing() if states is not None else "no states to check it on"
+        if missing is not None:
+            report.notes.append(f"{target.name}: no firmware check, size or instruction count: {missing}")
+            continue
+        assert states is not None
+        check, count = _spread(states, FIRMWARE_CHECK_STATES), _spread(states, FIRMWARE_COUNT_STATES)
+        firmware = target.firmware(policy, check, count, work / target.name)
+        key = f"{target.name} firmware under {target.emulator}"
+        report.checked[key] = _differing(firmware.actions, policy.act(check))
+        report.checked_on[key] = len(check)
+        report.firmware[target.name] = {
+            "flash": firmware.flash,
+            "ram": firmware.ram,
+            "float": target.float_note,
+            "instructions": firmware.instructions,
+            "counted": firmware.counted,
+        }
+        log.info("%s: %s", target.title, report.firmware[target.name])
+    _refuse_differences(report)
+
+
+def _differing(got: np.ndarray, expected: np.ndarray) -> int:
+    """States whose action differs (all of them where the shapes differ)."""
+    n = len(expected)
+    if np.shape(got) != np.shape(expected):
+        return n
+    return int(np.sum(np.any((np.asarray(got) != np.asarray(expected)).reshape(n, -1), axis=1)))
 
 
 def _stream_note(policy: IntegerPolicy) -> str:
@@ -212,7 +258,9 @@ def _refuse_differences(report: EdgeExport) -> None:
     if bad:
         raise QuarlError(
             "The exported policy does not act as the integer reference: "
-            + ", ".join(f"{t} differs on {n} of {report.states} states" for t, n in bad.items())
+            + ", ".join(
+                f"{t} differs on {n} of {report.checked_on.get(t, report.states)} states" for t, n in bad.items()
+            )
             + ". Nothing was written; please report this with the record."
         )
 

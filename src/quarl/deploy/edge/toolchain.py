@@ -1,34 +1,28 @@
-"""Compiling and running the C policy: the host compiler (a shared library driven through ctypes),
-`arm-none-eabi-gcc` (flash and RAM of the policy for a Cortex-M4) and `qemu-system-arm` (the policy
-on an emulated MPS2 board). A missing tool is one QuarlError naming the Debian package."""
+"""Compiling and running the C policy: the host compiler (a shared library driven through ctypes), and
+the tool lookup every microcontroller target uses (`quarl.deploy.edge.targets`: cross compilers, size
+tools, emulators). A missing tool is one QuarlError naming the Debian package."""
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import os
-import re
 import shutil
-import subprocess
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 
-from quarl.deploy.edge import board
+from quarl.deploy.edge import targets
 from quarl.deploy.edge.cgen import header, source
 from quarl.deploy.edge.integer import IntegerPolicy
+from quarl.deploy.edge.targets._firmware import Footprint, run
 from quarl.errors import QuarlError
 
 HOST_FLAGS = ["-std=c99", "-O3", "-Wall", "-Wextra", "-Werror"]
-PACKAGES = {
-    "cc": "gcc (apt-get install gcc)",
-    "arm-none-eabi-gcc": "gcc-arm-none-eabi and libnewlib-arm-none-eabi (apt-get install gcc-arm-none-eabi "
-    "libnewlib-arm-none-eabi)",
-    "arm-none-eabi-size": "binutils-arm-none-eabi (installed with gcc-arm-none-eabi)",
-    "qemu-system-arm": "qemu-system-arm (apt-get install qemu-system-arm)",
-}
+PACKAGES = {"cc": "gcc (apt-get install gcc)", **targets.packages()}  # tool -> its Debian packages
+ARM = "cortex-m4"  # the target of `arm_footprint` and `qemu_actions`
 HARNESS = r"""/* Host harness: many observations per call, for ctypes (one call per batch, not per state), and a
    native timing of policy_act (ns per call, without the Python call's overhead). */
 #define _POSIX_C_SOURCE 199309L
@@ -85,13 +79,6 @@ def available(*names: str) -> Optional[str]:
     return None
 
 
-def _run(cmd: Sequence[str], cwd: Path, what: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    done = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    if done.returncode != 0:
-        raise QuarlError(f"{what} failed ({' '.join(cmd)}):\n{done.stdout}{done.stderr}")
-    return done
-
-
 def write_sources(policy: IntegerPolicy, folder: Path, name: str = "policy") -> tuple[Path, Path]:
     """`name`.h and `name`.c in `folder` (created if needed)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -116,7 +103,7 @@ class CPolicy:
         _, c = write_sources(policy, self.folder)
         (self.folder / "harness.c").write_text(HARNESS)
         lib = self.folder / "libpolicy.so"
-        _run(
+        run(
             [cc, *HOST_FLAGS, "-fPIC", "-shared", c.name, "harness.c", "-o", lib.name],
             self.folder,
             "Compiling the C policy",
@@ -168,92 +155,14 @@ class CPolicy:
             self._tmp = None
 
 
-@dataclass
-class Footprint:
-    """Bytes of the policy object for a Cortex-M (arm-none-eabi-size of policy.o; stack from -fstack-usage)."""
-
-    text: int  # code
-    rodata: int  # const arrays: weights, biases, multipliers, tables
-    data: int
-    bss: int  # the activation buffers
-    stack: int  # the deepest frame chain of policy_act (an upper bound: every function's frame summed)
-
-    @property
-    def flash(self) -> int:
-        return self.text + self.rodata + self.data
-
-    @property
-    def ram(self) -> int:
-        return self.data + self.bss + self.stack
-
-
-def arm_footprint(policy: IntegerPolicy, folder: Optional[Path] = None, cpu: str = board.CPU) -> Footprint:
-    """Cross-compile the policy with `arm-none-eabi-gcc -mcpu=<cpu> -mthumb -Os -Wall -Wextra -Werror`
-    and measure it: .text, .rodata, .data, .bss of policy.o and its stack use."""
-    gcc = tool("arm-none-eabi-gcc")
-    size = tool("arm-none-eabi-size")
-    with tempfile.TemporaryDirectory(prefix="quarl-arm-") as tmp:
-        work = Path(folder) if folder is not None else Path(tmp)
-        _, c = write_sources(policy, work)
-        flags = [f if not f.startswith("-mcpu=") else f"-mcpu={cpu}" for f in board.CFLAGS]
-        _run([gcc, *flags, "-fstack-usage", "-c", c.name, "-o", "policy.o"], work, "Cross-compiling the C policy")
-        sections = _sections(_run([size, "-A", "-d", "policy.o"], work, "arm-none-eabi-size").stdout)
-        stack = sum(int(m.group(1)) for m in re.finditer(r"\t(\d+)\t", (work / "policy.su").read_text()))
-    pick = lambda prefix: sum(v for k, v in sections.items() if k == prefix or k.startswith(prefix + "."))  # noqa: E731
-    return Footprint(pick(".text"), pick(".rodata"), pick(".data"), pick(".bss"), stack)
-
-
-def _sections(text: str) -> dict[str, int]:
-    sections: dict[str, int] = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) >= 2 and parts[0].startswith(".") and parts[1].isdigit():
-            sections[parts[0]] = sections.get(parts[0], 0) + int(parts[1])
-    return sections
-
-
-def build_firmware(policy: IntegerPolicy, states: np.ndarray, folder: Path) -> Path:
-    """The bare-metal program for QEMU's MPS2 board (`board`): the policy acting on `states`.
-    Returns the ELF."""
-    gcc = tool("arm-none-eabi-gcc")
-    folder.mkdir(parents=True, exist_ok=True)
-    write_sources(policy, folder)
-    (folder / "startup.c").write_text(board.STARTUP)
-    (folder / "mps2.ld").write_text(board.LINKER_SCRIPT)
-    (folder / "main.c").write_text(board.MAIN)
-    (folder / "states.h").write_text(board.states_header(policy.batch(states), f"{len(states)} recorded states"))
-    _run(
-        [gcc, *board.CFLAGS, *board.LINK, "startup.c", "main.c", "policy.c", "-o", "policy.elf"],
-        folder,
-        "Building the Cortex-M program",
-    )
-    return folder / "policy.elf"
-
-
-def run_qemu(elf: Path, machine: str = board.MACHINE, timeout: float = 600) -> str:
-    """Run a semihosting program under `qemu-system-arm -M <machine>` and return what it printed."""
-    qemu = tool("qemu-system-arm")
-    cmd = [qemu, "-M", machine, "-nographic", "-monitor", "none", "-semihosting-config", "enable=on,target=native"]
-    done = _run([*cmd, "-kernel", str(elf)], elf.parent, f"Running the policy under {Path(qemu).name}", timeout)
-    return done.stdout
-
-
-def parse_actions(printed: str, policy: IntegerPolicy) -> np.ndarray:
-    """The actions `board.MAIN` printed, shaped like `IntegerPolicy.act`'s."""
-    lines = printed.splitlines()
-    try:
-        start, end = next(i for i, s in enumerate(lines) if s.startswith("quarl policy:")), lines.index("done")
-    except (StopIteration, ValueError):
-        raise QuarlError(f"The Cortex-M program did not finish; it printed:\n{printed[-2000:]}") from None
-    rows = [line.split() for line in lines[start + 1 : end]]
-    if policy.action_kind == "discrete":
-        return np.array([int(r[0]) for r in rows], dtype=np.int64)
-    bits = np.array([[int(v, 16) for v in r] for r in rows], dtype=np.uint32)
-    return bits.view(np.float32).reshape((len(rows), *policy.action_shape))
+def arm_footprint(policy: IntegerPolicy, folder: Optional[Path] = None, cpu: str = "cortex-m4") -> Footprint:
+    """policy.o for a Cortex-M (the cortex-m4 target's flags, `-mcpu=<cpu>`): .text, .rodata, .data,
+    .bss and the stack of policy_act."""
+    arm = targets.target(ARM)
+    flags = tuple(f if not f.startswith("-mcpu=") else f"-mcpu={cpu}" for f in arm.cflags)
+    return dataclasses.replace(arm, cflags=flags).footprint(policy, folder)
 
 
 def qemu_actions(policy: IntegerPolicy, states: np.ndarray, folder: Optional[Path] = None) -> np.ndarray:
     """The C policy's actions on `states` computed on an emulated Cortex-M4 (mps2-an386)."""
-    with tempfile.TemporaryDirectory(prefix="quarl-mps2-") as tmp:
-        elf = build_firmware(policy, states, Path(folder) if folder is not None else Path(tmp))
-        return parse_actions(run_qemu(elf), policy)
+    return targets.target(ARM).actions(policy, states, folder)

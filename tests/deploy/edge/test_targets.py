@@ -1,0 +1,80 @@
+"""The microcontroller targets (`quarl.deploy.edge.targets`): the registry, and for every target whose
+toolchain and emulator are installed, the C policy in its minimal firmware under QEMU: bit for bit
+the integer reference, its linked flash and RAM, its executed instructions per action. A target
+module added to the package is picked up here: the tests are parametrized over `TARGETS`."""
+
+from __future__ import annotations
+
+import dataclasses
+import pkgutil
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from quarl.deploy.edge import targets
+from quarl.deploy.edge.targets import TARGETS, Target, target
+from quarl.errors import QuarlError
+
+EVERY = [pytest.param(t, id=t.name) for t in TARGETS.values()]
+
+
+def need(t: Target) -> None:
+    """Skip with the one sentence naming the Debian packages of `t`'s first missing tool."""
+    missing = t.missing()
+    if missing:
+        pytest.skip(missing)
+
+
+def test_every_target_module_is_registered_and_an_unknown_name_lists_them():
+    modules = {m.name for m in pkgutil.iter_modules(targets.__path__) if not m.name.startswith("_")}
+    assert {"cortex_m4", "riscv32"} <= modules and len(TARGETS) == len(modules)
+    assert {"cortex-m4", "riscv32"} <= set(TARGETS) and target("riscv32") is TARGETS["riscv32"]
+    with pytest.raises(QuarlError, match="target=avr is not a microcontroller target: choose one of cortex-m4, riscv"):
+        target("avr")
+    for t in TARGETS.values():
+        assert set(t.tools()) <= set(t.packages) and "-kernel" == t.emulator_args[-1] and t.float_note
+
+
+def test_importing_the_registry_calls_no_tool():
+    code = (
+        "import shutil, subprocess\n"
+        "def refuse(*a, **k): raise AssertionError('a tool was looked up or run at import')\n"
+        "shutil.which = subprocess.run = subprocess.Popen = refuse\n"
+        "from quarl.deploy.edge.targets import TARGETS\n"
+        "print(sorted(TARGETS))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "cortex-m4" in done.stdout and "riscv32" in done.stdout
+
+
+@pytest.mark.parametrize("t", EVERY)
+def test_a_missing_tool_is_one_sentence_naming_the_debian_packages(t, monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    missing = t.missing()
+    assert missing is not None and missing.startswith(f"{t.cc} is not installed")
+    assert f"Debian's {t.packages[t.cc]}" in missing and "\n" not in missing
+
+
+CASES = [("cartpole", 8, "packed"), ("pendulum", 8, "packed"), ("cartpole", 4, "huffman")]
+
+
+@pytest.mark.parametrize("which, bits, coding", CASES, ids=["cartpole-int8", "pendulum-int8", "cartpole-int4-huffman"])
+@pytest.mark.parametrize("t", EVERY)
+def test_the_firmware_acts_as_the_reference_and_is_measured(t, which, bits, coding, request, tmp_path):
+    need(t)
+    trained = request.getfixturevalue(which)
+    policy = dataclasses.replace(trained.integer(weight_bits=bits), weight_coding=coding)
+    check = trained.states[::40][:250]  # the policy's own states and random-action ones
+    firmware = t.firmware(policy, check, trained.states[:2], tmp_path)
+    expected = policy.act(check)
+    assert np.array_equal(np.asarray(firmware.actions).view(np.uint8), np.asarray(expected).view(np.uint8))
+    footprint = t.footprint(policy, tmp_path / "object")
+    assert 0.9 * footprint.flash <= firmware.flash <= footprint.flash + 4096  # + soft-float helpers, where linked
+    assert footprint.bss <= firmware.ram <= 1024
+    assert 1000 < firmware.instructions < 2_000_000 and firmware.counted == 2
+    again = t.firmware(policy, check[:3], trained.states[:2], tmp_path / "again")
+    assert again.instructions == firmware.instructions and again.flash == firmware.flash  # deterministic
