@@ -67,24 +67,22 @@ static int32_t requantize(double v) {
 REQUANTIZE_16X8 = {"gemmlowp": REDUCED_64, "ruy": DOUBLE_64, "single": DOUBLE_64}
 
 RUNTIME = r"""
-/* gemmlowp's SaturatingRoundingDoublingHighMul */
+/* gemmlowp's SaturatingRoundingDoublingHighMul: (ab + nudge) / 2^31 truncated toward zero with
+   nudge 2^30 (ab >= 0) or 1 - 2^30 (ab < 0), which is floor((ab + 2^30) / 2^31) either way */
 static int32_t srdhm(int32_t a, int32_t b) {
-    int64_t ab;
-    int32_t nudge;
     if (a == b && a == I32_MIN) {
         return I32_MAX;
     }
-    ab = (int64_t)a * (int64_t)b;
-    nudge = ab >= 0 ? (1 << 30) : (1 - (1 << 30));
-    return (int32_t)((ab + nudge) / ((int64_t)1 << 31));
+    return (int32_t)(((int64_t)a * (int64_t)b + ((int64_t)1 << 30)) >> 31);
 }
 
-/* gemmlowp's RoundingDivideByPOT: x / 2^e rounded to nearest, ties away from zero */
+/* gemmlowp's RoundingDivideByPOT: x / 2^e rounded to nearest, ties away from zero: floor((x' / 2^(e-1)
+   + 1) / 2) with x' = x - 1 for negative x (x > I32_MIN: srdhm's results are) */
 static int32_t rdbpot(int32_t x, int e) {
-    const int32_t mask = (int32_t)(((int64_t)1 << e) - 1);
-    const int32_t remainder = x & mask;
-    const int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
-    return (x >> e) + (remainder > threshold ? 1 : 0);
+    if (e == 0) {
+        return x;
+    }
+    return (((x + (x >> 31)) >> (e - 1)) + 1) >> 1;
 }
 
 @REQUANTIZE@
@@ -138,21 +136,39 @@ typedef uint8_t weight_t;
 
 
 HUFFMAN_READER = r"""
-typedef uint8_t weight_t;
-/* the stream (cstream) is read in order: every row's weights start where the last read ended, so
-   ROW_BYTES is 0 and each WEIGHT decodes the next value; policy_act rewinds the stream */
-#define WEIGHT(row, i) next_value(row)
-#define ROW_BYTES(n) 0
-static uint32_t stream_pos;
+/* the stream (cstream) is read in order: every row's weights start where the last read ended;
+   policy_act rewinds it. Its next bits wait in bit_buf, the first at bit 0 */
+static uint32_t bit_buf;
+static int bit_count;
+static const uint8_t *bit_next;
+static int32_t row_shift[ROWS]; /* the shifts of the rows being computed (their difference from the layer's first) */
 
-/* the stream's next value: canonical Huffman decoding, a code's bits most significant first, the
-   stream's bits from each byte's lowest (quarl.deploy.edge.huffman) */
+/* the stream's next value: canonical Huffman decoding (quarl.deploy.edge.huffman), a code of up to
+   HUFF_LUT_BITS bits by one look-up of the next bits in HUFF_LUT ((length << 8) | symbol), a longer
+   one bit by bit (its bits most significant first); STREAM is padded so the buffer may read ahead */
 static int32_t next_value(const uint8_t *stream) {
+    uint32_t entry;
     int32_t word = 0, first = 0, index = 0, count;
     int length = 0;
+    (void)stream;
+    while (bit_count <= 24) {
+        bit_buf |= (uint32_t)*bit_next++ << bit_count;
+        bit_count += 8;
+    }
+    entry = HUFF_LUT[bit_buf & ((1u << HUFF_LUT_BITS) - 1)];
+    if (entry != 0) {
+        bit_buf >>= entry >> 8;
+        bit_count -= (int)(entry >> 8);
+        return (int32_t)((entry & 0xFF) ^ 0x80) - 0x80;
+    }
     for (;;) {
-        word |= (stream[stream_pos >> 3] >> (stream_pos & 7)) & 1;
-        ++stream_pos;
+        if (bit_count == 0) {
+            bit_buf = *bit_next++;
+            bit_count = 8;
+        }
+        word |= (int32_t)(bit_buf & 1);
+        bit_buf >>= 1;
+        --bit_count;
         count = HUFF_COUNT[++length];
         if (word - first < count) {
             return HUFF_SYMBOL[index + word - first];
@@ -215,40 +231,104 @@ BIAS = "l->bias_narrow != 0 ? (acc_t)l->bias_narrow[o] : (acc_t)l->bias_wide[o]"
 REQUANTIZE_FIXED = (
     "requantize(sum, l->mult != 0 ? l->mult[o] : l->mult_all, l->shift != 0 ? l->shift[o] : l->shift_all)"
 )
-REQUANTIZE_STREAM = "requantize(sum, l->mult != 0 ? l->mult[o] : l->mult_all, l->shift_all + next_value(STREAM))"
+REQUANTIZE_STREAM = "requantize(sum, l->mult != 0 ? l->mult[o] : l->mult_all, l->shift_all + row_shift[o % ROWS])"
 REQUANTIZE_DOUBLE = "requantize((double)sum * l->real[o])"
 READ_TABLE = r"""    if (l->table != 0) {
         read_table();
     }
 """
-TABLE_APPLY = r"""        if (l->table == 0) {
-            out[o] = (act_t)acc;
-        } else {
-            out[o] = l->odd ? odd_lookup(l->table, acc) : l->table[acc + 128];
-        }"""
-TANH16_APPLY = r"""        out[o] = l->tanh_mult != 0 ? tanh16(acc, l->tanh_mult, l->tanh_shift) : (act_t)acc;"""
-PLAIN_APPLY = r"""        out[o] = (act_t)acc;"""
+TABLE_APPLY = r"""    if (l->table == 0) {
+        return (act_t)acc;
+    }
+    return l->odd ? odd_lookup(l->table, acc) : l->table[acc + 128];"""
+TANH16_APPLY = r"""    return l->tanh_mult != 0 ? tanh16(acc, l->tanh_mult, l->tanh_shift) : (act_t)acc;"""
+PLAIN_APPLY = r"""    return (act_t)acc;"""
+
+OUTPUT = r"""
+/* output channel o of a layer from its dot product: bias, requantization, zero point, clamp (-> Tanh) */
+static act_t output(const layer_t *l, int o, acc_t sum) {
+    int32_t acc;
+    sum += @BIAS@;
+    acc = @REQUANTIZE@;
+    acc += l->out_zp;
+    if (acc < l->act_min) {
+        acc = l->act_min;
+    }
+    if (acc > ACT_MAX) {
+        acc = ACT_MAX;
+    }
+@ACTIVATE@
+}
+"""
 
 FC = r"""
-/* one fully connected layer: act_t in -> acc_t accumulator -> requantized act_t out (-> Tanh) */
+/* one fully connected layer: act_t in -> acc_t accumulators, ROWS rows at a time -> act_t out */
 static void fc(const layer_t *l, const act_t *in, act_t *out) {
-    int o, i;
-@PREPARE@    for (o = 0; o < l->n_out; ++o) {
-        const weight_t *row = l->w + (long)o * ROW_BYTES(l->n_in);
-        acc_t sum = @BIAS@;
-        int32_t acc;
-        for (i = 0; i < l->n_in; ++i) {
-            sum += (acc_t)((int32_t)in[i] * WEIGHT(row, i));
+    const long stride = ROW_BYTES(l->n_in);
+    acc_t sum[ROWS];
+    int o, k;
+    for (o = 0; o < l->n_out; o += ROWS) {
+        const int rows = l->n_out - o < ROWS ? l->n_out - o : ROWS;
+        dot(l->w + o * stride, stride, rows, in, l->n_in, sum);
+        for (k = 0; k < rows; ++k) {
+            out[o + k] = output(l, o + k, sum[k]);
         }
-        acc = @REQUANTIZE@;
-        acc += l->out_zp;
-        if (acc < l->act_min) {
-            acc = l->act_min;
-        }
-        if (acc > ACT_MAX) {
-            acc = ACT_MAX;
-        }
-@ACTIVATE@
     }
 }
 """
+
+FC_STREAM = r"""
+/* the next row's n weights from the stream into w, each where the layout (POS) puts it: the bit
+   buffer in registers, a code longer than HUFF_LUT_BITS through next_value */
+KERNEL static void decode_row(int8_t *w, int n) {
+    const int full = n - n % GROUP;
+    uint32_t buf = bit_buf;
+    int count = bit_count, i;
+    const uint8_t *next = bit_next;
+    for (i = 0; i < n; ++i) {
+        uint32_t entry;
+        int32_t v;
+        while (count <= 24) {
+            buf |= (uint32_t)*next++ << count;
+            count += 8;
+        }
+        entry = HUFF_LUT[buf & ((1u << HUFF_LUT_BITS) - 1)];
+        if (entry != 0) {
+            buf >>= entry >> 8;
+            count -= (int)(entry >> 8);
+            v = (int32_t)((entry & 0xFF) ^ 0x80) - 0x80;
+        } else {
+            bit_buf = buf;
+            bit_count = count;
+            bit_next = next;
+            v = next_value(STREAM);
+            buf = bit_buf;
+            count = bit_count;
+            next = bit_next;
+        }
+        w[i < full ? POS(i) : i] = (int8_t)v;
+    }
+    bit_buf = buf;
+    bit_count = count;
+    bit_next = next;
+}
+
+/* one fully connected layer from the stream: ROWS rows' weights (each followed by its shift) decoded
+   into RAM, then their dot products and outputs */
+static void fc(const layer_t *l, const act_t *in, act_t *out) {
+    static int8_t rows_w[ROWS][ROW_MAX];
+    acc_t sum[ROWS];
+    int o, k;
+@PREPARE@    for (o = 0; o < l->n_out; o += ROWS) {
+        const int rows = l->n_out - o < ROWS ? l->n_out - o : ROWS;
+        for (k = 0; k < rows; ++k) {
+            decode_row(rows_w[k], l->n_in);
+@SHIFT@        }
+        dot(rows_w[0], ROW_MAX, rows, in, l->n_in, sum);
+        for (k = 0; k < rows; ++k) {
+            out[o + k] = output(l, o + k, sum[k]);
+        }
+    }
+}
+"""
+READ_SHIFT = "            row_shift[k] = next_value(STREAM);\n"

@@ -1,15 +1,21 @@
 """The integer policy as self-contained C99: `policy.h` and `policy.c`, for microcontrollers.
 
 The source computes exactly `IntegerPolicy.act` (quarl.deploy.edge.integer): int8 (or packed 4-/2-bit)
-weights in `const` arrays (flash), int32 biases, TFLite's fixed-point requantization, Tanh as a
-256-entry table, activations in two static int8 buffers; no dynamic allocation and no libm. Floats
-appear only where the observation enters (VecNormalize and the per-feature grid: subtract, divide,
-compare, truncate; every constant printed as an exact hexadecimal float) and, for continuous actions,
-as a table of the action value of each output code. With int16 activations (TFLite's 16x8 scheme)
-the buffers hold int16, the accumulators int64, Tanh interpolates TFLite's sigmoid table, and a
-continuous head dequantizes and squashes or clips in float32 (C99 does not contract those
-operations into fused multiply-adds, so they round as numpy's). It compiles warning-free with
-`-std=c99 -Wall -Wextra -Werror` for the host and for `arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb`.
+weights in `const` arrays (flash), each row laid out for the Cortex-M4's SXTB16/SMLAD (`csimd`),
+int32 biases, TFLite's fixed-point requantization, Tanh as a 256-entry table, activations in two
+static int8 buffers; no dynamic allocation and no libm. Floats appear only where the observation
+enters (VecNormalize and the per-feature grid: subtract, divide, compare, truncate; every constant
+printed as an exact hexadecimal float) and, for continuous actions, as a table of the action value of
+each output code. With int16 activations (TFLite's 16x8 scheme) the buffers hold int16, the
+accumulators int64, Tanh interpolates TFLite's sigmoid table, and a continuous head dequantizes and
+squashes or clips in float32 (C99 does not contract those operations into fused multiply-adds, so they
+round as numpy's). Huffman-coded weights (`cstream`) are decoded a row at a time by table look-up.
+
+Where the compiler has the DSP extension (`__ARM_FEATURE_DSP`: arm-none-eabi-gcc -mcpu=cortex-m4) the
+layers' dot products run two rows at a time on SXTB16 and SMLAD (SMLALD for 16x8) through the ACLE
+intrinsics of <arm_acle.h>; elsewhere a portable C99 loop reads the same layout. Integer sums do not
+depend on their order, so both give the reference's actions bit for bit. It compiles warning-free with
+`-std=c99 -Wall -Wextra -Werror -pedantic` for the host and for `arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb`.
 
     #include "policy.h"
     float obs[POLICY_OBS_DIM];  POLICY_ACTION_T action[POLICY_ACTION_DIM];
@@ -23,13 +29,15 @@ from typing import Iterable
 
 import numpy as np
 
-from quarl.deploy.edge import c_runtime, cstream
+from quarl.deploy.edge import c_runtime, csimd, cstream, huffman
+from quarl.deploy.edge.csimd import pack_weights
 from quarl.deploy.edge.cstream import half_table, is_odd
 from quarl.deploy.edge.fixedpoint import DOUBLE_16X8, SIGMOID_TABLE_UINT16
 from quarl.deploy.edge.integer import Dense, IntegerPolicy
 from quarl.errors import QuarlError
 
 PER_LINE = 24  # array values per source line
+STREAM_PAD = 4  # zero bytes after the stream: the decoder's bit buffer reads up to 4 bytes ahead
 
 
 def _ident(name: str) -> str:
@@ -66,23 +74,6 @@ def _int32s(a: np.ndarray) -> list[str]:
 
 def _int64s(a: np.ndarray) -> list[str]:
     return [f"INT64_C({int(v)})" for v in np.asarray(a).reshape(-1)]
-
-
-def pack_weights(codes: np.ndarray, bits: int) -> np.ndarray:
-    """Rows of `bits`-bit two's-complement codes packed into bytes, lowest bits first; each row padded
-    to whole bytes (8 bits: the codes as uint8)."""
-    codes = np.asarray(codes, dtype=np.int64)
-    if bits == 8:
-        return (codes & 0xFF).astype(np.uint8)
-    per = 8 // bits
-    rows, cols = codes.shape
-    padded = np.zeros((rows, -(-cols // per) * per), dtype=np.int64)
-    padded[:, :cols] = codes & ((1 << bits) - 1)
-    groups = padded.reshape(rows, -1, per)
-    packed = np.zeros(groups.shape[:2], dtype=np.int64)
-    for k in range(per):
-        packed |= groups[:, :, k] << (bits * k)
-    return packed.astype(np.uint8)
 
 
 def folded_bias(layer: Dense) -> np.ndarray:
@@ -123,7 +114,8 @@ def data_bytes(policy: IntegerPolicy) -> int:
     coded = policy.weight_coding == "huffman"
     if coded:  # the weights, shifts and Tanh tables are in the stream
         code, stream = cstream.encoded(policy)
-        total += stream.size + len(code.counts) + len(code.symbols)
+        total += stream.size + STREAM_PAD + len(code.counts) + len(code.symbols)
+        total += 2 << min(code.max_length, huffman.LOOKUP_BITS)  # HUFF_LUT
     for layer in policy.layers:
         rows = layer.weight.shape[0]
         total += rows * (1 if _narrow_bias(layer) else 2) * (2 if layer.bits == 8 else 4)
@@ -194,7 +186,8 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
         " quarl.deploy.edge.cgen from the integer reference quarl.deploy.edge.integer, do not edit.\n"
         f" * Arithmetic: TFLite's {scheme}: per-channel symmetric weights, requantization by a\n"
         f" * fixed-point multiplier and shift ({policy.rounding} rounding). No heap, no libm. */\n",
-        f'#include "{name}.h"\n\n',
+        f'#include "{name}.h"\n',
+        csimd.PRELUDE + "\n",
         "#define I32_MIN (-2147483647 - 1)\n#define I32_MAX 2147483647\n",
         f"#define ACT_MIN ({policy.input.qmin})\n#define ACT_MAX {policy.input.qmax}\n",
         f"typedef {act_t} act_t;\ntypedef {'int64_t' if wide else 'int32_t'} acc_t;\n\n",
@@ -212,10 +205,10 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
     for i, layer in enumerate(layers):
         rows, cols = layer.weight.shape
         parts.append(f"\n/* {layer.name}: {cols} -> {rows}, {layer.activation} */\n")
-        if not coded:
-            packed = pack_weights(layer.weight, bits)
+        if not coded:  # each row in the SIMD layout (csimd), which the portable path reads too
+            packed = pack_weights(csimd.layout(layer.weight, bits, policy.activation_bits), bits)
             wtype = "int8_t" if bits == 8 else "uint8_t"
-            wvals = _ints(layer.weight) if bits == 8 else _ints(packed)
+            wvals = _ints(packed.view(np.int8)) if bits == 8 else _ints(packed)
             parts.append(_array(wtype, f"L{i}_W", wvals, f"[{packed.size}]"))
         bias = folded_bias(layer)
         if _narrow_bias(layer):
@@ -242,20 +235,30 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
     if _even_features(policy):
         parts.append(c_runtime.QUANTIZE_EVEN)
     tables = any(layer.tanh_table is not None for layer in layers)
-    parts.append(c_runtime.HUFFMAN_READER if coded else c_runtime.weight_reader(bits))
+    parts.append(c_runtime.weight_reader(8 if coded else bits))  # a coded row is decoded into int8
+    parts.append(csimd.dot(8 if coded else bits, policy.activation_bits))
+    parts.append(
+        f"#define ROW_MAX {max(layer.weight.shape[1] for layer in layers)}\n" + c_runtime.HUFFMAN_READER
+        if coded
+        else ""
+    )
     parts.append(c_runtime.STREAM_TABLE if coded and tables else "")
     parts.append(_layer_t(policy))
     parts.append(_layers(policy))
     tanh16 = any(layer.tanh_int16 for layer in layers)
     parts.append(c_runtime.TANH16 if tanh16 else "" if wide else c_runtime.ODD_LOOKUP)
     activate = (c_runtime.TANH16_APPLY if tanh16 else c_runtime.PLAIN_APPLY) if wide else c_runtime.TABLE_APPLY
-    fc = c_runtime.FC.replace("@BIAS@", c_runtime.BIAS).replace("@ACTIVATE@", activate)
-    fc = fc.replace("@PREPARE@", c_runtime.READ_TABLE if coded and tables else "")
     if _in_double(policy):
         call = c_runtime.REQUANTIZE_DOUBLE
     else:
         call = c_runtime.REQUANTIZE_STREAM if coded else c_runtime.REQUANTIZE_FIXED
-    parts.append(fc.replace("@REQUANTIZE@", call))
+    output = c_runtime.OUTPUT.replace("@BIAS@", c_runtime.BIAS).replace("@ACTIVATE@", activate)
+    parts.append(output.replace("@REQUANTIZE@", call))
+    if coded:
+        fc_stream = c_runtime.FC_STREAM.replace("@PREPARE@", c_runtime.READ_TABLE if tables else "")
+        parts.append(fc_stream.replace("@SHIFT@", c_runtime.READ_SHIFT if cstream.shifts_read(policy) else ""))
+    else:
+        parts.append(c_runtime.FC)
     parts.append(_act(policy))
     return "".join(parts)
 
@@ -263,6 +266,7 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
 def _stream_arrays(policy: IntegerPolicy) -> str:
     """The C arrays of the Huffman-coded stream (`cstream`) and its code."""
     code, stream = cstream.encoded(policy)
+    lut_bits = min(code.max_length, huffman.LOOKUP_BITS)
     n_weights = sum(layer.weight.size for layer in policy.layers)
     shifts = " and its shift (from the layer's first)" if cstream.shifts_read(policy) else ""
     return (
@@ -273,7 +277,14 @@ def _stream_arrays(policy: IntegerPolicy) -> str:
         f"#define HUFF_MAX_LENGTH {code.max_length}\n"
         + _array("uint8_t", "HUFF_COUNT", _ints(np.array(code.counts)), "[HUFF_MAX_LENGTH + 1]")
         + _array("int8_t", "HUFF_SYMBOL", _ints(np.array(code.symbols)), f"[{len(code.symbols)}]")
-        + _array("uint8_t", "STREAM", _ints(stream), f"[{stream.size}]")
+        + f"#define HUFF_LUT_BITS {lut_bits}\n"
+        + _array("uint16_t", "HUFF_LUT", _ints(huffman.lookup_table(code, lut_bits)), "[1 << HUFF_LUT_BITS]")
+        + _array(
+            "uint8_t",
+            "STREAM",
+            _ints(np.concatenate([stream, np.zeros(STREAM_PAD, np.uint8)])),
+            f"[{stream.size + STREAM_PAD}]",
+        )
     )
 
 
@@ -354,7 +365,7 @@ def _layers(policy: IntegerPolicy) -> str:
         else:
             tanh_mult, tanh_shift = layer.tanh_int16 or (0, 0)
             tanh, tail = f"{tanh_mult}, " + (f"L{i}_REAL, " if _in_double(policy) else ""), f", {tanh_shift}"
-        weights = "STREAM" if coded else f"L{i}_W"
+        weights = "0" if coded else f"L{i}_W"  # a coded layer reads the stream
         entries.append(
             f"    {{{weights}, {f'L{i}_B' if narrow else '0'}, {'0' if narrow else f'L{i}_B'}, {mult}, {shift}, {tanh}"
             f"{_int32s(layer.multiplier[:1])[0]}, {cols}, {rows}, {layer.output.zero_point}, "
@@ -390,7 +401,11 @@ def _act(policy: IntegerPolicy) -> str:
     even = _even_features(policy)
     quantize = f"(j < {even} ? quantize_even : quantize)" if even else "quantize"
     lines += [f"        buf_a[j] = {quantize}((x - IN_CENTER[j]) / IN_STEP[j]);", "    }"]
-    lines += ["    stream_pos = 0;"] if policy.weight_coding == "huffman" else []
+    lines += (
+        ["    bit_buf = 0;", "    bit_count = 0;", "    bit_next = STREAM;"]
+        if policy.weight_coding == "huffman"
+        else []
+    )
     lines += [
         "    {",
         "        int l;",

@@ -6,7 +6,8 @@ trained MLP are far from uniform (most lie near zero), so they take about 3 bits
 
 The code is canonical (as DEFLATE's): it is described by how many codes each length has and the
 symbols in code order, and a symbol's code is read most significant bit first; the stream's bits
-fill each byte from its lowest bit.
+fill each byte from its lowest bit. The C policy decodes a code with one look-up (`lookup_table`,
+indexed by the stream's next k bits, as zlib's inflate), and only a code longer than k bit by bit.
 """
 
 from __future__ import annotations
@@ -99,4 +100,40 @@ def decode(stream: np.ndarray, code: CanonicalCode, n: int) -> np.ndarray:
             word <<= 1
         else:
             raise ValueError("the stream holds a word the code does not have")
+    return np.array(out, dtype=np.int64)
+
+
+LOOKUP_BITS = 6  # the C policy's table: 2^6 entries, 128 bytes of flash; longer codes are read bit by bit
+
+
+def lookup_table(code: CanonicalCode, bits: int) -> np.ndarray:
+    """The decoding table of the stream's next `bits` bits (the first at bit 0): for every code of at most
+    `bits` bits, each index that starts with it holds (length << 8) | (symbol & 0xFF); 0 where the next
+    code is longer (read bit by bit)."""
+    table = np.zeros(1 << bits, dtype=np.uint16)
+    for symbol, (word, length) in code.codebook().items():
+        if length > bits:
+            continue
+        reversed_word = int(format(word, f"0{length}b")[::-1], 2)  # the stream holds the first bit lowest
+        for high in range(1 << (bits - length)):
+            table[reversed_word | (high << length)] = (length << 8) | (symbol & 0xFF)
+    return table
+
+
+def decode_with_table(stream: np.ndarray, code: CanonicalCode, n: int, bits: int) -> np.ndarray:
+    """`decode` as the C policy does it: a look-up of the next `bits` bits, else bit by bit."""
+    table = lookup_table(code, bits)
+    padded = np.concatenate([np.asarray(stream, dtype=np.uint8), np.zeros(8, dtype=np.uint8)])
+    stream_bits = np.unpackbits(padded, bitorder="little")
+    out, pos = [], 0
+    for _ in range(n):
+        window = int(np.dot(stream_bits[pos : pos + bits], 1 << np.arange(bits)))
+        entry = int(table[window])
+        if entry:
+            out.append(((entry & 0xFF) ^ 0x80) - 0x80)
+            pos += entry >> 8
+            continue
+        value = decode(np.packbits(stream_bits[pos:], bitorder="little"), code, 1)[0]
+        out.append(int(value))
+        pos += code.codebook()[int(value)][1]
     return np.array(out, dtype=np.int64)
