@@ -40,6 +40,8 @@ def check_record(scratch, min_learner_steps: int) -> None:
     assert run["learner_steps"] >= min_learner_steps and run["env_steps"] >= run["train.steps"]
     assert run["bytes_per_publish"] > 0 and run["publishes"] > 1 and run["actor_steps_per_s"] > 0
     assert len(curves) > 0 and curves["wall_s"].notna().all() and curves["wall_s"].is_monotonic_increasing
+    # the start-up ends with the first experience, before the first episode ends
+    assert 0 < run["first_experience_s"] <= curves["wall_s"].min()
     assert sorted(actors["actor"]) == [0, 1] and (actors["steps"] > 0).all()
     for column in ("inference_s", "env_s", "pull_s", "deserialize_s", "load_s", "send_s"):
         assert (actors[column] >= 0).all() and actors[column].sum() > 0, column

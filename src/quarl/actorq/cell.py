@@ -114,6 +114,7 @@ def _fields(result: TrainResult, actor_ev: Evaluation) -> dict[str, Any]:
         "policy_bytes": result.bytes_per_publish,
         "actor_send_s": sum(a["send_s"] for a in actors),
         "stopped_by": result.stopped_by,
+        "first_experience_s": result.first_experience_s,
         **result.learner.fields(result.learner_steps, result.wall_s),
     }
 

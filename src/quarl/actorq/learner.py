@@ -110,6 +110,7 @@ class TrainResult:
     last_losses: dict[str, float]
     learner: LearnerTimings
     stopped_by: str  # budget, target (actorq.stop_at_return) or time_limit (actorq.time_limit_s)
+    first_experience_s: Optional[float]  # seconds from the learner's start to the first chunk of experience
 
 
 def open_run_curves(cfg: Any, run_dir: Path) -> Curves:
@@ -201,6 +202,7 @@ class _Loop:
         self.timings = LearnerTimings()
         self.losses: dict[str, torch.Tensor] = {}
         self.stop = ""
+        self.first_experience_s: Optional[float] = None
         self.start = self.last_progress = time.perf_counter()
         precision = f"int{spec.actor_bits}" if spec.actor_bits == 8 else f"fp{spec.actor_bits}"
         self.bar = Progress(
@@ -251,6 +253,8 @@ class _Loop:
         chunks = self.transport.receive(0.0 if can_train else WAIT_S) if can_insert else []
         now = time.perf_counter()
         self.timings.wait_s += now - t0
+        if chunks and self.first_experience_s is None:  # the start-up ends here
+            self.first_experience_s = now - self.start
         for chunk in chunks:
             seen = len(self.curve)
             self.env_steps += _take(chunk, self.replay, self.book, self.curve, self.env_steps, now - self.start)
@@ -332,6 +336,7 @@ class _Loop:
             {k: v.item() for k, v in self.losses.items()},
             self.timings,
             self.stop,
+            self.first_experience_s,
         )
 
 

@@ -125,9 +125,13 @@ def _bounded(value: float, censored: bool) -> str:
     return "–" if pd.isna(value) else f"{'≥ ' if censored else ''}{value:.4g}"
 
 
-def _startup(curve: pd.DataFrame, rate: float) -> float:
-    """Seconds before the first env step, estimated: the first episode's end less its env steps at
-    the run's mean rate (NaN without a curve)."""
+def _startup(curve: pd.DataFrame, rate: float, record: pd.Series) -> float:
+    """Seconds before the first env step: the record's `first_experience_s` (the learner's wait for
+    its first chunk), else estimated as the first episode's end less its env steps at the run's mean
+    rate (NaN without a curve)."""
+    measured = pd.to_numeric(record.get("first_experience_s"), errors="coerce")
+    if pd.notna(measured):
+        return float(measured)
     if curve.empty or not rate or np.isnan(rate):
         return np.nan
     first = curve.iloc[0]
@@ -143,8 +147,9 @@ def _speedup(fp32: float, fp32_censored: bool, this: float, this_censored: bool)
 
 
 def time_to_reward(study: Study, curves: pd.DataFrame) -> pd.DataFrame:
-    """Per (algo, env, network, update period, training, precision): wall seconds and env steps until the target return,
-    mean over every seed (a seed that missed it counts at its run time: then the value is a lower
+    """Per (algo, env, network, update period, training, precision): wall seconds from the first env
+    step (start-up apart, `seed_startup_s`) and env steps until the target return, mean over every
+    seed (a seed that missed it counts at its run time: then the value is a lower
     bound, `censored`), and the speedup over fp32 actors with its kind (`speedup_bound`: '=' exact,
     '>=' / '<=' a bound, '' none when both are censored)."""
     done = runs(study)
@@ -161,13 +166,15 @@ def time_to_reward(study: Study, curves: pd.DataFrame) -> pd.DataFrame:
                 wall, step = _run_end(curve, record)
                 ran = pd.to_numeric(record.get("env_steps"), errors="coerce")
                 rates.append((ran if pd.notna(ran) else step) / wall if wall > 0 else np.nan)
-                startups.append(_startup(curve, rates[-1]))
+                startups.append(_startup(curve, rates[-1], record))
+                begun = 0.0 if np.isnan(startups[-1]) else startups[-1]  # times count from the first env step
+                rates[-1] = (ran if pd.notna(ran) else step) / (wall - begun) if wall > begun else np.nan
                 if len(hit):
                     reached += 1
-                    times.append(hit["wall_s"].iloc[0])
+                    times.append(hit["wall_s"].iloc[0] - begun)
                     steps.append(hit["step"].iloc[0])
                 else:
-                    times.append(wall)
+                    times.append(wall - begun)
                     steps.append(step)
             agreement = pd.to_numeric(group.get("actor_action_agreement"), errors="coerce")
             out.append(

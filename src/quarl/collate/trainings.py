@@ -75,6 +75,7 @@ ACTORQ_OPERATIONAL = frozenset(
 )
 ABSENT = object()  # a key the record's stored config does not have
 #: Keys whose absence has a known meaning: records from before keep-best and pretrained policies.
+CUDA_GRAPH = "actorq.cuda_graph"  # the DQN learner's updates as one CUDA graph
 ABSENT_MEANS: dict[str, Any] = {
     KEEP_BEST: False,
     "policy.source": "train",
@@ -83,6 +84,7 @@ ABSENT_MEANS: dict[str, Any] = {
     "zoo": "rl_zoo3",
     "train.robust": None,
     "train.amp": False,
+    CUDA_GRAPH: False,
 }
 ZOO = "zoo"  # whose hyperparameters (conf/zoo): it implies the algo.* values and the budget it sets
 ROBUST, ROBUST_SETTING = "train.robust", {"sam": "train.robust_rho", "noise": "train.robust_bits"}
@@ -144,6 +146,7 @@ def identity(flat: Mapping[str, Any]) -> dict[str, Any]:
     spec.update({k: v for k, v in flat.items() if k.startswith(PREFIXES) and k not in LEFT_OUT})
     if flat.get("quant.method") == "actorq":  # ActorQ trains its own policy: its settings shape it
         spec.update({k: v for k, v in flat.items() if k.startswith("actorq.") and k not in ACTORQ_OPERATIONAL})
+        spec[CUDA_GRAPH] = flat.get(CUDA_GRAPH, ABSENT_MEANS[CUDA_GRAPH])
     spec[ZOO] = flat.get(ZOO, ABSENT_MEANS[ZOO])
     spec[ROBUST] = flat.get(ROBUST, ABSENT_MEANS[ROBUST])
     if spec[ROBUST] in ROBUST_SETTING:  # quarl.rl.robust: the technique and its one setting

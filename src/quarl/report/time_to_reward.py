@@ -156,38 +156,8 @@ def actorq_section(campaign: Campaign, figures: list[str]) -> str:
     ]
     reading = actorq_reading(ttr, done)
     gpu = any(row[4] == "cuda" for row in rows)
-    prose = note("actorq", gpu=gpu, cartpole=_gpu_cartpole(ttr, done))
+    prose = note("actorq", gpu=gpu)
     return prose + "\n\n" + markdown(header, rows) + reading + "".join(f"\n\n{f}" for f in figures)
-
-
-def _gpu_cartpole(ttr: pd.DataFrame, done: pd.DataFrame) -> dict[str, str] | None:
-    """The figures the GPU CartPole paragraph quotes, read from its records (None where not run)."""
-    if "training_device" not in done.columns:
-        return None
-    gpu = done[(done["env"] == "cartpole") & (done["training_device"].astype(str) == "cuda")]
-    if gpu.empty:
-        return None
-    setting = {k: gpu[k].iloc[0] for k in actorq.SETTING}
-    fp32, int8 = (_setting(gpu, {**setting, "precision": p}) for p in ("fp32", "int8"))
-    t32, t8 = (_setting(ttr, {**setting, "precision": p}) for p in ("fp32", "int8"))
-    if fp32.empty or int8.empty or t32.empty or t8.empty:
-        return None
-    t32, t8 = t32.iloc[0], t8.iloc[0]
-    rate32, rate8 = _rate(fp32, "env_steps"), _rate(int8, "env_steps")
-    return {
-        "rate_fp32": fmt(rate32, 0),
-        "rate_int8": fmt(rate8, 0),
-        "rate_ratio": fmt(rate8 / rate32),
-        "updates_fp32": fmt(_rate(fp32, "learner_steps"), 0),
-        "updates_int8": fmt(_rate(int8, "learner_steps"), 0),
-        "steps_fp32": f"{t32['env_steps']:,.0f}",
-        "steps_int8": f"{t8['env_steps']:,.0f}",
-        "steps_ratio": fmt(t32["env_steps"] / t8["env_steps"]),
-        "speedup": fmt(t32["time_s"] / t8["time_s"]),
-        "target": fmt(t32["target"]),
-        "startup_fp32": fmt(float(np.nanmean(t32["seed_startup_s"])), 1),
-        "startup_int8": fmt(float(np.nanmean(t8["seed_startup_s"])), 1),
-    }
 
 
 def _time_text(r: pd.Series, view: pd.Series) -> str:
@@ -243,6 +213,7 @@ def actorq_reading(ttr: pd.DataFrame, done: pd.DataFrame) -> str:
             else ""
         )
         learner = "/".join(sorted(devices))
-        where = f"{setting['algo']} on {setting['env']}, {setting['network']} policy, learner on {learner}"
+        trained = "" if setting["training"] == setting["algo"] else f" {setting['training']},"
+        where = f"{setting['algo']} on {setting['env']}, {setting['network']} policy,{trained} learner on {learner}"
         lines.append(f"- {where}: {verdict}; {pace}{acts}.")
     return "\n\nReading the table:\n\n" + "\n".join(lines) if lines else ""
