@@ -35,6 +35,13 @@ without the Python call. Their `flash bytes` / `RAM bytes`: the C policy for a C
 Micro's tensor arena; their reward is the executed full-integer policy's. `tflite_16x8` and `c_16x8`
 are the same in TFLite's 16x8 scheme (int16 activations).
 
+Microcontroller targets (quarl.deploy.edge.targets, each whose toolchain and QEMU are installed): for
+the default int8 C policy (`c`) of every network up to TARGET_MAX_WEIGHTS weights, a second table
+gives its linked flash and RAM in the target's minimal firmware (with the policy minus without it;
+RAM with policy_act's stack), its executed instructions per action under QEMU (-singlestep, over
+TARGET_COUNT_STATES states, start-up excluded; an instruction is not a cycle), and its actions
+under QEMU checked against the integer reference on TARGET_CHECK_STATES states, as an export does.
+
 Usage: python benchmarks/bench_deploy.py [--policies DIR] [--episodes 10] [--cnn-episodes 10]
        [--cnn-frames 10000] [--jobs 2] [--no-reward] [--no-edge] [--networks "MLP 3x2048,..."]
 """
@@ -112,6 +119,8 @@ EDGE_POLICIES = {"tflite_16x8": "fp32 -> 16x8", "c_16x8": "fp32 -> 16x8",
                  "c [int4 packed]": "fp32 -> full int8, int4 weights packed",
                  "c [int4 huffman]": "fp32 -> full int8, int4 weights Huffman-coded"}  # else: fp32 -> full int8
 EDGE_MAX_WEIGHTS = 4_000_000  # larger MLPs get no C source / .tflite rows (MLP 3x2048: 8.4M weights)
+TARGET_MAX_WEIGHTS = 150_000  # firmware rows up to MLP 3x256 (133k weights): seconds of QEMU each
+TARGET_CHECK_STATES, TARGET_COUNT_STATES = 300, 4  # as `quarl export --format c`
 
 
 def compose_config(overrides: list[str], policies: Path) -> Any:
@@ -281,6 +290,32 @@ def edge_runners(net: ActingNetwork, calibration: np.ndarray) -> tuple[dict[str,
     return runners, sizes
 
 
+def spread(states: np.ndarray, k: int) -> np.ndarray:
+    """At most `k` of `states`, evenly spaced."""
+    return states[np.unique(np.linspace(0, len(states) - 1, min(k, len(states))).astype(int))]
+
+
+def firmware_rows(label: str, integer: Any, states: np.ndarray) -> list[dict[str, Any]]:
+    """The int8 C policy `integer` in the minimal firmware of every installed microcontroller target:
+    linked flash and RAM, instructions per action under QEMU, its actions checked on `states`."""
+    from quarl.deploy.edge.targets import TARGETS
+
+    rows = []
+    for target in TARGETS.values():
+        missing = target.missing()
+        if missing is not None:
+            print(f"- no {target.name} row: {missing}")
+            continue
+        check, count = spread(states, TARGET_CHECK_STATES), spread(states, TARGET_COUNT_STATES)
+        firmware = target.firmware(integer, check, count)
+        same = np.all((np.asarray(firmware.actions) == integer.act(check)).reshape(len(check), -1), axis=1)
+        rows.append({"network": label, "target": target.title, "float arithmetic": target.float_note,
+                     "flash B": firmware.flash, "RAM B": firmware.ram,
+                     "instructions / action": round(firmware.instructions),
+                     "actions as the reference under QEMU": f"{int(same.sum())} of {len(check)}"})
+    return rows
+
+
 def native_name(name: str) -> str:
     """The table name of a C runner timed in C: "c (native)", "c (native) [int4 huffman]"."""
     base, _, tag = name.partition(" [")
@@ -300,10 +335,12 @@ class NativeC:
 
 
 def bench_network(label: str, net: ActingNetwork, example: np.ndarray, reward: Optional[Callable[[Runner], float]],
-                  rounds: int, budget_s: float, calibration: Optional[np.ndarray] = None) -> list[dict[str, Any]]:
+                  rounds: int, budget_s: float,
+                  calibration: Optional[np.ndarray] = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One table row per backend of `net`: latency (on `example`), bytes and, given `reward`, the
     reward of the policy executed with that backend (`example` also calibrates static int8). With
-    `calibration` (the fp32 policy's calibration states), the full-integer edge rows too."""
+    `calibration` (the fp32 policy's calibration states), the full-integer edge rows too, and the
+    int8 C policy's rows per microcontroller target (`firmware_rows`, second list)."""
     logging.getLogger("quarl.deploy.backends").setLevel(logging.ERROR)  # auto's choice is a table column
     runners: dict[str, Any] = {b: compile_network(net, b, example) for b in BACKENDS}
     runners[REFERENCE] = TorchDynamicInt8(net)
@@ -317,6 +354,9 @@ def bench_network(label: str, net: ActingNetwork, example: np.ndarray, reward: O
         edge, sizes = edge_runners(net, calibration)
         runners.update(edge)
         policies.update({name: EDGE_POLICIES.get(name, "fp32 -> full int8") for name in edge})
+    targets: list[dict[str, Any]] = []
+    if calibration is not None and "c" in runners and weights_of(net) <= TARGET_MAX_WEIGHTS:
+        targets = firmware_rows(label, runners["c"].integer, calibration)
     times = latency(runners, example, rounds, budget_s)
     for name in [n for n in runners if n == "c" or n.startswith(("c_", "c ["))]:
         native = NativeC(runners[name], calibration[:256] if calibration is not None else example)
@@ -343,7 +383,7 @@ def bench_network(label: str, net: ActingNetwork, example: np.ndarray, reward: O
         if reward is not None:
             row["reward"] = reward(r.runner if isinstance(r, NativeC) else r)
         rows.append(row)
-    return rows
+    return rows, targets
 
 
 def published_vs_ours(table: pd.DataFrame) -> Optional[pd.DataFrame]:
@@ -433,7 +473,7 @@ def main() -> None:
     cnn_env = cnn_config(args.policies).env
     eval_env = capped(cnn_env, args.cnn_frames)
     cartpole_reward = partial(episodes_reward, episodes=args.episodes, seed=0)
-    rows = []
+    rows, target_rows = [], []
     for name, model in models.items():
         transform = None if args.no_reward else obs_transform_of(name, args.policies)
         net = acting_network(model, transform)
@@ -451,8 +491,9 @@ def main() -> None:
             calibration = (
                 calibration_states(model, name, args.policies, transform) if not args.no_reward else example
             )
-        rows += bench_network(name, net, example, None if args.no_reward else reward, args.rounds, args.budget,
-                              calibration)
+        network_rows, network_targets = bench_network(name, net, example, None if args.no_reward else reward,
+                                                      args.rounds, args.budget, calibration)
+        rows, target_rows = rows + network_rows, target_rows + network_targets
     table = pd.DataFrame(rows)
 
     print(f"\n## Deployment: batch 1, one thread ({platform.processor() or platform.machine()}, "
@@ -463,6 +504,10 @@ def main() -> None:
               f"capped at {args.cnn_frames} emulator frames (env.kwargs.max_episode_steps), int8 calibrated "
               "on 256 real frames.\n")
     print(table.to_markdown(index=False, floatfmt=".4g"))
+    if target_rows:
+        print("\n## The int8 C policy on microcontroller targets (linked firmware, QEMU; an instruction is not a "
+              "cycle)\n")
+        print(pd.DataFrame(target_rows).to_markdown(index=False, floatfmt=".4g"))
     published = published_vs_ours(table)
     if published is not None:
         print("\n## Published (Raspberry Pi 3b, ARM A53) vs here (x86, onnx_int8 vs fp32 eager torch)\n")
