@@ -78,3 +78,10 @@ def test_the_firmware_acts_as_the_reference_and_is_measured(t, which, bits, codi
     assert 1000 < firmware.instructions < 2_000_000 and firmware.counted == 2
     again = t.firmware(policy, check[:3], trained.states[:2], tmp_path / "again")
     assert again.instructions == firmware.instructions and again.flash == firmware.flash  # deterministic
+
+
+def test_a_command_that_does_not_finish_is_one_sentence(tmp_path):
+    from quarl.deploy.edge.targets._firmware import run
+
+    with pytest.raises(QuarlError, match=r"Running the firmware did not finish in 0 s \(sleep 5\)\."):
+        run(["sleep", "5"], tmp_path, "Running the firmware", timeout=0.2)

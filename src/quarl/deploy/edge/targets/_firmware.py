@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
@@ -100,6 +101,9 @@ void policy_act(const float *obs, POLICY_ACTION_T *action) {
 """
 
 
+EMULATOR_TIMEOUT = 300.0  # seconds a build or a firmware run may take (a crashed firmware spins forever)
+
+
 def states_header(states: np.ndarray, note: Optional[str] = None) -> str:
     """`states.h`: N_STATES raw observations as one const float array (exact hexadecimal floats)."""
     flat = np.asarray(states, dtype=np.float32).reshape(len(states), -1)
@@ -148,8 +152,11 @@ class Firmware:
 
 
 def run(cmd: Sequence[str], cwd: Path, what: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run `cmd`; a failure is one QuarlError with its output."""
-    done = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    """Run `cmd`; a failure or a run past `timeout` seconds is one QuarlError with its output."""
+    try:
+        done = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise QuarlError(f"{what} did not finish in {timeout:.0f} s ({' '.join(cmd)}).") from None
     if done.returncode != 0:
         raise QuarlError(f"{what} failed ({' '.join(cmd)}):\n{done.stdout}{done.stderr}")
     return done
@@ -179,7 +186,7 @@ def _link(
     return folder / elf
 
 
-def _emulate(target: Target, elf: Path, timeout: float = 600) -> str:
+def _emulate(target: Target, elf: Path, timeout: float = EMULATOR_TIMEOUT) -> str:
     from quarl.deploy.edge.toolchain import tool
 
     cmd = [tool(target.emulator), *target.emulator_args, str(elf)]
@@ -187,7 +194,7 @@ def _emulate(target: Target, elf: Path, timeout: float = 600) -> str:
     return done.stdout + done.stderr  # QEMU writes a semihosting console (SYS_WRITEC: picolibc) to stderr
 
 
-def executed_instructions(target: Target, elf: Path, timeout: float = 600) -> int:
+def executed_instructions(target: Target, elf: Path, timeout: float = EMULATOR_TIMEOUT) -> int:
     """Instructions the firmware executes under QEMU: with -singlestep each translation block is one
     instruction, and -d exec,nochain logs one "Trace" line per block executed."""
     from quarl.deploy.edge.toolchain import tool
@@ -195,14 +202,20 @@ def executed_instructions(target: Target, elf: Path, timeout: float = 600) -> in
     cmd = [tool(target.emulator), "-singlestep", "-d", "exec,nochain", "-D", "/dev/stdout"]
     proc = subprocess.Popen([*cmd, *target.emulator_args, str(elf)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None
+    watchdog = threading.Timer(timeout, proc.kill)  # a crashed firmware spins forever
+    watchdog.start()
     count, rest = 0, b""
-    while chunk := proc.stdout.read(1 << 20):
-        lines, _, rest = (rest + chunk).rpartition(b"\n")
-        count += lines.count(b"Trace ")
-    count += rest.count(b"Trace ")
-    _, err = proc.communicate(timeout=timeout)
+    try:
+        while chunk := proc.stdout.read(1 << 20):
+            lines, _, rest = (rest + chunk).rpartition(b"\n")
+            count += lines.count(b"Trace ")
+        count += rest.count(b"Trace ")
+        _, err = proc.communicate()
+    finally:
+        watchdog.cancel()
     if proc.returncode != 0:
-        raise QuarlError(f"Counting instructions under {target.emulator} failed ({' '.join(cmd)}): {err.decode()}")
+        why = f"did not finish in {timeout:.0f} s" if proc.returncode < 0 else f"failed: {err.decode()[-2000:]}"
+        raise QuarlError(f"Counting instructions under {target.emulator} {why} ({' '.join(cmd)}).")
     return count
 
 
