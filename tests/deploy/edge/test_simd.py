@@ -16,7 +16,7 @@ from stable_baselines3 import PPO
 
 from quarl.deploy import acting_network
 from quarl.deploy.edge import csimd, cstream, huffman, integer_policy
-from quarl.deploy.edge.cgen import header, pack_weights, source
+from quarl.deploy.edge.cgen import header, source
 from quarl.deploy.edge.toolchain import CPolicy, available, qemu_actions, tool
 from quarl.quantize.weights import quantize_policy
 from quarl.rl.envs import random_observations
@@ -32,55 +32,63 @@ def _sxtb16(word: int, rotate: bool) -> tuple[int, int]:
     return (lo ^ 0x80) - 0x80, (hi ^ 0x80) - 0x80
 
 
-def _kernel_dot(packed_row: np.ndarray, x: np.ndarray, weight_bits: int, activation_bits: int) -> int:
-    """The SIMD kernel's sum over a row's full groups, from its packed bytes, as the C computes it."""
-    g = csimd.group(weight_bits, activation_bits)
-    total = 0
-    for start in range(0, len(x) - len(x) % g, g):
-        offset = start * weight_bits // 8
-        word = int.from_bytes(bytes(packed_row[offset : offset + 4].astype(np.uint8)), "little")
-        if activation_bits == 16:
-            pairs = [x[start : start + 2], x[start + 2 : start + 4]]
-            for rotate, (a, b) in zip((False, True), pairs):
-                w = _sxtb16(word, rotate)
-                total += int(w[0]) * int(a) + int(w[1]) * int(b)
-            continue
-        per, scaled = 8 // weight_bits, 8 - weight_bits
-        top = sum(((0xFF << scaled) & 0xFF) << (8 * k) for k in range(4))
-        for j in range(per):
-            v = int.from_bytes(bytes(x[start + 4 * j : start + 4 * j + 4].astype(np.int8)), "little")
-            w = ((word << (8 - weight_bits * (j + 1))) & 0xFFFFFFFF) & top
-            for rotate in (False, True):
-                wa, wb = _sxtb16(w, rotate)
-                xa, xb = _sxtb16(v, rotate)
-                total += wa * xa + wb * xb
+def _pairs(x: np.ndarray) -> list[int]:
+    """The activations as the C keeps them: per 4, the int16 pairs (a0, a2) and (a1, a3), as words."""
+    padded = np.zeros(-(-len(x) // 16) * 16, dtype=np.int64)
+    padded[: len(x)] = x
+    return [
+        (int(padded[4 * g + k]) & 0xFFFF) | ((int(padded[4 * g + k + 2]) & 0xFFFF) << 16)
+        for g in range(len(padded) // 4)
+        for k in (0, 1)
+    ]
+
+
+def _smlad(w: tuple[int, int], word: int) -> int:
+    lo, hi = ((word & 0xFFFF) ^ 0x8000) - 0x8000, ((word >> 16) ^ 0x8000) - 0x8000
+    return w[0] * lo + w[1] * hi
+
+
+def _kernel_dots(words: np.ndarray, rows: int, x: np.ndarray, weight_bits: int) -> list[int]:
+    """The SIMD kernels' sums from a layer's stored words (4 rows interleaved word by word, then the
+    rows left one by one), as the C computes them: SXTB16 of each word (slot j moved to the top of each
+    byte) and of it rotated by 8, SMLAD with the activation pairs."""
+    per, scaled = 8 // weight_bits, 8 - weight_bits
+    top = sum(((0xFF << scaled) & 0xFF) << (8 * k) for k in range(4))
+    n_words = len(words) // rows
+    act = _pairs(x)
+    sums = []
+    for r in range(rows):
+        block, k = divmod(r, 4)
+        full = rows - rows % 4
+        stride, base = (4, block * 4 * n_words + k) if r < full else (1, full * n_words + (r - full) * n_words)
+        total = 0
+        for j in range(n_words):
+            word = int(words[base + j * stride])
+            for slot in range(per):
+                w = ((word << (8 - weight_bits * (slot + 1))) & 0xFFFFFFFF) & top if per > 1 else word
+                a, b = act[2 * (j * per + slot)], act[2 * (j * per + slot) + 1]
+                total += _smlad(_sxtb16(w, False), a) + _smlad(_sxtb16(w, True), b)
         assert total % (1 << scaled) == 0
-    return total >> (8 - weight_bits) if activation_bits == 8 else total
+        sums.append(total >> scaled)
+    return sums
 
 
-@pytest.mark.parametrize("weight_bits, activation_bits", [(8, 8), (4, 8), (2, 8), (8, 16)])
-@pytest.mark.parametrize("n", [3, 4, 13, 37, 64])
-def test_layout_pairs_reproduce_the_plain_dot_products(weight_bits, activation_bits, n):
-    rng = np.random.default_rng(n)
+@pytest.mark.parametrize("weight_bits", [8, 4, 2])
+@pytest.mark.parametrize("n, rows", [(3, 1), (4, 5), (13, 7), (37, 4), (64, 9)])
+def test_layout_pairs_reproduce_the_plain_dot_products(weight_bits, n, rows):
+    """Random codes through a numpy model of the kernels: the stored words (padded, laid out, packed,
+    interleaved) and the activation pairs give the plain dot products, odd widths and a single row too."""
+    rng = np.random.default_rng(n * rows)
     lo, hi = -(2 ** (weight_bits - 1)), 2 ** (weight_bits - 1) - 1
-    codes = rng.integers(lo, hi + 1, size=(5, n))
+    codes = rng.integers(lo, hi + 1, size=(rows, n))
     codes[0, : min(n, 4)] = lo  # the extreme codes too
-    act_hi = 2 ** (activation_bits - 1)
-    x = rng.integers(-act_hi, act_hi, size=n)
-    order = csimd.order(n, weight_bits, activation_bits)
-    assert sorted(order.tolist()) == list(range(n))  # a permutation of each row
-    packed = pack_weights(csimd.layout(codes, weight_bits, activation_bits), weight_bits)
-    full = n - n % csimd.group(weight_bits, activation_bits)
-    for row, packed_row in zip(codes, packed):
-        got = _kernel_dot(packed_row.view(np.uint8), x, weight_bits, activation_bits)
-        assert got == int(row[:full] @ x[:full])
-    # the portable path's POS(i) is the inverse of the stored order
-    pos = np.empty(n, dtype=np.int64)
-    pos[order] = np.arange(n)
-    macro = csimd.position_macro(weight_bits, activation_bits)
-    expression = macro.split(" ", 2)[2].strip()  # C's integer operators, in Python
-    for i in range(full):
-        assert eval(expression.replace("(i)", f"({i})")) == pos[i]
+    order = csimd.order(n, weight_bits)
+    assert sorted(order.tolist()) == list(range(csimd.padded(n, weight_bits)))  # a permutation of the padded row
+    words = csimd.layer_words(codes, weight_bits)
+    assert words.dtype == np.uint32 and len(words) == rows * csimd.row_words(n, weight_bits)
+    for activation_bits in (8, 16):
+        x = rng.integers(-(2 ** (activation_bits - 1)), 2 ** (activation_bits - 1), size=n)
+        assert _kernel_dots(words, rows, x, weight_bits) == [int(v) for v in codes @ x]
 
 
 def test_huffman_table_decodes_as_the_canonical_code():
@@ -139,6 +147,7 @@ def test_the_cortex_m4_build_runs_the_dsp_kernel_bit_for_bit(activation_bits, we
     subprocess.run([gcc, *flags, "-c", "policy.c", "-o", "policy.o"], cwd=tmp_path, check=True)
     dump = subprocess.run(["arm-none-eabi-objdump", "-d", "policy.o"], cwd=tmp_path, capture_output=True, text=True)
     assert "sxtb16" in dump.stdout and ("smlald" if activation_bits == 16 else "smlad") in dump.stdout
+    assert "smmulr" in dump.stdout or activation_bits == 16  # the int8 requantization
     got = qemu_actions(policy, states[:300], tmp_path / "mps2")
     assert np.array_equal(np.asarray(got).view(np.uint8), policy.act(states[:300]).view(np.uint8))
 

@@ -1,7 +1,8 @@
 """The C functions and templates a generated policy (`quarl.deploy.edge.cgen`) is made of: TFLite's
 requantizations (one per runtime family, for int32 and int64 accumulators), the input quantization,
-the weight readers, the Tanh lookups and the fully connected layer, each computing exactly what
-`quarl.deploy.edge.fixedpoint` and `quarl.deploy.edge.integer` compute in numpy."""
+the Huffman stream's decoder, the Tanh of int16 activations, each computing exactly what
+`quarl.deploy.edge.fixedpoint` and `quarl.deploy.edge.integer` compute in numpy (the layers
+themselves are `quarl.deploy.edge.ckernel`'s)."""
 
 from __future__ import annotations
 
@@ -85,7 +86,9 @@ static int32_t rdbpot(int32_t x, int e) {
     return (((x + (x >> 31)) >> (e - 1)) + 1) >> 1;
 }
 
-@REQUANTIZE@
+@REQUANTIZE@"""
+
+QUANTIZE = r"""
 /* clamp(round half away from zero (v)) to act_t, without libm: 2v is exact and truncates to 2n or
    2n + 1 (n = trunc(v)), so (t + sign(t)) / 2 rounds half away; NaN enters as ACT_MIN */
 static act_t quantize(float v) {
@@ -119,29 +122,12 @@ static act_t quantize_even(float v) {
 """
 
 
-def weight_reader(bits: int) -> str:
-    if bits == 8:
-        return """
-typedef int8_t weight_t;
-#define WEIGHT(row, i) ((int32_t)(row)[i])
-#define ROW_BYTES(n) (n)
-"""
-    per, mask, sign = 8 // bits, (1 << bits) - 1, 1 << (bits - 1)
-    return f"""
-typedef uint8_t weight_t;
-/* {bits}-bit two's-complement codes, {per} to a byte, lowest bits first */
-#define WEIGHT(row, i) ((int32_t)((((row)[(i) / {per}] >> ({bits} * ((i) % {per}))) & {mask}) ^ {sign}) - {sign})
-#define ROW_BYTES(n) (((n) + {per - 1}) / {per})
-"""
-
-
 HUFFMAN_READER = r"""
 /* the stream (cstream) is read in order: every row's weights start where the last read ended;
    policy_act rewinds it. Its next bits wait in bit_buf, the first at bit 0 */
 static uint32_t bit_buf;
 static int bit_count;
 static const uint8_t *bit_next;
-static int32_t row_shift[ROWS]; /* the shifts of the rows being computed (their difference from the layer's first) */
 
 /* the stream's next value: canonical Huffman decoding (quarl.deploy.edge.huffman), a code of up to
    HUFF_LUT_BITS bits by one look-up of the next bits in HUFF_LUT ((length << 8) | symbol), a longer
@@ -181,29 +167,18 @@ static int32_t next_value(const uint8_t *stream) {
 """
 
 STREAM_TABLE = r"""
-/* the Tanh table of the layer starting: its odd half, codes 0..127 then -128, from its steps */
-static int8_t TANH[129];
+/* the Tanh table of the layer starting, by code + 128, from the steps of its odd half (codes 1..127,
+   then the magnitude at -128) */
+static int8_t TANH[256];
 static void read_table(void) {
     int32_t v = 0;
     int q;
     for (q = 1; q < 128; ++q) {
         v += next_value(STREAM);
-        TANH[q] = (int8_t)v;
+        TANH[128 + q] = (int8_t)v;
+        TANH[128 - q] = (int8_t)-v;
     }
-    TANH[128] = (int8_t)-(v + next_value(STREAM));
-}
-"""
-
-ODD_LOOKUP = r"""
-/* an odd table stored as codes 0..127 then -128 (cstream.half_table) */
-static int8_t odd_lookup(const int8_t *half, int32_t q) {
-    if (q >= 0) {
-        return half[q];
-    }
-    if (q == -128) {
-        return half[128];
-    }
-    return (int8_t)-half[-q];
+    TANH[0] = (int8_t)-(v + next_value(STREAM));
 }
 """
 
@@ -227,61 +202,16 @@ static int16_t tanh16(int32_t q, int32_t multiplier, int left_shift) {
 }
 """
 
-BIAS = "l->bias_narrow != 0 ? (acc_t)l->bias_narrow[o] : (acc_t)l->bias_wide[o]"
-REQUANTIZE_FIXED = (
-    "requantize(sum, l->mult != 0 ? l->mult[o] : l->mult_all, l->shift != 0 ? l->shift[o] : l->shift_all)"
-)
-REQUANTIZE_STREAM = "requantize(sum, l->mult != 0 ? l->mult[o] : l->mult_all, l->shift_all + row_shift[o % ROWS])"
-REQUANTIZE_DOUBLE = "requantize((double)sum * l->real[o])"
-READ_TABLE = r"""    if (l->table != 0) {
-        read_table();
-    }
-"""
-TABLE_APPLY = r"""    if (l->table == 0) {
-        return (act_t)acc;
-    }
-    return l->odd ? odd_lookup(l->table, acc) : l->table[acc + 128];"""
-TANH16_APPLY = r"""    return l->tanh_mult != 0 ? tanh16(acc, l->tanh_mult, l->tanh_shift) : (act_t)acc;"""
-PLAIN_APPLY = r"""    return (act_t)acc;"""
+ROW_SHIFT = "static int32_t row_shift[ROWS]; /* the shifts of the rows being computed, from the layer's first */\n"
 
-OUTPUT = r"""
-/* output channel o of a layer from its dot product: bias, requantization, zero point, clamp (-> Tanh) */
-static act_t output(const layer_t *l, int o, acc_t sum) {
-    int32_t acc;
-    sum += @BIAS@;
-    acc = @REQUANTIZE@;
-    acc += l->out_zp;
-    if (acc < l->act_min) {
-        acc = l->act_min;
-    }
-    if (acc > ACT_MAX) {
-        acc = ACT_MAX;
-    }
-@ACTIVATE@
-}
-"""
+DECODE_ROW = r"""
+/* the weights of the rows being computed, decoded: row k of `rows` interleaved word by word (ckernel) */
+static uint32_t rows_w[ROWS * ROW_WORDS];
 
-FC = r"""
-/* one fully connected layer: act_t in -> acc_t accumulators, ROWS rows at a time -> act_t out */
-static void fc(const layer_t *l, const act_t *in, act_t *out) {
-    const long stride = ROW_BYTES(l->n_in);
-    acc_t sum[ROWS];
-    int o, k;
-    for (o = 0; o < l->n_out; o += ROWS) {
-        const int rows = l->n_out - o < ROWS ? l->n_out - o : ROWS;
-        dot(l->w + o * stride, stride, rows, in, l->n_in, sum);
-        for (k = 0; k < rows; ++k) {
-            out[o + k] = output(l, o + k, sum[k]);
-        }
-    }
-}
-"""
-
-FC_STREAM = r"""
-/* the next row's n weights from the stream into w, each where the layout (POS) puts it: the bit
-   buffer in registers, a code longer than HUFF_LUT_BITS through next_value */
-KERNEL static void decode_row(int8_t *w, int n) {
-    const int full = n - n % GROUP;
+/* the next row's n weights from the stream into row k of a pass of `rows` rows in rows_w, padded with
+   zeros to whole words: the bit buffer in registers, a code longer than HUFF_LUT_BITS through next_value */
+KERNEL static void decode_row(int k, int rows, int n) {
+    int8_t *const w = (int8_t *)rows_w;
     uint32_t buf = bit_buf;
     int count = bit_count, i;
     const uint8_t *next = bit_next;
@@ -306,29 +236,13 @@ KERNEL static void decode_row(int8_t *w, int n) {
             count = bit_count;
             next = bit_next;
         }
-        w[i < full ? POS(i) : i] = (int8_t)v;
+        w[((i >> 2) * rows + k) * 4 + (i & 3)] = (int8_t)v;
+    }
+    for (; (i & 3) != 0; ++i) {
+        w[((i >> 2) * rows + k) * 4 + (i & 3)] = 0;
     }
     bit_buf = buf;
     bit_count = count;
     bit_next = next;
 }
-
-/* one fully connected layer from the stream: ROWS rows' weights (each followed by its shift) decoded
-   into RAM, then their dot products and outputs */
-static void fc(const layer_t *l, const act_t *in, act_t *out) {
-    static int8_t rows_w[ROWS][ROW_MAX];
-    acc_t sum[ROWS];
-    int o, k;
-@PREPARE@    for (o = 0; o < l->n_out; o += ROWS) {
-        const int rows = l->n_out - o < ROWS ? l->n_out - o : ROWS;
-        for (k = 0; k < rows; ++k) {
-            decode_row(rows_w[k], l->n_in);
-@SHIFT@        }
-        dot(rows_w[0], ROW_MAX, rows, in, l->n_in, sum);
-        for (k = 0; k < rows; ++k) {
-            out[o + k] = output(l, o + k, sum[k]);
-        }
-    }
-}
 """
-READ_SHIFT = "            row_shift[k] = next_value(STREAM);\n"

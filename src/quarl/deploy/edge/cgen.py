@@ -3,7 +3,7 @@
 The source computes exactly `IntegerPolicy.act` (quarl.deploy.edge.integer): int8 (or packed 4-/2-bit)
 weights in `const` arrays (flash), each row laid out for the Cortex-M4's SXTB16/SMLAD (`csimd`),
 int32 biases, TFLite's fixed-point requantization, Tanh as a 256-entry table, activations in two
-static int8 buffers; no dynamic allocation and no libm. Floats appear only where the observation
+static buffers; no dynamic allocation and no libm. Floats appear only where the observation
 enters (VecNormalize and the per-feature grid: subtract, divide, compare, truncate; every constant
 printed as an exact hexadecimal float) and, for continuous actions, as a table of the action value of
 each output code. With int16 activations (TFLite's 16x8 scheme) the buffers hold int16, the
@@ -11,11 +11,13 @@ accumulators int64, Tanh interpolates TFLite's sigmoid table, and a continuous h
 squashes or clips in float32 (C99 does not contract those operations into fused multiply-adds, so they
 round as numpy's). Huffman-coded weights (`cstream`) are decoded a row at a time by table look-up.
 
-Where the compiler has the DSP extension (`__ARM_FEATURE_DSP`: arm-none-eabi-gcc -mcpu=cortex-m4) the
-layers' dot products run two rows at a time on SXTB16 and SMLAD (SMLALD for 16x8) through the ACLE
-intrinsics of <arm_acle.h>; elsewhere a portable C99 loop reads the same layout. Integer sums do not
-depend on their order, so both give the reference's actions bit for bit. It compiles warning-free with
-`-std=c99 -Wall -Wextra -Werror -pedantic` for the host and for `arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb`.
+Each layer is a C function with its constants in the code (`ckernel`): activations in RAM as int16
+pairs, rows padded to whole words and interleaved 4 at a time (`csimd`). Where the compiler has the
+DSP extension (`__ARM_FEATURE_DSP`: arm-none-eabi-gcc -mcpu=cortex-m4) the dot products run on
+SXTB16 and SMLAD (SMLALD for 16x8), and the int8 requantization on SMMULR and SSAT; elsewhere a
+portable C99 loop reads the same layouts. Integer sums do not depend on their order, so both give
+the reference's actions bit for bit. It compiles warning-free with `-std=c99 -Wall -Wextra -Werror
+-pedantic` for the host and for `arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb`.
 
     #include "policy.h"
     float obs[POLICY_OBS_DIM];  POLICY_ACTION_T action[POLICY_ACTION_DIM];
@@ -29,12 +31,11 @@ from typing import Iterable
 
 import numpy as np
 
-from quarl.deploy.edge import c_runtime, csimd, cstream, huffman
-from quarl.deploy.edge.csimd import pack_weights
-from quarl.deploy.edge.cstream import half_table, is_odd
+from quarl.deploy.edge import c_runtime, ckernel, csimd, cstream, huffman
+from quarl.deploy.edge.csimd import pack_weights as pack_weights  # re-exported
+from quarl.deploy.edge.cstream import half_table as half_table  # re-exported
 from quarl.deploy.edge.fixedpoint import DOUBLE_16X8, SIGMOID_TABLE_UINT16
 from quarl.deploy.edge.integer import Dense, IntegerPolicy
-from quarl.errors import QuarlError
 
 PER_LINE = 24  # array values per source line
 STREAM_PAD = 4  # zero bytes after the stream: the decoder's bit buffer reads up to 4 bytes ahead
@@ -79,30 +80,32 @@ def _int64s(a: np.ndarray) -> list[str]:
 def folded_bias(layer: Dense) -> np.ndarray:
     """The bias with the input zero point folded in: sum((q - zp) w) + b = sum(q w) + (b - zp sum(w)).
     The same integers, as long as the accumulator stays in int32 (int64 with int16 activations: up to
-    2^47, as TFLite's 16x8 requantization assumes), checked."""
+    2^47, as TFLite's 16x8 requantization assumes), checked (`ckernel.check_sums`)."""
     codes = layer.weight.astype(np.int64)
     bias = layer.bias.astype(np.int64) - layer.input.zero_point * codes.sum(axis=1)
-    worst = np.abs(bias) + (-layer.input.qmin) * np.abs(codes).sum(axis=1)
-    if np.any(worst >= (2**31 if layer.bits == 8 else 2**47)):
-        raise QuarlError(
-            f"{layer.name}'s accumulator could overflow: its bias or weights are too large for int{layer.bits} "
-            "activations."
-        )
+    ckernel.check_sums(layer, bias, layer.bits)
     return bias
 
 
-def _narrow_bias(layer: Dense) -> bool:
-    """Whether the folded bias fits the narrow type (int16 beside int32 accumulators, int32 beside int64)."""
+def stored_bias(policy: IntegerPolicy, layer: Dense) -> np.ndarray:
+    """The bias as the C stores it: folded, and times 2^(left + 1) where the layer requantizes by SMMULR."""
+    bias = folded_bias(layer)
+    if ckernel.fast_requantization(policy, layer, bias):
+        return bias << (max(int(layer.shift[0]), 0) + 1)
+    return bias
+
+
+def _narrow_bias(policy: IntegerPolicy, layer: Dense) -> bool:
+    """Whether the stored bias fits the narrow type (int16 beside int32 accumulators, int32 beside int64)."""
     limit = 2**15 if layer.bits == 8 else 2**31
-    return bool(np.all(np.abs(folded_bias(layer)) < limit))
+    return bool(np.all(np.abs(stored_bias(policy, layer)) < limit))
 
 
 def _bias_types(policy: IntegerPolicy) -> tuple[str, str]:
     return ("int16_t", "int32_t") if policy.activation_bits == 8 else ("int32_t", "int64_t")
 
 
-def _uniform(a: np.ndarray) -> bool:
-    return bool(np.all(np.asarray(a) == np.asarray(a).reshape(-1)[0]))
+_uniform = ckernel.uniform
 
 
 def data_bytes(policy: IntegerPolicy) -> int:
@@ -117,15 +120,15 @@ def data_bytes(policy: IntegerPolicy) -> int:
         total += stream.size + STREAM_PAD + len(code.counts) + len(code.symbols)
         total += 2 << min(code.max_length, huffman.LOOKUP_BITS)  # HUFF_LUT
     for layer in policy.layers:
-        rows = layer.weight.shape[0]
-        total += rows * (1 if _narrow_bias(layer) else 2) * (2 if layer.bits == 8 else 4)
+        rows, cols = layer.weight.shape
+        total += rows * (1 if _narrow_bias(policy, layer) else 2) * (2 if layer.bits == 8 else 4)
         total += 0 if _uniform(layer.multiplier) else 4 * rows
+        total += 8 * rows if _in_double(policy) else 0
         if coded:
             continue
-        total += pack_weights(layer.weight, layer.weight_bits).size
+        total += 4 * rows * csimd.row_words(cols, layer.weight_bits)
         total += 0 if _uniform(layer.shift) else rows
-        if layer.tanh_table is not None:
-            total += 129 if is_odd(layer.tanh_table) else 256
+        total += 256 if layer.tanh_table is not None and policy.activation_bits == 8 else 0
     if policy.action_table is not None:
         total += 4 * policy.action_table.size
     if policy.activation_bits == 16:
@@ -174,11 +177,10 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
     """The C99 source computing `policy.act` bit for bit."""
     bits = policy.weight_bits
     wide = policy.activation_bits == 16
-    act_t = "int16_t" if wide else "int8_t"
     narrow_t, wide_t = _bias_types(policy)
-    discrete = policy.action_kind == "discrete"
     layers = policy.layers
-    width = max(max(layer.weight.shape[0] for layer in layers), policy.obs_dim, 1)
+    coded = policy.weight_coding == "huffman"
+    width = max(max(csimd.padded(max(layer.weight.shape), 8) for layer in layers), csimd.padded(policy.obs_dim, 8))
     scheme = "16x8 scheme (int16 activations, int8 weights, int64 biases)" if wide else "int8 scheme"
     parts: list[str] = [
         f"/* quarl full-integer policy ({policy.algo or 'SB3'}, {len(layers)} layers, {bits}-bit weights):\n"
@@ -190,7 +192,8 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
         csimd.PRELUDE + "\n",
         "#define I32_MIN (-2147483647 - 1)\n#define I32_MAX 2147483647\n",
         f"#define ACT_MIN ({policy.input.qmin})\n#define ACT_MAX {policy.input.qmax}\n",
-        f"typedef {act_t} act_t;\ntypedef {'int64_t' if wide else 'int32_t'} acc_t;\n\n",
+        f"#define ROWS {ckernel.ROWS}\ntypedef {'int16_t' if wide else 'int8_t'} act_t;\n",
+        f"typedef {'int64_t' if wide else 'int32_t'} acc_t;\n\n",
     ]
     n = policy.obs_dim
     if policy.mean is not None and policy.std is not None and policy.clip is not None:
@@ -199,19 +202,16 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
         parts.append(f"static const float OBS_CLIP = {_hex_float(policy.clip)};\n")
     parts.append(_array("float", "IN_CENTER", map(_hex_float, policy.center), f"[{n}]"))
     parts.append(_array("float", "IN_STEP", map(_hex_float, policy.step), f"[{n}]"))
-    coded = policy.weight_coding == "huffman"
     if coded:
         parts.append(_stream_arrays(policy))
     for i, layer in enumerate(layers):
         rows, cols = layer.weight.shape
         parts.append(f"\n/* {layer.name}: {cols} -> {rows}, {layer.activation} */\n")
-        if not coded:  # each row in the SIMD layout (csimd), which the portable path reads too
-            packed = pack_weights(csimd.layout(layer.weight, bits, policy.activation_bits), bits)
-            wtype = "int8_t" if bits == 8 else "uint8_t"
-            wvals = _ints(packed.view(np.int8)) if bits == 8 else _ints(packed)
-            parts.append(_array(wtype, f"L{i}_W", wvals, f"[{packed.size}]"))
-        bias = folded_bias(layer)
-        if _narrow_bias(layer):
+        if not coded:  # the rows laid out, padded and interleaved for the kernels (csimd)
+            words = csimd.layer_words(layer.weight, bits, ckernel.ROWS)
+            parts.append(_array("uint32_t", f"L{i}_W", (f"0x{int(v):08x}u" for v in words), f"[{words.size}]"))
+        bias = stored_bias(policy, layer)
+        if _narrow_bias(policy, layer):
             parts.append(_array(narrow_t, f"L{i}_B", _int32s(bias), f"[{rows}]"))
         else:
             parts.append(_array(wide_t, f"L{i}_B", _int64s(bias) if wide else _int32s(bias), f"[{rows}]"))
@@ -220,45 +220,34 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
         if not _uniform(layer.shift) and not coded:
             parts.append(_array("int8_t", f"L{i}_S", _ints(layer.shift), f"[{rows}]"))
         if layer.tanh_table is not None and not coded:
-            table = half_table(layer.tanh_table) if is_odd(layer.tanh_table) else layer.tanh_table
-            parts.append(_array("int8_t", f"L{i}_TANH", _ints(table), f"[{len(table)}]"))
+            parts.append(_array("int8_t", f"L{i}_TANH", _ints(layer.tanh_table), "[256]"))
         if _in_double(policy):
             parts.append(_array("double", f"L{i}_REAL", (float(v).hex() for v in layer.real_multiplier), f"[{rows}]"))
-    if any(layer.tanh_int16 for layer in layers):
+    tanh16 = any(layer.tanh_int16 for layer in layers)
+    if tanh16:
         parts.append("\n/* TFLite's sigmoid(i / 24) in unsigned 0.16 fixed point: its int16 Tanh interpolates it */\n")
         parts.append(_array("uint16_t", "SIGMOID", _ints(SIGMOID_TABLE_UINT16), f"[{len(SIGMOID_TABLE_UINT16)}]"))
-    if not discrete:
+    if policy.action_kind != "discrete":
         parts.append(_head_constants(policy))
-    parts.append(f"\nstatic act_t buf_a[{width}];\nstatic act_t buf_b[{width}];\n")
-    requantize = (c_runtime.REQUANTIZE_16X8 if wide else c_runtime.REQUANTIZE)[policy.rounding]
-    parts.append(c_runtime.RUNTIME.replace("@REQUANTIZE@", requantize))
+    parts.append(f"\n/* the activations, int16 pairs (ckernel) */\nstatic uint32_t buf_a[{width // 2}];\n")
+    parts.append(f"static uint32_t buf_b[{width // 2}];\n")
+    if not all(ckernel.fast_requantization(policy, layer, folded_bias(layer)) for layer in layers):
+        requantize = (c_runtime.REQUANTIZE_16X8 if wide else c_runtime.REQUANTIZE)[policy.rounding]
+        parts.append(c_runtime.RUNTIME.replace("@REQUANTIZE@", requantize))
+    parts.append(c_runtime.QUANTIZE)
     if _even_features(policy):
         parts.append(c_runtime.QUANTIZE_EVEN)
-    tables = any(layer.tanh_table is not None for layer in layers)
-    parts.append(c_runtime.weight_reader(8 if coded else bits))  # a coded row is decoded into int8
-    parts.append(csimd.dot(8 if coded else bits, policy.activation_bits))
-    parts.append(
-        f"#define ROW_MAX {max(layer.weight.shape[1] for layer in layers)}\n" + c_runtime.HUFFMAN_READER
-        if coded
-        else ""
-    )
-    parts.append(c_runtime.STREAM_TABLE if coded and tables else "")
-    parts.append(_layer_t(policy))
-    parts.append(_layers(policy))
-    tanh16 = any(layer.tanh_int16 for layer in layers)
-    parts.append(c_runtime.TANH16 if tanh16 else "" if wide else c_runtime.ODD_LOOKUP)
-    activate = (c_runtime.TANH16_APPLY if tanh16 else c_runtime.PLAIN_APPLY) if wide else c_runtime.TABLE_APPLY
-    if _in_double(policy):
-        call = c_runtime.REQUANTIZE_DOUBLE
-    else:
-        call = c_runtime.REQUANTIZE_STREAM if coded else c_runtime.REQUANTIZE_FIXED
-    output = c_runtime.OUTPUT.replace("@BIAS@", c_runtime.BIAS).replace("@ACTIVATE@", activate)
-    parts.append(output.replace("@REQUANTIZE@", call))
+    parts.append(ckernel.kernels(8 if coded else bits, policy.activation_bits))  # a coded row is decoded into int8
     if coded:
-        fc_stream = c_runtime.FC_STREAM.replace("@PREPARE@", c_runtime.READ_TABLE if tables else "")
-        parts.append(fc_stream.replace("@SHIFT@", c_runtime.READ_SHIFT if cstream.shifts_read(policy) else ""))
-    else:
-        parts.append(c_runtime.FC)
+        row_words = max(csimd.row_words(layer.weight.shape[1], 8) for layer in layers)
+        parts.append(f"#define ROW_WORDS {row_words}\n" + c_runtime.HUFFMAN_READER + c_runtime.DECODE_ROW)
+        if cstream.shifts_read(policy) and any(cstream.shift_varies(layer) for layer in layers):
+            parts.append(c_runtime.ROW_SHIFT)
+        parts.append(c_runtime.STREAM_TABLE if any(layer.tanh_table is not None for layer in layers) else "")
+    parts.append(c_runtime.TANH16 if tanh16 else "")
+    for i, layer in enumerate(layers):
+        parts.append(ckernel.output_function(policy, i, layer, folded_bias(layer), coded))
+        parts.append(ckernel.layer_function(policy, i, layer, coded))
     parts.append(_act(policy))
     return "".join(parts)
 
@@ -319,71 +308,13 @@ def _head_constants(policy: IntegerPolicy) -> str:
     )
 
 
-def _layer_t(policy: IntegerPolicy) -> str:
-    narrow_t, wide_t = _bias_types(policy)
-    if policy.activation_bits == 8:
-        tanh = "    const int8_t *table;\n"
-        tail = "    int8_t odd; /* the table: codes 0..127 and -128 of an odd table (else all 256, by code + 128) */\n"
-        about = "and Tanh table (null: none)"
-    else:
-        tanh = "    int32_t tanh_mult; /* int16 Tanh's input multiplier (0: no Tanh) and left shift */\n"
-        tanh += (
-            "    const double *real; /* the real multipliers (LiteRT's float64 requantization) */\n"
-            if _in_double(policy)
-            else ""
-        )
-        tail = "    int8_t tanh_shift;\n"
-        about = "and Tanh (TFLite's int16 TANH parameters)"
-    return f"""
-/* a layer: its weights, bias (the input zero point folded in; {narrow_t} or {wide_t}: the other pointer
-   null), requantization (per channel, or one value for every channel: the pointer null) {about} */
-typedef struct {{
-    const weight_t *w;
-    const {narrow_t} *bias_narrow;
-    const {wide_t} *bias_wide;
-    const int32_t *mult;
-    const int8_t *shift;
-{tanh}    int32_t mult_all;
-    int16_t n_in, n_out, out_zp, act_min;
-    int8_t shift_all;
-{tail}}} layer_t;
-"""
-
-
-def _layers(policy: IntegerPolicy) -> str:
-    entries = []
-    for i, layer in enumerate(policy.layers):
-        rows, cols = layer.weight.shape
-        narrow = _narrow_bias(layer)
-        coded = policy.weight_coding == "huffman"
-        mult = "0" if _uniform(layer.multiplier) else f"L{i}_M"
-        shift = "0" if _uniform(layer.shift) or coded else f"L{i}_S"
-        if policy.activation_bits == 8:
-            table = "0" if layer.tanh_table is None else "TANH" if coded else f"L{i}_TANH"
-            odd = int(layer.tanh_table is not None and is_odd(layer.tanh_table))
-            tanh, tail = f"{table}, ", f", {odd}"
-        else:
-            tanh_mult, tanh_shift = layer.tanh_int16 or (0, 0)
-            tanh, tail = f"{tanh_mult}, " + (f"L{i}_REAL, " if _in_double(policy) else ""), f", {tanh_shift}"
-        weights = "0" if coded else f"L{i}_W"  # a coded layer reads the stream
-        entries.append(
-            f"    {{{weights}, {f'L{i}_B' if narrow else '0'}, {'0' if narrow else f'L{i}_B'}, {mult}, {shift}, {tanh}"
-            f"{_int32s(layer.multiplier[:1])[0]}, {cols}, {rows}, {layer.output.zero_point}, "
-            f"{layer.act_min}, {int(layer.shift[0])}{tail}}},"
-        )
-    return (
-        f"\n#define N_LAYERS {len(policy.layers)}\nstatic const layer_t LAYERS[N_LAYERS] = {{\n"
-        + "\n".join(entries)
-        + "\n};\n"
-    )
-
-
 def _act(policy: IntegerPolicy) -> str:
     n = policy.obs_dim
     normalize = policy.mean is not None and policy.std is not None and policy.clip is not None
     lines = [
         "\nvoid policy_act(const float *obs, POLICY_ACTION_T *action) {",
         "    int j;",
+        f"    int32_t q[{csimd.padded(n, 8)}];",
         f"    for (j = 0; j < {n}; ++j) {{",
     ]
     if normalize:
@@ -400,31 +331,29 @@ def _act(policy: IntegerPolicy) -> str:
         lines.append("        float x = obs[j];")
     even = _even_features(policy)
     quantize = f"(j < {even} ? quantize_even : quantize)" if even else "quantize"
-    lines += [f"        buf_a[j] = {quantize}((x - IN_CENTER[j]) / IN_STEP[j]);", "    }"]
+    lines += [f"        q[j] = {quantize}((x - IN_CENTER[j]) / IN_STEP[j]);", "    }"]
+    if csimd.padded(n, 8) > n:
+        lines += [f"    for (j = {n}; j < {csimd.padded(n, 8)}; ++j) {{", "        q[j] = 0;", "    }"]
+    lines += [
+        f"    for (j = 0; j < {csimd.padded(n, 8)}; j += 4) {{",
+        "        buf_a[j / 2] = pack(q[j], q[j + 2]);",
+        "        buf_a[j / 2 + 1] = pack(q[j + 1], q[j + 3]);",
+        "    }",
+    ]
     lines += (
         ["    bit_buf = 0;", "    bit_count = 0;", "    bit_next = STREAM;"]
         if policy.weight_coding == "huffman"
         else []
     )
-    lines += [
-        "    {",
-        "        int l;",
-        "        act_t *src = buf_a, *dst = buf_b, *swap;",
-        "        for (l = 0; l < N_LAYERS; ++l) {",
-        "            fc(&LAYERS[l], src, dst);",
-        "            swap = src;",
-        "            src = dst;",
-        "            dst = swap;",
-        "        }",
-        "    }",
-    ]
+    buffers = ("buf_a", "buf_b")
+    lines += [f"    layer{i}({buffers[i % 2]}, {buffers[1 - i % 2]});" for i in range(len(policy.layers))]
     src = "buf_a" if len(policy.layers) % 2 == 0 else "buf_b"
     if policy.action_kind == "discrete":
         lines += [
             "    {",
             "        int best = 0;",
             f"        for (j = 1; j < {policy.n_outputs}; ++j) {{",
-            f"            if ({src}[j] > {src}[best]) {{",
+            f"            if (ACT({src}, j) > ACT({src}, best)) {{",
             "                best = j;",
             "            }",
             "        }",
@@ -434,7 +363,7 @@ def _act(policy: IntegerPolicy) -> str:
     elif policy.action_table is not None:
         lines += [
             f"    for (j = 0; j < {policy.n_outputs}; ++j) {{",
-            f"        action[j] = ACTION_TABLE[j * 256 + ((int)({src}[j]) + 128)];",
+            f"        action[j] = ACTION_TABLE[j * 256 + (ACT({src}, j) + 128)];",
             "    }",
         ]
     else:  # the float32 head of int16 outputs (zero point 0), in numpy's order of operations
@@ -442,7 +371,7 @@ def _act(policy: IntegerPolicy) -> str:
         value = squash if policy.squash else "v < LOW[j] ? LOW[j] : (v > HIGH[j] ? HIGH[j] : v)"
         lines += [
             f"    for (j = 0; j < {policy.n_outputs}; ++j) {{",
-            f"        const float v = OUT_SCALE * (float){src}[j];",
+            f"        const float v = OUT_SCALE * (float)ACT({src}, j);",
             f"        action[j] = {value};",
             "    }",
         ]

@@ -3,9 +3,10 @@ reads per call, in the order it reads them, in one canonical Huffman code (`huff
 
 Per layer: its Tanh table, if it has one, as the 128 steps of its odd half (codes 1..127, then the
 magnitude at code -128), decoded into RAM when the layer starts; then per output channel its weight
-codes and its shift's difference from the layer's first (where the layer requantizes by multiplier
-and shift). A trained MLP's codes crowd near zero and the tables rise in steps of 0 to 2, so the
-stream takes about 3 bits per 4-bit weight. The values, and so every action, are the reference's.
+codes and, where the layer's shifts differ, its shift's difference from the layer's first (where the
+layer requantizes by multiplier and shift). A trained MLP's codes crowd near zero and the tables
+rise in steps of 0 to 2, so the stream takes about 3 bits per 4-bit weight. The values, and so
+every action, are the reference's.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ from quarl.errors import QuarlError
 def shifts_read(policy: IntegerPolicy) -> bool:
     """Whether the layers requantize by multiplier and shift (not LiteRT's float64 16x8 product)."""
     return not (policy.activation_bits == 16 and policy.rounding in DOUBLE_16X8)
+
+
+def shift_varies(layer: Dense) -> bool:
+    """Whether the layer's output channels have different shifts (the stream holds each one's)."""
+    return bool(np.any(layer.shift != layer.shift[0]))
 
 
 def is_odd(table: np.ndarray) -> bool:
@@ -56,7 +62,7 @@ def values(policy: IntegerPolicy) -> np.ndarray:
         if layer.tanh_table is not None:
             parts.append(table_steps(layer))
         codes = layer.weight.astype(np.int64)
-        if shifts:
+        if shifts and shift_varies(layer):
             deltas = layer.shift.astype(np.int64) - int(layer.shift[0])
             codes = np.concatenate([codes, deltas[:, None]], axis=1)
         parts.append(codes.reshape(-1))

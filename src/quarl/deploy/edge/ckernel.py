@@ -1,0 +1,328 @@
+"""The C policy's layers (`quarl.deploy.edge.cgen`): one function per layer, its constants in the code.
+
+Activations live in RAM as int16 pairs, in the order SMLAD pairs them with SXTB16's halves of a weight
+word: per 4 activations a0..a3, the words (a0, a2) and (a1, a3) (`ACT(x, i)` reads activation i). A
+layer writes its outputs so, 4 at a time (PKHBT), and the next layer's kernel loads them without
+expanding anything. Each layer's rows are padded with zero weights to whole words (`csimd`) and
+interleaved 4 at a time, word by word (`csimd.interleave`), so that one pointer walks 4 rows: per word
+of 4 int8 weights and 4 rows, one LDM of 4 weight words, the 2 activation words, 8 SXTB16 and 8 SMLAD.
+The rows past the last multiple of 4 follow one by one.
+
+Per output: the bias (the input zero point folded in), TFLite's requantization, the output zero point,
+the clamp (SSAT) and Tanh as a 256-entry table. With gemmlowp's rounding, a per-layer shift and an
+accumulator that provably stays within +-2^30 (checked at export, `fast_requantization`), gemmlowp's
+SaturatingRoundingDoublingHighMul is one SMMULR of the doubled accumulator (floor((2xM + 2^31) / 2^32)
+= floor((xM + 2^30) / 2^31); the bias is stored doubled) and RoundingDivideByPOT by 2^e, with the zero
+point, floor((h - [h < 0] + 2^(e-1) + zp 2^e) / 2^e), the same integers; otherwise the runtime's
+`requantize`. The portable C99 path (the host) reads the same layouts one weight at a time."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from quarl.deploy.edge import csimd, cstream
+from quarl.deploy.edge.integer import Dense, IntegerPolicy
+from quarl.errors import QuarlError
+
+ROWS = 4  # rows per kernel pass
+
+RUNTIME = r"""
+/* activation i of the pairs at x: word (i / 4) * 2 + i % 2, half (i / 2) % 2 */
+#define ACT(x, i) \
+    ((int32_t)((((x)[((i) >> 2) * 2 + ((i) & 1)] >> (16 * (((i) >> 1) & 1))) & 0xFFFFu) ^ 0x8000u) - 0x8000)
+#if POLICY_SIMD && defined(__GNUC__)
+#define KINLINE __attribute__((always_inline)) inline
+/* SXTB16 of x rotated by 8 bits: bytes 1 and 3 as int16 */
+static inline int16x2_t sxtb16_ror8(uint32_t x) {
+    int16x2_t r;
+    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
+    return r;
+}
+/* (a b + 2^31) >> 32, the rounded high word of the product */
+static inline int32_t smmulr(int32_t a, int32_t b) {
+    int32_t r;
+    __asm__("smmulr %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+#define SAT(v, bits) __ssat(v, bits)
+/* the low halves of lo and hi as one word */
+static inline uint32_t pack(int32_t lo, int32_t hi) {
+    uint32_t r;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(lo), "r"(hi));
+    return r;
+}
+#else
+#define KINLINE inline
+static inline int32_t smmulr(int32_t a, int32_t b) {
+    return (int32_t)(((int64_t)a * b + ((int64_t)1 << 31)) >> 32);
+}
+#define SAT(v, bits) ((v) < ACT_MIN ? ACT_MIN : ((v) > ACT_MAX ? ACT_MAX : (v)))
+static inline uint32_t pack(int32_t lo, int32_t hi) {
+    return ((uint32_t)lo & 0xFFFFu) | ((uint32_t)hi << 16);
+}
+#endif
+
+/* activation i of x set to v */
+static inline void set_act(uint32_t *x, int i, int32_t v) {
+    uint32_t *word = &x[(i >> 2) * 2 + (i & 1)];
+    const int half = 16 * ((i >> 1) & 1);
+    *word = (*word & ~(0xFFFFu << half)) | (((uint32_t)v & 0xFFFFu) << half);
+}
+
+/* one row's dot product from its words w[0], w[stride], ..., one weight at a time (portable C) */
+static inline acc_t dot_c(const uint32_t *w, int stride, const uint32_t *x, int words) {
+    acc_t s = 0;
+    int j, t;
+    for (j = 0; j < words; ++j) {
+        const uint32_t v = w[j * stride];
+        for (t = 0; t < GROUP; ++t) { /* weight t of the word: byte t & 3, slot t >> 2 */
+            const uint32_t code = (v >> (8 * (t & 3) + WBITS * (t >> 2))) & ((1u << WBITS) - 1);
+            s += (acc_t)((int32_t)(code ^ (1u << (WBITS - 1))) - (1 << (WBITS - 1))) * ACT(x, j * GROUP + t);
+        }
+    }
+    return s;
+}
+"""
+
+
+def _mac_lines(rows: int, weight_bits: int, mac: str) -> list[str]:
+    """The SIMD loop body over one word of each row (w[0..rows-1]) and the activations at x."""
+    per = 8 // weight_bits
+    top = {1: "", 2: "0xF0F0F0F0u", 4: "0xC0C0C0C0u"}[per]
+    names = [f"w{k}" for k in range(rows)]
+    lines = [f"const uint32_t {', '.join(f'{n} = w[{k}]' for k, n in enumerate(names))};"]
+    for j in range(per):
+        shift = 8 - weight_bits * (j + 1)
+        lines.append(f"a = (int16x2_t)x[{2 * j}];")
+        for k, n in enumerate(names):
+            word = n if per == 1 else f"(({n} << {shift}) & {top})" if shift else f"({n} & {top})"
+            lines.append(f"s{k} = {mac}(__sxtb16((int8x4_t){word}), a, s{k});")
+        lines.append(f"a = (int16x2_t)x[{2 * j + 1}];")
+        for k, n in enumerate(names):
+            word = n if per == 1 else f"(({n} << {shift}) & {top})" if shift else f"({n} & {top})"
+            lines.append(f"s{k} = {mac}(sxtb16_ror8({word}), a, s{k});")
+    lines.append(f"w += {rows};")
+    lines.append(f"x += {2 * per};")
+    return lines
+
+
+def _asm_step() -> str:
+    """One word of 4 interleaved rows, as C string literals for the asm (rows 0 and 1, then 2 and 3)."""
+    lines = [r'"ldrd %[a], %[b], [%[x]], #8\n"']
+    for first in (0, 2):
+        lines.append(r'"ldrd %[u], %[v], [%[w]], #8\n"')
+        for reg, row in (("u", first), ("v", first + 1)):
+            for rotate, act in (("", "a"), (", ror #8", "b")):
+                lines.append(rf'"sxtb16 %[t], %[{reg}]{rotate}\n smlad %[s{row}], %[t], %[{act}], %[s{row}]\n"')
+    return " \\\n    ".join(lines)
+
+
+ASM_DOT4 = r"""
+#if POLICY_SIMD && defined(__GNUC__)
+#define DOT4_ASM 1
+/* 4 interleaved rows of int8 weights times the activation pairs at x: per word of each row, SXTB16
+   twice and SMLAD twice; LDRD loads 2 rows' words, and the 2 activation words */
+#define DOT4_STEP \
+    @STEP@
+#define DOT4_OPERANDS \
+    : [s0] "+r"(s0), [s1] "+r"(s1), [s2] "+r"(s2), [s3] "+r"(s3), [w] "+r"(w), [x] "+r"(x), [a] "=&r"(a), \
+      [b] "=&r"(b), [u] "=&r"(u), [v] "=&r"(v), [t] "=&r"(t) \
+    : [end] "r"(end) \
+    : "cc", "memory"
+static inline __attribute__((always_inline)) const uint32_t *dot4_asm(const uint32_t *w, const uint32_t *x,
+                                                                     int words, int32_t *s) {
+    const uint32_t *const end = x + 2 * words;
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    uint32_t a, b, u, v, t;
+    if (words % 2 == 0) { /* two words a pass */
+        __asm__("1:\n" DOT4_STEP DOT4_STEP "cmp %[x], %[end]\n bne 1b\n" DOT4_OPERANDS);
+    } else {
+        __asm__("1:\n" DOT4_STEP "cmp %[x], %[end]\n bne 1b\n" DOT4_OPERANDS);
+    }
+    s[0] = s0;
+    s[1] = s1;
+    s[2] = s2;
+    s[3] = s3;
+    return w;
+}
+#else
+#define DOT4_ASM 0
+#endif
+""".replace("@STEP@", _asm_step())
+
+
+def kernels(weight_bits: int, activation_bits: int) -> str:
+    """The helpers (`RUNTIME`), `dot4` and `dot1`: the dot products of 4 interleaved rows (of one row)
+    with x over `words` words of weights each; they return the pointer past the rows."""
+    acc, mac = ("int64_t", "__smlald") if activation_bits == 16 else ("int32_t", "__smlad")
+    scaled = 8 - weight_bits
+    shift = f" >> {scaled}" if scaled else ""
+    out = [f"#define GROUP {csimd.group(weight_bits)}\n#define WBITS {weight_bits}\n", RUNTIME]
+    if weight_bits == 8 and activation_bits == 8:
+        out.append(ASM_DOT4)
+    for rows in (ROWS, 1):
+        guard = "#if POLICY_SIMD"
+        if rows == ROWS and weight_bits == 8 and activation_bits == 8:
+            guard = "#if DOT4_ASM\n    return dot4_asm(w, x, words, s);\n#elif POLICY_SIMD"
+        body = "\n".join("        " + line for line in _mac_lines(rows, weight_bits, mac))
+        sums = ", ".join(f"s{k} = 0" for k in range(rows))
+        stores = " ".join(f"s[{k}] = s{k}{shift};" for k in range(rows))
+        portable = " ".join(f"s[{k}] = dot_c(w + {k}, {rows}, x, words);" for k in range(rows))
+        out.append(
+            f"""
+/* {rows} row(s), interleaved word by word, times x: s[0..{rows - 1}]; the weights' words past them */
+KINLINE static const uint32_t *dot{rows}(const uint32_t *w, const uint32_t *x, int words, acc_t *s) {{
+{guard}
+    const uint32_t *const end = w + {rows} * words;
+    {acc} {sums};
+    int16x2_t a;
+    do {{
+{body}
+    }} while (w != end);
+    {stores}{" /* each product carried 2^" + str(scaled) + " */" if scaled else ""}
+    return w;
+#else
+    {portable}
+    return w + {rows} * words;
+#endif
+}}
+"""
+        )
+    return "".join(out)
+
+
+def accumulator_bound(layer: Dense, bias: np.ndarray) -> int:
+    """The largest |accumulator| (bias + dot product) any input codes can give, weights scaled as the
+    kernel scales them (2^(8 - bits))."""
+    codes = np.abs(layer.weight.astype(np.int64)).sum(axis=1) << (8 - layer.weight_bits)
+    extreme = max(-int(layer.input.qmin), int(layer.input.qmax))
+    return int(np.max(np.abs(bias) + extreme * codes))
+
+
+def fast_requantization(policy: IntegerPolicy, layer: Dense, bias: np.ndarray) -> bool:
+    """Whether the layer requantizes by SMMULR: int8 activations, gemmlowp's rounding, one shift for
+    the layer, |2 (acc << left)| < 2^31 for every input, and the rounding constant within 2^30."""
+    if policy.activation_bits != 8 or policy.rounding != "gemmlowp" or not uniform(layer.shift):
+        return False
+    shift = int(layer.shift[0])
+    left, right = max(shift, 0), max(-shift, 0)
+    constant = (1 << right >> 1) + (int(layer.output.zero_point) << right)
+    return accumulator_bound(layer, bias) << (left + 1) < 2**31 and right <= 30 and abs(constant) < 2**30
+
+
+def uniform(a: np.ndarray) -> bool:
+    return bool(np.all(np.asarray(a) == np.asarray(a).reshape(-1)[0]))
+
+
+def check_sums(layer: Dense, bias: np.ndarray, activation_bits: int) -> None:
+    """The kernel's sums (weights scaled by 2^(8 - bits)) must stay within its accumulator."""
+    if accumulator_bound(layer, bias) >= (2**31 if activation_bits == 8 else 2**47):
+        raise QuarlError(
+            f"{layer.name}'s accumulator could overflow: its bias or weights are too large for "
+            f"int{activation_bits} activations."
+        )
+
+
+def _clamp(layer: Dense, bits: int, value: str) -> str:
+    """The clamp to [act_min, ACT_MAX] (SSAT where act_min is the type's minimum)."""
+    if int(layer.act_min) == -(2 ** (bits - 1)):
+        return f"SAT({value}, {bits})"
+    return f"{value} < {int(layer.act_min)} ? {int(layer.act_min)} : ({value} > ACT_MAX ? ACT_MAX : {value})"
+
+
+def output_function(policy: IntegerPolicy, i: int, layer: Dense, bias: np.ndarray, coded: bool) -> str:
+    """`out{i}(s, o, k)`: output channel o (row k of its pass) of layer i from its dot product s."""
+    tanh16 = policy.activation_bits == 16 and layer.tanh_int16 is not None
+    zp = int(layer.output.zero_point)
+    if fast_requantization(policy, layer, bias):
+        shift = int(layer.shift[0])
+        left, right = max(shift, 0), max(-shift, 0)
+        mult = str(int(layer.multiplier[0])) if uniform(layer.multiplier) else f"L{i}_M[o]"
+        doubled = f"(int32_t)((uint32_t)s << {left + 1}) + L{i}_B[o]"
+        lines = [f"const int32_t h = smmulr({doubled}, {mult});"]
+        if right:
+            constant = (1 << (right - 1)) + (zp << right)
+            lines.append(f"const int32_t r = (h + (h >> 31) + {constant}) >> {right};")
+        else:
+            lines.append(f"const int32_t r = h + {zp};")
+        about = "bias doubled, SMMULR, RoundingDivideByPOT and the zero point in one shift"
+    else:
+        if policy.activation_bits == 16 and policy.rounding != "gemmlowp":
+            call = f"requantize((double)(s + L{i}_B[o]) * L{i}_REAL[o])"
+        else:
+            mult = str(int(layer.multiplier[0])) if uniform(layer.multiplier) else f"L{i}_M[o]"
+            if coded and cstream.shift_varies(layer):  # the stream's shifts (16x8 in double has none)
+                shifts = f"{int(layer.shift[0])} + row_shift[k]"
+            else:
+                shifts = str(int(layer.shift[0])) if uniform(layer.shift) else f"L{i}_S[o]"
+            call = f"requantize(s + L{i}_B[o], {mult}, {shifts})"
+        lines = [f"const int32_t r = {call} + {zp};"]
+        about = "bias, the runtime's requantization, the zero point"
+    lines.append(f"const int32_t c = {_clamp(layer, policy.activation_bits, 'r')};")
+    if layer.tanh_table is not None and policy.activation_bits == 8:
+        table = "TANH" if coded else f"L{i}_TANH"
+        lines.append(f"(void)k;\n    return {table}[c + 128];")
+        about += ", clamp, Tanh by table"
+    elif tanh16 and layer.tanh_int16 is not None:
+        tanh_mult, tanh_left = layer.tanh_int16
+        lines.append(f"(void)k;\n    return tanh16(c, {int(tanh_mult)}, {int(tanh_left)});")
+        about += ", clamp, TFLite's int16 Tanh"
+    else:
+        lines.append("(void)k;\n    return c;")
+        about += ", clamp"
+    body = "\n    ".join(lines)
+    return f"""
+/* layer {i}'s output channel o from its dot product s: {about} */
+KINLINE static int32_t out{i}(acc_t s, int o, int k) {{
+    {body}
+}}
+"""
+
+
+def layer_function(policy: IntegerPolicy, i: int, layer: Dense, coded: bool) -> str:
+    """`layer{i}(in, out)`: every output of layer i, ROWS rows a pass, then the rows left one by one."""
+    rows, cols = layer.weight.shape
+    words = csimd.row_words(cols, 8 if coded else layer.weight_bits)
+    full = rows - rows % ROWS
+    prepare = ""
+    if coded and layer.tanh_table is not None:
+        prepare = "    read_table();\n"
+    if coded:
+        shift = cstream.shifts_read(policy) and cstream.shift_varies(layer)
+        read = "            row_shift[k] = next_value(STREAM);\n" if shift else ""
+        decode4 = (
+            f"        for (k = 0; k < {ROWS}; ++k) {{\n            decode_row(k, {ROWS}, {cols});\n{read}        }}\n"
+        )
+        decode1 = f"        decode_row(0, 1, {cols});\n" + read.replace("[k]", "[0]").replace(" " * 12, " " * 8)
+        weights = "rows_w"
+    else:
+        decode4 = decode1 = ""
+        weights = f"L{i}_W"
+    loop4 = (
+        f"""    for (o = 0; o < {full}; o += {ROWS}) {{
+{decode4}{"        w = rows_w;" + chr(10) if coded else ""}        w = dot4(w, in, {words}, s);
+        out[o / 2] = pack(out{i}(s[0], o, 0), out{i}(s[2], o + 2, 2));
+        out[o / 2 + 1] = pack(out{i}(s[1], o + 1, 1), out{i}(s[3], o + 3, 3));
+    }}
+"""
+        if full
+        else ""
+    )
+    loop1 = (
+        f"""    for (o = {full}; o < {rows}; ++o) {{
+{decode1}{"        w = rows_w;" + chr(10) if coded else ""}        w = dot1(w, in, {words}, s);
+        set_act(out, o, out{i}(s[0], o, 0));
+    }}
+"""
+        if rows > full
+        else ""
+    )
+    return f"""
+/* layer {i}: {cols} -> {rows} */
+static void layer{i}(const uint32_t *in, uint32_t *out) {{
+    const uint32_t *w = {weights};
+    acc_t s[{ROWS}];
+    int o{", k" if coded and full else ""};
+{prepare}{loop4}{loop1}    (void)w;
+}}
+"""
