@@ -17,7 +17,7 @@ import numpy as np
 from quarl.deploy.edge import targets
 from quarl.deploy.edge.cgen import header, source
 from quarl.deploy.edge.integer import IntegerPolicy
-from quarl.deploy.edge.targets._firmware import Footprint, run
+from quarl.deploy.edge.targets._firmware import Footprint, locate, run
 from quarl.errors import QuarlError
 
 HOST_FLAGS = ["-std=c99", "-O3", "-Wall", "-Wextra", "-Werror"]
@@ -66,7 +66,7 @@ def tool(name: str) -> str:
         found = shutil.which(candidate) if candidate else None
         if found:
             return found
-    raise QuarlError(f"{name} is not installed: the C policy needs it; it comes with Debian's {PACKAGES[name]}.")
+    return locate(name, PACKAGES[name])  # the error naming the packages
 
 
 def available(*names: str) -> Optional[str]:

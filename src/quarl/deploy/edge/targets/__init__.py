@@ -51,9 +51,14 @@ class Target:
 
     def missing(self) -> Optional[str]:
         """None where every tool is installed, else one sentence naming the first missing one's packages."""
-        from quarl.deploy.edge.toolchain import available
+        from quarl.deploy.edge.targets._firmware import locate
 
-        return available(*self.tools())
+        for name in self.tools():
+            try:
+                locate(name, self.packages[name])
+            except QuarlError as exc:
+                return str(exc)
+        return None
 
     def c_files(self) -> list[str]:
         """The target's own C files, linked beside main.c and the policy (its start-up code)."""

@@ -12,12 +12,13 @@ policy). Built in one folder per policy:
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Protocol, Sequence
 
 import numpy as np
 
@@ -26,7 +27,35 @@ from quarl.errors import QuarlError
 
 if TYPE_CHECKING:
     from quarl.deploy.edge.integer import IntegerPolicy
-    from quarl.deploy.edge.targets import Target
+
+
+class Target(Protocol):
+    """What the firmware needs of a target (quarl.deploy.edge.targets.Target, which imports this module)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def cc(self) -> str: ...
+    @property
+    def size(self) -> str: ...
+    @property
+    def emulator(self) -> str: ...
+    @property
+    def cflags(self) -> tuple[str, ...]: ...
+    @property
+    def ldflags(self) -> tuple[str, ...]: ...
+    @property
+    def emulator_args(self) -> tuple[str, ...]: ...
+    @property
+    def files(self) -> Mapping[str, str]: ...
+    @property
+    def main_prelude(self) -> str: ...
+    @property
+    def main_init(self) -> str: ...
+    @property
+    def packages(self) -> Mapping[str, str]: ...
+    def c_files(self) -> list[str]: ...
+
 
 CHECK_MAIN = r"""/* Runs the C policy on recorded states and prints its actions through semihosting:
    discrete actions as integers, continuous ones as the hexadecimal bits of each float32. */
@@ -104,6 +133,18 @@ void policy_act(const float *obs, POLICY_ACTION_T *action) {
 EMULATOR_TIMEOUT = 300.0  # seconds a build or a firmware run may take (a crashed firmware spins forever)
 
 
+def locate(name: str, packages: str) -> str:
+    """The path of the command `name`, or a QuarlError naming the Debian `packages` that install it."""
+    found = shutil.which(name)
+    if found is None:
+        raise QuarlError(f"{name} is not installed: the C policy needs it; it comes with Debian's {packages}.")
+    return found
+
+
+def _tool(target: Target, name: str) -> str:
+    return locate(name, target.packages[name])
+
+
 def states_header(states: np.ndarray, note: Optional[str] = None) -> str:
     """`states.h`: N_STATES raw observations as one const float array (exact hexadecimal floats)."""
     flat = np.asarray(states, dtype=np.float32).reshape(len(states), -1)
@@ -164,10 +205,11 @@ def run(cmd: Sequence[str], cwd: Path, what: str, timeout: float = 600) -> subpr
 
 def _prepare(target: Target, policy: IntegerPolicy, folder: Path) -> tuple[str, int]:
     """Writes the policy and the target's files in `folder`, compiles policy.o; its path and stack."""
-    from quarl.deploy.edge.toolchain import tool, write_sources
+    from quarl.deploy.edge.cgen import header, source
 
-    cc = tool(target.cc)
-    write_sources(policy, folder)
+    cc = _tool(target, target.cc)
+    (folder / "policy.h").write_text(header(policy, "policy"))
+    (folder / "policy.c").write_text(source(policy, "policy"))
     for name, text in target.files.items():
         (folder / name).write_text(text)
     run(
@@ -187,9 +229,7 @@ def _link(
 
 
 def _emulate(target: Target, elf: Path, timeout: float = EMULATOR_TIMEOUT) -> str:
-    from quarl.deploy.edge.toolchain import tool
-
-    cmd = [tool(target.emulator), *target.emulator_args, str(elf)]
+    cmd = [_tool(target, target.emulator), *target.emulator_args, str(elf)]
     done = run(cmd, elf.parent, f"Running the policy under {target.emulator}", timeout)
     return done.stdout + done.stderr  # QEMU writes a semihosting console (SYS_WRITEC: picolibc) to stderr
 
@@ -197,9 +237,7 @@ def _emulate(target: Target, elf: Path, timeout: float = EMULATOR_TIMEOUT) -> st
 def executed_instructions(target: Target, elf: Path, timeout: float = EMULATOR_TIMEOUT) -> int:
     """Instructions the firmware executes under QEMU: with -singlestep each translation block is one
     instruction, and -d exec,nochain logs one "Trace" line per block executed."""
-    from quarl.deploy.edge.toolchain import tool
-
-    cmd = [tool(target.emulator), "-singlestep", "-d", "exec,nochain", "-D", "/dev/stdout"]
+    cmd = [_tool(target, target.emulator), "-singlestep", "-d", "exec,nochain", "-D", "/dev/stdout"]
     proc = subprocess.Popen([*cmd, *target.emulator_args, str(elf)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None
     watchdog = threading.Timer(timeout, proc.kill)  # a crashed firmware spins forever
@@ -257,9 +295,7 @@ def actions(target: Target, policy: IntegerPolicy, states: np.ndarray, folder: O
 
 def _size(target: Target, elf: Path) -> tuple[int, int, int]:
     """text, data, bss of an ELF (Berkeley format: every allocated section in one of the three)."""
-    from quarl.deploy.edge.toolchain import tool
-
-    out = run([tool(target.size), "-B", "-d", elf.name], elf.parent, target.size).stdout.splitlines()
+    out = run([_tool(target, target.size), "-B", "-d", elf.name], elf.parent, target.size).stdout.splitlines()
     text, data, bss = (int(v) for v in out[1].split()[:3])
     return text, data, bss
 
@@ -297,12 +333,10 @@ def measure(
 
 def object_footprint(target: Target, policy: IntegerPolicy, folder: Optional[Path] = None) -> Footprint:
     """policy.o for `target` (its cflags, -fstack-usage): .text, .rodata, .data, .bss and its stack."""
-    from quarl.deploy.edge.toolchain import tool
-
     with tempfile.TemporaryDirectory(prefix=f"quarl-{target.name}-") as tmp:
         work = _folder(folder, tmp)
         _, stack = _prepare(target, policy, work)
-        out = run([tool(target.size), "-A", "-d", "policy.o"], work, target.size).stdout
+        out = run([_tool(target, target.size), "-A", "-d", "policy.o"], work, target.size).stdout
     sections: dict[str, int] = {}
     for line in out.splitlines():
         parts = line.split()
