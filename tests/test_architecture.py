@@ -15,7 +15,7 @@ FLOORS = {
     "config": 1,
     "rl": 2,
     "quantize": 3,
-    "deploy": 4,
+    "deploy": 4, "backends": 4,
     "evaluate": 5,
     "store": 6,
     "train": 7,

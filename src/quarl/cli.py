@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from quarl.config import backend_registry
 from quarl.errors import QuarlError
 from quarl.rl.envs import SUITES
 from quarl.store import record_files, sqlite
@@ -113,7 +114,8 @@ def cmd_export(args: argparse.Namespace) -> None:
         print(report.text())
         return
     if args.activations != "int8":
-        raise QuarlError("--activations chooses the full-integer formats' activations: use --format tflite or c.")
+        formats = backend_registry.integer_formats()
+        raise QuarlError(f"--activations chooses the full-integer formats' activations: use --format {formats}.")
     if args.weight_coding != "packed":
         raise QuarlError("--weight-coding chooses how the C policy stores its weights: use --format c.")
     print(export(model, args.out, precision=precision, obs_transform=policy.obs_transform(), env_id=cfg.env.id))
@@ -314,16 +316,13 @@ def _export_command(sub: Any) -> None:
         "--out",
         type=Path,
         required=True,
-        help="what to write (required; must not exist): a .onnx or .tflite file, or for --format c a folder",
+        help="what to write (required; must not exist): the file or folder --format writes",
     )
     ex.add_argument(
         "--format",
-        choices=("onnx", "tflite", "c"),
+        choices=backend_registry.export_formats(),
         default="onnx",
-        help="onnx (default): one ONNX file for ONNX Runtime; tflite: a full-integer int8 LiteRT model (runs "
-        "under ai-edge-litert and TFLite Micro: pip install 'quarl[edge]'); c: a folder with policy.c and "
-        "policy.h, C99 for microcontrollers. Both full-integer formats are checked bit for bit against "
-        "quarl's integer reference before they are kept",
+        help=backend_registry.export_help(),
     )
     ex.add_argument(
         "--precision",
@@ -331,7 +330,8 @@ def _export_command(sub: Any) -> None:
         default=None,
         help="the file's weights (default: the record's own: fp32 for fp32; int8, int4 or int2 for a policy "
         "quantized to at most 8, 4 or 2 bits; fp32, which holds them exactly, for fp16, bf16 and 9..16 bits, "
-        "saying so). --format tflite is int8; --format c takes int8 (an fp32 record's default), int4 or int2",
+        "saying so). The full-integer formats take int8 (an fp32 record's default), or int4 and int2 where they pack "
+        "them",
     )
     ex.add_argument(
         "--activations",

@@ -215,7 +215,7 @@ def test_old_records_keep_their_cell_keys(monkeypatch):
     """Records written before the width fix (an fp16 record of a named sweep says quant.bits=8) and
     before env.random_return: today's composition of the same command gives the same cell key, so
     an old store's done cells are still skipped. A record trained on a GPU is composed as on a
-    machine with CUDA (its key holds the device)."""
+    machine with CUDA (its key holds the device), with its own actorq.cuda_graph."""
     import torch
 
     records = sorted((ROOT / "docs/reproduction/records").glob("*.record.json"))
@@ -231,6 +231,8 @@ def test_old_records_keep_their_cell_keys(monkeypatch):
             continue  # not a named sweep's cell, or the fp32 baseline a quantized cell recorded
         cuda = run.get("training_device") == "cuda"
         monkeypatch.setattr(torch.cuda, "is_available", lambda cuda=cuda: cuda)
+        if run["quant"] == "actorq":  # the actorq_gpu sweep has captured its updates since; its older cells did not
+            overrides.append(f"actorq.cuda_graph={str(record['config']['actorq'].get('cuda_graph', False)).lower()}")
         cfg = compose_cfg(*overrides)
         methods.settle(cfg, warn=False)
         assert cell_key(cfg) == run["cell_key"], (path.name, overrides)

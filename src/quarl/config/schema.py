@@ -16,7 +16,7 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from quarl.config import methods
+from quarl.config import backend_registry, methods
 from quarl.config.methods import one_of
 from quarl.errors import QuarlError
 
@@ -223,56 +223,30 @@ def _check_algo(cfg: Any, method: methods.QuantMethod) -> None:
         )
 
 
-#: quant.backend's real-execution backends and the precision each executes (quarl.deploy implements them)
-EXEC_BACKENDS: dict[str, str] = {
-    "torch": "fp32",
-    "onnx": "fp32",
-    "onnx_int8": "int8",
-    "onnx_int4": "int4",
-    "onnx_int2": "int2",
-    "torch_fp16": "fp16",
-    "torch_bf16": "bf16",
-    "c": "int8",
-    "tflite": "int8",
-    "c_16x8": "16x8",
-    "tflite_16x8": "16x8",
-}
-
-
 def exec_backends() -> tuple[str, ...]:
-    """quant.backend's choices: "fake" (quantize-dequantize only), "auto", or one that also executes
-    the policy for real (EXEC_BACKENDS)."""
-    return ("fake", "auto", *EXEC_BACKENDS)
+    """quant.backend's choices: "fake" (quantize-dequantize only), "auto", or a backend that also
+    executes the policy for real (quarl.config.backend_registry)."""
+    return ("fake", *backend_registry.choices())
 
 
 def _check_backend(q: Any, method: methods.QuantMethod) -> None:
-    if q.backend != "fake":
-        one_of("quant.backend", q.backend, exec_backends())
-    nbits = {"onnx_int4": 4, "onnx_int2": 2}.get(q.backend)
-    if nbits is not None and not (method.integer and q.bits <= nbits):
+    if q.backend in ("fake", "auto"):
+        return
+    one_of("quant.backend", q.backend, exec_backends())
+    backend = backend_registry.get(q.backend)
+    if not backend.accepts(method.integer, q.bits):
+        bits = backend.max_bits
         raise QuarlError(
-            f"quant.backend={q.backend} executes policies with at most {nbits}-bit weights, not quant={q.method} "
-            f"with quant.bits={q.bits}: use quant.bits<={nbits}, or quant.backend=onnx_int8/auto."
-        )
-    if q.backend in ("c", "tflite", "c_16x8", "tflite_16x8") and not (method.integer and q.bits <= 8):
-        raise QuarlError(
-            f"quant.backend={q.backend} executes full-integer policies of at most 8-bit weights, not quant={q.method} "
-            f"with quant.bits={q.bits}: use quant=ptq or quant=qat with quant.bits<=8."
-        )
-    if q.backend == "onnx_int8" and not (method.integer and q.bits <= 8):
-        raise QuarlError(
-            f"quant.backend=onnx_int8 executes integer policies of at most 8 bits, not quant={q.method} "
-            f"with quant.bits={q.bits}: use quant.backend=auto, or quant=ptq with quant.bits<=8."
+            f"quant.backend={q.backend} executes integer policies of at most {bits}-bit weights, not "
+            f"quant={q.method} with quant.bits={q.bits}: use quant=ptq or quant=qat with quant.bits<={bits}, "
+            "or quant.backend=auto."
         )
 
 
 #: The largest training budget: far beyond any study, and small enough that rounding it up to whole
 #: rollouts (n_steps x n_envs) stays inside the 64-bit integers the store and SB3 count in.
 MAX_STEPS = 10**12
-#: Backends that run full-integer MLP policies only (quarl.deploy.backends.EDGE), and the env suites
-#: whose observations are images (a CNN policy).
-MLP_ONLY_BACKENDS = ("c", "tflite", "c_16x8", "tflite_16x8")
-IMAGE_SUITES = ("atari",)
+IMAGE_SUITES = ("atari",)  # env suites whose observations are images (a CNN policy)
 
 
 def cnn_policy(cfg: Any) -> bool:
@@ -284,7 +258,8 @@ def _check_network(cfg: Any) -> None:
     """A backend that cannot run the policy's network (a CNN on image observations) is refused with
     the config, before any training or calibration."""
     backend = cfg.quant.backend
-    if backend in MLP_ONLY_BACKENDS and cnn_policy(cfg):
+    mlp_only = backend in backend_registry.registry() and backend_registry.get(backend).mlp_only
+    if mlp_only and cnn_policy(cfg):
         raise QuarlError(
             f"quant.backend={backend} runs MLP policies only, and env={cfg.env.name} gives images to a CNN "
             "policy: use quant.backend=onnx_int8 (or auto, or fake) for CNN policies."

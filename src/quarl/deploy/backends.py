@@ -1,19 +1,8 @@
 """Execution backends for acting networks, behind one interface: `compile_network` -> `Runner`.
 
-| backend      | precision | how                                                                                 |
-| ------------ | --------- | ----------------------------------------------------------------------------------- |
-| `torch`      | fp32      | eager PyTorch: the reference                                                        |
-| `onnx`       | fp32      | ONNX Runtime                                                                        |
-| `onnx_int8`  | int8      | ONNX Runtime: dynamic (MLPs; static for PTQ, see below) / static, calibrated (CNNs) |
-| `onnx_int4`  | int4      | ONNX Runtime MatMulNBits: 4-bit weights, int8 activations (quarl.deploy.nbits)      |
-| `onnx_int2`  | int2      | ONNX Runtime MatMulNBits: 2-bit weights, int8 activations                           |
-| `torch_fp16` | fp16      | eager PyTorch, weight layers in float16                                             |
-| `torch_bf16` | bf16      | eager PyTorch, weight layers in bfloat16                                            |
-| `c`          | int8      | full-integer C99 policy (quarl.deploy.edge), compiled by the host cc, via ctypes    |
-| `tflite`     | int8      | full-integer LiteRT model (quarl.deploy.edge), ai-edge-litert's builtin kernels     |
-| `c_16x8`     | 16x8      | `c` in TFLite's 16x8 scheme: int16 activations, int8 weights, int64 biases          |
-| `tflite_16x8`| 16x8      | `tflite` in the 16x8 scheme                                                         |
-| `auto`       | any above | the fastest low-precision backend that keeps the policy (see below)                 |
+The backends are plugins, one module each in `quarl.backends`, listed by the registry
+(`quarl.config.backend_registry`; the table: docs/execution.md). This module holds the runners they
+build on (eager torch, ONNX Runtime, MatMulNBits) and `auto`, which weighs the low-precision ones.
 
 `onnx_int8` runs an MLP statically with a PTQ policy's own calibrated 8-bit ranges. `auto` takes a
 low-precision backend only where it is measured faster than fp32; else the faster fp32 backend.
@@ -64,7 +53,7 @@ import torch
 import torch.nn as nn
 from stable_baselines3.common.base_class import BaseAlgorithm
 
-from quarl.config.schema import EXEC_BACKENDS
+from quarl.config import backend_registry
 from quarl.deploy import nbits, onnx_io
 from quarl.deploy.acting import ActingNetwork, ActivationFakeQuant, BoxAction, ObsTransform, acting_network
 from quarl.deploy.latency import quick_median_ms
@@ -73,11 +62,9 @@ from quarl.errors import QuarlError
 
 log = logging.getLogger(__name__)
 
-BACKENDS = EXEC_BACKENDS  # backend -> precision (the names are config: quarl.config.schema)
-EDGE = {"c": 8, "tflite": 8, "c_16x8": 16, "tflite_16x8": 16}  # full-integer backends: their activation bits
-CHOICES: tuple[str, ...] = ("auto", *BACKENDS)
-NBITS = {"onnx_int4": 4, "onnx_int2": 2}  # weight-only backends (ONNX Runtime MatMulNBits) -> bits
-LOW = ("onnx_int8", *NBITS)  # the backends auto weighs against fp32
+BACKENDS = {b.name: b.precision for b in backend_registry.registry().values()}  # backend -> precision
+CHOICES = backend_registry.choices()
+LOW = tuple(b.name for b in backend_registry.registry().values() if b.auto)  # what auto weighs against fp32
 AGREEMENT_TOLERANCE = (
     0.05  # continuous actions agree within this fraction of the action range (as quarl.evaluate.fidelity)
 )
@@ -163,7 +150,7 @@ def check_int8(net: ActingNetwork, backend: str = "onnx_int8") -> None:
             )
 
 
-def _without_fake_quant(net: ActingNetwork) -> ActingNetwork:
+def without_fake_quant(net: ActingNetwork) -> ActingNetwork:
     """A copy of `net` without QAT activation fake quants: int8 backends quantize activations themselves."""
     if not any(isinstance(m, ActivationFakeQuant) for m in net.modules()):
         return net
@@ -187,37 +174,7 @@ def _example(net: ActingNetwork, example_obs: Optional[np.ndarray]) -> np.ndarra
 
 
 def _build(net: ActingNetwork, backend: str, example: np.ndarray, calibrated: bool, threads: int) -> Runner:
-    if backend in ("torch", *HALF):
-        return TorchRunner(net, backend)
-    if backend == "onnx":
-        return OnnxRunner(net, backend, onnx_io.to_onnx(net, example), threads)
-    if backend in NBITS:
-        return _build_nbits(net, backend, example, threads)
-    if backend in EDGE:
-        return _build_edge(net, backend, example, calibrated)
-    # onnx_int8
-    for package in ("onnx", "onnxscript", "onnxruntime"):
-        onnx_io.require(package, f"backend={backend}")
-    check_int8(net, backend)
-    static = has_conv(net)
-    if static and not calibrated:
-        raise QuarlError(
-            f"backend={backend} quantizes convolutional policies statically and needs calibration observations: "
-            "pass example_obs, a batch of a few hundred real observations from the environment."
-        )
-    fp32 = onnx_io.to_onnx(_without_fake_quant(net), example)
-    ranges = None if static else calibrated_int8_ranges(net)
-    int8 = onnx_io.quantize_int8(fp32, example if static or ranges else None, static, input_ranges=ranges)
-    return OnnxRunner(net, backend, int8, threads)
-
-
-def _build_edge(net: ActingNetwork, backend: str, example: np.ndarray, calibrated: bool) -> Runner:
-    """The full-integer C policy (`c`, host cc) or LiteRT model (`tflite`, ai-edge-litert), with int8
-    or (`_16x8`) int16 activations."""
-    from quarl.deploy.edge.runners import CRunner, TfliteRunner, edge_policy
-
-    integer = edge_policy(net, example, calibrated, "gemmlowp", EDGE[backend])
-    return CRunner(net, integer) if backend.startswith("c") else TfliteRunner(net, integer)
+    return backend_registry.get(backend).build(net, example, calibrated, threads)
 
 
 def calibrated_int8_ranges(net: ActingNetwork) -> Optional[list[tuple[float, int]]]:
@@ -231,30 +188,6 @@ def calibrated_int8_ranges(net: ActingNetwork) -> Optional[list[tuple[float, int
     if not quants or len(quants) != len(layers) or any(q.bits != 8 for q in quants):
         return None
     return [(float(q.scale.item()), int(q.zero_point)) for q in quants]
-
-
-def _build_nbits(net: ActingNetwork, backend: str, example: np.ndarray, threads: int) -> NbitsRunner:
-    """Weight-only 4-/2-bit runner: every Linear MatMulNBits can run, the rest in float32 (logged)."""
-    for package in ("onnx", "onnxscript", "onnxruntime"):
-        onnx_io.require(package, f"backend={backend}")
-    bits = NBITS[backend]
-    model, report = nbits.quantize_nbits(onnx_io.to_onnx(net, example), bits)
-    if report.fp32:
-        log.info(
-            "backend=%s keeps %s in float32.", backend, "; ".join(f"{n} ({why})" for n, why in report.fp32.items())
-        )
-    if report.rtn:
-        log.warning(
-            "backend=%s rounds %s to %d bits block-wise (blocks of %d, not the policy's own weights: they are "
-            "not on a %d-bit grid; quantize the policy to quant.bits<=%d to execute its own weights).",
-            backend,
-            ", ".join(report.rtn),
-            bits,
-            nbits.RTN_BLOCK,
-            bits,
-            bits,
-        )
-    return NbitsRunner(net, backend, model, threads, report)
 
 
 def action_agreement(net: ActingNetwork, runner: Runner, obs: np.ndarray) -> float:
@@ -353,7 +286,7 @@ def _eligible(net: ActingNetwork, runner: Runner, example: np.ndarray, min_agree
             return f"its action agreement {agreement:.3f} is below min_agreement={min_agreement}"
         return None
     if isinstance(runner, NbitsRunner) and not runner.exact:
-        bits = NBITS[runner.backend]
+        bits = backend_registry.get(runner.backend).max_bits
         return (
             f"its {bits}-bit weights would be rounded from the policy's, which are not on a {bits}-bit grid "
             f"(quantize to quant.bits<={bits}, or bound it with min_agreement)"

@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from quarl.config import backend_registry
 from quarl.deploy import BACKENDS, CHOICES, compile_policy, measure
-from quarl.deploy.backends import EDGE, LOW
+from quarl.deploy.backends import LOW
 from quarl.errors import QuarlError
 from quarl.store import query as results
 from tests.conftest import FAST, run_quarl
@@ -28,8 +29,9 @@ BACKEND_PARAMS = ["c", pytest.param("tflite", marks=pytest.mark.skipif(not _has_
 
 
 def test_edge_backends_are_choices_but_not_autos():
-    assert set(EDGE) <= set(CHOICES) and BACKENDS["c"] == BACKENDS["tflite"] == "int8"
-    assert not set(EDGE) & set(LOW)
+    edge = {b.name for b in backend_registry.registry().values() if b.calibrated}
+    assert edge == {"c", "tflite", "c_16x8", "tflite_16x8"} and edge <= set(CHOICES)
+    assert BACKENDS["c"] == BACKENDS["tflite"] == "int8" and not edge & set(LOW)
 
 
 @pytest.mark.parametrize("backend", BACKEND_PARAMS)

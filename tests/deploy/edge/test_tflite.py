@@ -97,7 +97,7 @@ def test_export_writes_a_checked_tflite_file_and_refuses_an_existing_path(tmp_pa
         export_edge(model, tmp_path / "p4.tflite", "tflite", calibration_obs=states[:500], precision="int4")
     c = export_edge(model, tmp_path / "c_policy", "c", calibration_obs=states[:500], check_obs=states)
     assert sorted(p.name for p in (tmp_path / "c_policy").iterdir()) == ["policy.c", "policy.h"]
-    assert c.checked == {"C policy (host cc)": 0}
+    assert c.checked["C policy (host cc)"] == 0 and set(c.checked.values()) == {0}  # and each target's firmware
     with pytest.raises(QuarlError, match="already exists"):
         export_edge(model, tmp_path / "c_policy", "c", calibration_obs=states[:500])
 
