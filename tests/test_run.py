@@ -368,16 +368,19 @@ def test_real_int8_execution_lands_reward_latency_and_bytes(scratch, shared_poli
     assert 0 < cell["latency_ms"] < 100 and 0 < cell["fp32_latency_ms"] < 100
     assert cell["backend_bytes"] < cell["fp32_bytes"] / 3
     assert "Executed on onnx_int8 (int8)" in log_of(done)
+    # the summary line ends with what the executed policy does: its own agreement, not fake quantization's
+    summary = next(line for line in log_of(done).splitlines() if "(fake quantization)" in line)
+    assert summary.endswith(f"| executed on onnx_int8: action agreement {cell['backend_action_agreement']:.3f}")
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
         (["quant=fp16", "quant.backend=onnx_int8"],
-         "quant.backend=onnx_int8 executes integer policies of at most 8 bits"),
+         "quant.backend=onnx_int8 executes integer policies of at most 8-bit weights"),
         (["quant.bits=12", "quant.backend=onnx_int8"], "not quant=ptq with quant.bits=12"),
-        (["quant.bits=8", "quant.backend=onnx_int4"], "quant.backend=onnx_int4 executes policies with at most 4-bit"),
-        (["quant.bits=4", "quant.backend=onnx_int2"], "use quant.bits<=2, or quant.backend=onnx_int8/auto"),
+        (["quant.bits=8", "quant.backend=onnx_int4"], "quant.backend=onnx_int4 executes integer policies of at most 4"),
+        (["quant.bits=4", "quant.backend=onnx_int2"], "quant=qat with quant.bits<=2, or quant.backend=auto"),
         (["quant.backend=tensorrt"], "quant.backend=tensorrt is not allowed: choose one of fake, auto, torch, onnx"),
     ],
 )

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, open_dict
 
-from quarl.config import methods, schema
+from quarl.config import backend_registry, methods, schema
 from quarl.config.cells import finished, label, log_skip, torch_threads
 from quarl.config.keys import cell_key
 from quarl.config.methods import fp32_config
@@ -116,11 +116,10 @@ def _execute(cfg: Any, model: Any, baseline: Baseline, obs_transform: Any) -> di
     example = np.asarray(env.reset(seed=cfg.seed)[0])[None]
     space = env.action_space
     env.close()
-    from quarl.deploy.backends import EDGE
     from quarl.deploy.edge import calibration_states
 
     # a full-integer policy takes its activation ranges from the states the fp32 policy visits
-    observed = calibration_states(cfg, baseline.policy) if backend in EDGE else example
+    observed = calibration_states(cfg, baseline.policy) if backend_registry.get(backend).calibrated else example
     with activity(f"Compiling the policy for quant.backend={backend}"):
         runner = compile_policy(model, backend, observed, obs_transform=obs_transform)
     fp32_model, fp32_transform = loaded(baseline.policy)
@@ -345,11 +344,15 @@ def _run(ctx: Context, store: Store, started: str) -> None:
     shown = "n/a" if error is None else f"{100 * error:.2f}%"
     if note:
         log.warning("%s: %s.", name, note)
-    latency = (
-        f" | latency {executed['latency_ms']:.3g} ms vs fp32 {executed['fp32_latency_ms']:.3g} ms" if executed else ""
+    ran = (  # what the executed policy does, last: its latency and its own agreement with fp32
+        f" | latency {executed['latency_ms']:.3g} ms vs fp32 {executed['fp32_latency_ms']:.3g} ms | executed on "
+        f"{executed['backend']}: action agreement {executed['backend_action_agreement']:.3f}"
+        if executed
+        else ""
     )
     log.info(
-        "%s: fp32 %.2f | quantized %.2f ± %.2f | E = %s%s | action agreement %.3f | %d -> %d bytes%s",
+        "%s: fp32 %.2f | quantized %.2f ± %.2f | E = %s%s | action agreement %.3f (fake quantization) | %d -> %d "
+        "bytes%s",
         name,
         baseline.reward,
         ev.mean,
@@ -359,5 +362,5 @@ def _run(ctx: Context, store: Store, started: str) -> None:
         fidelity.agreement,
         baseline.nbytes,
         size,
-        latency,
+        ran,
     )
