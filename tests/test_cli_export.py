@@ -111,6 +111,20 @@ def test_export_writes_each_record_at_its_own_precision(scratch, shared_policies
     assert export("quant=fp16")["quarl.precision"] == "fp32"
     assert "quant=fp16 (16-bit weights) is exported as fp32, which holds its weights exactly" in caplog.text
     assert export("quant=fp32", "--precision", "int8")["quarl.precision"] == "int8"  # asked for: done
+    # every file says where it comes from: the record's key, its training, quarl's version
+    meta = export("quant=ptq")  # the newest record of the two holding this policy
+    assert meta["quarl.cell_key"] == "0" * 16 and meta["quarl.training"].endswith(" seed=0 train.steps=4096")
+    assert meta["quarl.version"] and meta["quarl.quant"]
+    # a narrower precision than the record's re-rounds its weights: said, not silent; the C sources say where
+    # they come from in their first comment
+    folder = scratch / "policy_c"
+    with caplog.at_level("INFO"):
+        args = ["export", "--store", str(store), "--format", "c", "--precision", "int4", "--out", str(folder)]
+        assert cli.main([*args, "algo=ppo", "quant=ptq"]) == 0, caplog.text
+    assert "--precision int4 re-rounds this record's 8-bit weights to 4 bits" in caplog.text
+    header = (folder / "policy.h").read_text()
+    assert header.startswith("/* Exported from:") and f"quarl.cell_key: {'0' * 16}" in header
+    assert "quarl.precision: int4" in header and "quarl.training: algo=ppo" in (folder / "policy.c").read_text()
 
 
 def test_a_cnn_policy_is_refused_by_the_full_integer_formats_before_anything_is_loaded(tmp_path, caplog):
@@ -126,3 +140,17 @@ def test_a_cnn_policy_is_refused_by_the_full_integer_formats_before_anything_is_
         assert main(["export", "--store", str(store), "--format", fmt, "--out", str(tmp_path / fmt)]) == 1
         assert f"--format {fmt} runs MLP policies only" in caplog.text and "Traceback" not in caplog.text
     assert not (tmp_path / "c").exists() and not (tmp_path / "tflite").exists()
+
+
+def test_an_existing_out_is_refused_before_anything_is_loaded(tmp_path, caplog):
+    """No policy of this record is in any cache: the refusal comes before loading or calibrating it."""
+    from quarl.cli import main
+    from quarl.store.sqlite import Store
+    from tests.records import record, write
+
+    store = tmp_path / "r.sqlite"
+    write(Store(store), [record("ppo", "cartpole", "ptq", 8, config={"store.policies": str(tmp_path / "none")})])
+    (tmp_path / "taken").mkdir()
+    for fmt in ("c", "onnx"):
+        assert main(["export", "--store", str(store), "--format", fmt, "--out", str(tmp_path / "taken")]) == 1
+        assert f"Export path {tmp_path / 'taken'} already exists" in caplog.text and "Traceback" not in caplog.text

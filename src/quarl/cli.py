@@ -90,7 +90,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 
     from quarl.config.methods import policy_config
     from quarl.deploy import export
-    from quarl.deploy.export import export_precision
+    from quarl.deploy.export import check_new, export_precision, provenance
     from quarl.quantize.calibration import calibrator
     from quarl.quantize.weights import quantize_policy
     from quarl.train.cache import cached
@@ -101,6 +101,7 @@ def cmd_export(args: argparse.Namespace) -> None:
         log.info("%s", note)
     cfg = OmegaConf.create(json.loads(record["config"]))
     precision = export_precision(cfg, args.format, args.precision, weight_bits(cfg.quant))
+    check_new(args.out)  # before anything is loaded or calibrated
     policy = cached(policy_config(cfg), Path(cfg.store.policies))
     model = policy.load()
     quantize_policy(model, cfg.quant, calibrate=calibrator(cfg, policy))  # the record's own calibration
@@ -108,8 +109,9 @@ def cmd_export(args: argparse.Namespace) -> None:
         from quarl.deploy.edge.export import export_record
 
         edge_precision = args.precision or precision.replace("fp32", "int8")
+        origin = provenance(cfg, edge_precision, record["cell_key"])
         report = export_record(
-            model, cfg, policy, args.out, args.format, edge_precision, args.activations, args.weight_coding
+            model, cfg, policy, args.out, args.format, edge_precision, args.activations, args.weight_coding, origin
         )
         print(report.text())
         return
@@ -118,7 +120,8 @@ def cmd_export(args: argparse.Namespace) -> None:
         raise QuarlError(f"--activations chooses the full-integer formats' activations: use --format {formats}.")
     if args.weight_coding != "packed":
         raise QuarlError("--weight-coding chooses how the C policy stores its weights: use --format c.")
-    print(export(model, args.out, precision=precision, obs_transform=policy.obs_transform(), env_id=cfg.env.id))
+    origin = provenance(cfg, precision, record["cell_key"])
+    print(export(model, args.out, precision, policy.obs_transform(), env_id=cfg.env.id, origin=origin))
 
 
 def cmd_plan(args: argparse.Namespace) -> None:

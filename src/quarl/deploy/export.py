@@ -24,6 +24,7 @@ from typing import Any, Optional, Union
 import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 
+from quarl.config import methods
 from quarl.config.schema import cnn_policy
 from quarl.deploy import onnx_io
 from quarl.deploy.acting import ObsTransform, acting_network
@@ -66,11 +67,36 @@ def export_precision(cfg: Any, format: str, requested: Optional[str], bits: int)
             "policy: export it with --format onnx."
         )
     if requested is not None:
+        width = int(requested.removeprefix("int")) if requested.startswith("int") else 32
+        if format != "onnx" and methods.of(cfg).integer and width < bits:  # ONNX's own export says so itself
+            log.warning(
+                "--precision %s re-rounds this record's %d-bit weights to %d bits: the file's policy is not the "
+                "record's, and its check compares it with its own integer reference, not with the record.",
+                requested,
+                bits,
+                width,
+            )
         return requested
     precision, why = record_precision(str(cfg.quant.method), bits)
     if why:
         log.warning("%s (--precision chooses another).", why)
     return precision
+
+
+def provenance(cfg: Any, precision: str, key: str) -> dict[str, str]:
+    """Where an exported file comes from, as every format stores it (ONNX metadata, the .tflite
+    file's "quarl" metadata, the C sources' first comment): the record's cell `key`, its training,
+    its quantization, the file's precision and quarl's version."""
+    import quarl
+    from quarl.config.keys import train_steps
+
+    return {
+        "quarl.cell_key": key,
+        "quarl.training": f"algo={cfg.algo.name} env={cfg.env.name} seed={cfg.seed} train.steps={train_steps(cfg)}",
+        "quarl.quant": methods.of(cfg).describe(cfg.quant),
+        "quarl.precision": precision,
+        "quarl.version": quarl.__version__,
+    }
 
 
 def _env_id(model: BaseAlgorithm) -> Optional[str]:
@@ -103,6 +129,7 @@ def export(
     obs_transform: ObsTransform = None,
     calibration_obs: Optional[np.ndarray] = None,
     env_id: Optional[str] = None,
+    origin: Optional[dict[str, str]] = None,
 ) -> Path:
     """Write `model`'s deterministic policy to the ONNX file `path` and return the path.
 
@@ -119,6 +146,7 @@ def export(
         calibration_obs: real observations calibrating int8 activation ranges (needed for int8
             convolutional policies; a few hundred from the environment).
         env_id: Gymnasium id stored in the file's metadata (default: the model's env, if it has one).
+        origin: more metadata, e.g. a stored record's `provenance`.
 
     Raises:
         QuarlError: bad precision or path, path exists, a package missing, a layer int8 cannot
@@ -140,6 +168,7 @@ def export(
         "quarl.action_kind": net.action_kind,
         "quarl.action_shape": json.dumps(list(net.action_shape)),
         "quarl.env_id": env_id or _env_id(model) or "",
+        **(origin or {}),
     }
     onnx.helper.set_model_props(proto, {**{p.key: p.value for p in proto.metadata_props}, **meta})
     proto.doc_string = (

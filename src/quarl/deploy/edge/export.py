@@ -106,7 +106,8 @@ def export_edge(
             as TFLite Micro). A .tflite file holds no rounding: each runtime is checked in its own.
         check_obs: recorded states to compare the targets with the reference on (default: the
             calibration states).
-        metadata: stored in the .tflite file's "quarl" metadata (e.g. the env id).
+        metadata: stored in the .tflite file's "quarl" metadata, and as the first comment of the C
+            sources (e.g. the env id and a record's `quarl.deploy.export.provenance`).
         activations: "int8" (TFLite's int8 scheme) or "int16" (its 16x8 scheme, int8 weights only).
         weight_coding: "c" only: "packed" (each weight in `precision`'s bits, read directly) or
             "huffman" (one canonical Huffman stream of the weights, Tanh tables and shifts,
@@ -146,7 +147,7 @@ def export_edge(
     states = np.asarray(check_obs if check_obs is not None else calibration_obs)
     if fmt == "tflite":
         return _export_tflite(policy, path, states, metadata)
-    return _export_c(policy, path, states)
+    return _export_c(policy, path, states, metadata)
 
 
 def _export_tflite(policy: IntegerPolicy, path: Path, states: np.ndarray, metadata: Optional[dict]) -> EdgeExport:
@@ -171,7 +172,7 @@ def _export_tflite(policy: IntegerPolicy, path: Path, states: np.ndarray, metada
     return report
 
 
-def _export_c(policy: IntegerPolicy, folder: Path, states: np.ndarray) -> EdgeExport:
+def _export_c(policy: IntegerPolicy, folder: Path, states: np.ndarray, metadata: Optional[dict]) -> EdgeExport:
     from quarl.deploy.edge.toolchain import CPolicy, write_sources
 
     n = len(states) if states.ndim > 1 else 0
@@ -190,8 +191,10 @@ def _export_c(policy: IntegerPolicy, folder: Path, states: np.ndarray) -> EdgeEx
         folder.parent.mkdir(parents=True, exist_ok=True)
         staged = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
         try:
+            origin = "".join(f"   {k}: {v}\n" for k, v in sorted((metadata or {}).items()))
             for name in ("policy.c", "policy.h"):
-                shutil.copyfile(work / "out" / name, staged / name)
+                text = (work / "out" / name).read_text()
+                (staged / name).write_text(f"/* Exported from:\n{origin}*/\n{text}" if origin else text)
             os.rename(staged, folder)  # fails if the folder appeared meanwhile
         except OSError:
             shutil.rmtree(staged, ignore_errors=True)
@@ -277,6 +280,7 @@ def export_record(
     precision: str,
     activations: str = "int8",
     weight_coding: str = "packed",
+    origin: Optional[dict[str, str]] = None,
 ) -> EdgeExport:
     """`export_edge` of a stored record's policy (`model`, quantized as the record says; `policy`:
     its CachedPolicy): calibrated on the states its fp32 policy visits in the record's calibration
@@ -304,7 +308,7 @@ def export_record(
         statistic=str(cfg.quant.get("calibration", "minmax")),
         precision=precision,
         check_obs=check,
-        metadata={"env_id": cfg.env.id},
+        metadata={"env_id": cfg.env.id, **(origin or {})},
         activations=activations,
         weight_coding=weight_coding,
     )
