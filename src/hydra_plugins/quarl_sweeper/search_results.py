@@ -107,7 +107,7 @@ def describe(trial: Any, search: SearchSettings) -> str:
         spread = ""
         if len(per_seed) > 1:
             std = trial.user_attrs.get(f"{objective.name}_std", 0.0)
-            spread = f" (seeds {', '.join(f'{v:.4g}' for v in per_seed)}; std {std:.3g})"
+            spread = f" (seeds {', '.join(f'{v:.6g}' for v in per_seed)}; std {std:.3g})"
         parts.append(f"{objective.name} {value:.6g}{spread}")
     params = " ".join(f"{k}={v}" for k, v in trial.params.items())
     return f"trial {trial.number}: {', '.join(parts)} with {params}"
