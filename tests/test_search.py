@@ -6,13 +6,14 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-import optuna
 import pytest
 import yaml
 
 from hydra_plugins.quarl_sweeper import search_space
 from quarl.errors import QuarlError
 from tests.conftest import FAST, run_quarl
+
+optuna = pytest.importorskip("optuna")  # rl_zoo3 (the test extra) brings it
 
 SEARCH = ["hydra/sweeper=optuna", "hydra.sweeper.sampler.seed=0", *FAST]
 
