@@ -176,7 +176,7 @@ def test_a_firmware_that_differs_refuses_the_export(cartpole, tmp_path, monkeypa
 
     monkeypatch.setattr(Target, "firmware", wrong)
     out = tmp_path / "policy"
-    with pytest.raises(QuarlError, match=rf"{installed[-1].name} firmware under .* differs on 300 of 300 states"):
+    with pytest.raises(QuarlError, match=rf"{installed[-1].name} firmware under .* differs on 345 of 345 states"):
         _c_export(cartpole, out)
     assert not out.exists()
 

@@ -87,7 +87,8 @@ def test_export_writes_a_checked_tflite_file_and_refuses_an_existing_path(tmp_pa
     states = random_observations("CartPole-v1", 2000, seed=2)
     report = export_edge(model, tmp_path / "policy.tflite", "tflite", calibration_obs=states[:500], check_obs=states)
     assert (tmp_path / "policy.tflite").stat().st_size == report.sizes["file"]
-    assert report.checked == {"litert": 0, "litert-reference": 0, "tflite-micro": 0} and report.states == 2000
+    assert report.checked == {"litert": 0, "litert-reference": 0, "tflite-micro": 0}
+    assert report.states == 2000 and report.probes == 9 * 5  # 9 extreme values in each of 4 features, then in all
     assert "identical to the integer reference on 2000 states" in report.text()
     with pytest.raises(QuarlError, match="already exists"):
         export_edge(model, tmp_path / "policy.tflite", "tflite", calibration_obs=states[:500])
@@ -115,3 +116,19 @@ def test_a_missing_runtime_names_the_extra(monkeypatch, cartpole):
     monkeypatch.setattr(importlib, "import_module", missing)
     with pytest.raises(QuarlError, match=r"needs ai_edge_litert, which is not installed: pip install 'quarl\[edge\]'"):
         tflite_model(cartpole.integer())
+
+
+@pytest.mark.parametrize("activation_bits", [8, 16])
+def test_extreme_observations_saturate_alike_in_every_runtime(cartpole, activation_bits):
+    """±inf, NaN and huge values in any feature: LiteRT and TFLite Micro saturate them to the input's
+    codes as the reference does (a QUANTIZE of a value beyond int32 alone gives the lowest code on x86)."""
+    from quarl.deploy.edge.export import EXTREMES, extreme_probes
+
+    policy = cartpole.integer(activation_bits=activation_bits)
+    probes = extreme_probes(cartpole.states[0])
+    assert len(probes) == len(EXTREMES) * (policy.obs_dim + 1) and np.isnan(probes).any() and np.isinf(probes).any()
+    assert check(tflite_model(policy), policy, probes) == {"litert": 0, "litert-reference": 0, "tflite-micro": 0}
+    inf, nan = probes[[0]].copy(), probes[[0]].copy()
+    inf[0, :], nan[0, :] = np.inf, np.nan
+    assert (policy.quantize_input(inf) == policy.input.qmax).all()  # saturated, not wrapped
+    assert (policy.quantize_input(nan) == policy.input.qmin).all()

@@ -52,6 +52,7 @@ class EdgeExport:
     policy: IntegerPolicy
     checked: dict[str, int] = field(default_factory=dict)  # target -> states whose action differs (0: exact)
     states: int = 0  # states checked on
+    probes: int = 0  # extreme probes checked on beside them (±inf, NaN, huge values: `extreme_probes`)
     sizes: dict[str, int] = field(default_factory=dict)  # flash / RAM / arena / file bytes
     notes: list[str] = field(default_factory=list)  # a target that was not checked, and why
     checked_on: dict[str, int] = field(default_factory=dict)  # target -> states, where not `states`
@@ -64,7 +65,8 @@ class EdgeExport:
         for target, bad in self.checked.items():
             verdict = "identical" if bad == 0 else f"DIFFERENT on {bad}"
             n = self.checked_on.get(target, self.states)
-            lines.append(f"  {target}: actions {verdict} to the integer reference on {n} states")
+            probes = f" and {self.probes} extreme probes" if self.probes else ""
+            lines.append(f"  {target}: actions {verdict} to the integer reference on {n} states{probes}")
         lines += [f"  {k}: {v} bytes" for k, v in self.sizes.items()]
         for name, m in self.firmware.items():
             lines.append(
@@ -145,18 +147,21 @@ def export_edge(
     )
     policy = dataclasses.replace(policy, weight_coding=weight_coding)
     states = np.asarray(check_obs if check_obs is not None else calibration_obs)
+    probes = extreme_probes(states[0]) if states.ndim > 1 and len(states) else states[:0]
     if fmt == "tflite":
-        return _export_tflite(policy, path, states, metadata)
-    return _export_c(policy, path, states, metadata)
+        return _export_tflite(policy, path, states, probes, metadata)
+    return _export_c(policy, path, states, probes, metadata)
 
 
-def _export_tflite(policy: IntegerPolicy, path: Path, states: np.ndarray, metadata: Optional[dict]) -> EdgeExport:
+def _export_tflite(
+    policy: IntegerPolicy, path: Path, states: np.ndarray, probes: np.ndarray, metadata: Optional[dict]
+) -> EdgeExport:
     from quarl.deploy.edge.tflite import MicroPolicy, check, tflite_model
 
     data = tflite_model(policy, metadata)
-    report = EdgeExport([path], policy, states=len(states) if states.ndim > 1 else 0)
+    report = EdgeExport([path], policy, states=len(states) if states.ndim > 1 else 0, probes=len(probes))
     if report.states:
-        report.checked = check(data, policy, states)
+        report.checked = check(data, policy, np.concatenate([states, probes]))
         _refuse_differences(report)
     try:
         arena = MicroPolicy(data, policy).arena_bytes
@@ -172,21 +177,24 @@ def _export_tflite(policy: IntegerPolicy, path: Path, states: np.ndarray, metada
     return report
 
 
-def _export_c(policy: IntegerPolicy, folder: Path, states: np.ndarray, metadata: Optional[dict]) -> EdgeExport:
+def _export_c(
+    policy: IntegerPolicy, folder: Path, states: np.ndarray, probes: np.ndarray, metadata: Optional[dict]
+) -> EdgeExport:
     from quarl.deploy.edge.toolchain import CPolicy, write_sources
 
     n = len(states) if states.ndim > 1 else 0
-    report = EdgeExport([folder / "policy.c", folder / "policy.h"], policy, states=n)
+    report = EdgeExport([folder / "policy.c", folder / "policy.h"], policy, states=n, probes=len(probes))
     with tempfile.TemporaryDirectory(prefix="quarl-c-export-") as tmp:
         work = Path(tmp)
         if report.states:
             c = CPolicy(policy, work / "host")  # compiles with -Wall -Wextra -Werror
-            report.checked["C policy (host cc)"] = _differing(c.act(states), policy.act(states))
+            everything = np.concatenate([states, probes])
+            report.checked["C policy (host cc)"] = _differing(c.act(everything), policy.act(everything))
             c.close()
             _refuse_differences(report)
         if policy.weight_coding == "huffman":
             report.notes.append(_stream_note(policy))
-        _firmware(policy, states if report.states else None, work, report)
+        _firmware(policy, states if report.states else None, probes, work, report)
         write_sources(policy, work / "out")
         folder.parent.mkdir(parents=True, exist_ok=True)
         staged = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
@@ -203,14 +211,36 @@ def _export_c(policy: IntegerPolicy, folder: Path, states: np.ndarray, metadata:
     return report
 
 
+#: Values an observation feature takes in the extreme probes every export checks: beyond any
+#: calibrated range, infinite and NaN. Every runtime saturates them to the input's codes (NaN: the
+#: lowest), as the reference does (`IntegerPolicy.quantize_input`).
+EXTREMES = (np.inf, -np.inf, np.nan, 1e30, -1e30, 1e7, -1e7, 1e5, -1e5)
+
+
+def extreme_probes(base: np.ndarray) -> np.ndarray:
+    """`base` (one observation) with each feature in turn, then all at once, set to each EXTREMES value."""
+    flat = np.asarray(base, dtype=np.float32).reshape(-1)
+    probes = []
+    for value in EXTREMES:
+        for j in range(flat.size):
+            probe = flat.copy()
+            probe[j] = value
+            probes.append(probe)
+        probes.append(np.full_like(flat, value))
+    return np.stack(probes).reshape(-1, *np.shape(base))
+
+
 def _spread(states: np.ndarray, k: int) -> np.ndarray:
     """At most `k` of `states`, evenly spaced (the record's own and the random ones alike)."""
     return states[np.unique(np.linspace(0, len(states) - 1, min(k, len(states))).astype(int))]
 
 
-def _firmware(policy: IntegerPolicy, states: Optional[np.ndarray], work: Path, report: EdgeExport) -> None:
+def _firmware(
+    policy: IntegerPolicy, states: Optional[np.ndarray], probes: np.ndarray, work: Path, report: EdgeExport
+) -> None:
     """Every installed microcontroller target: the policy in its minimal firmware, checked under QEMU
-    against the reference (a difference refuses the export), its flash, RAM and instructions per action."""
+    against the reference on some of `states` and every extreme probe (a difference refuses the
+    export), its flash, RAM and instructions per action."""
     from quarl.deploy.edge.targets import TARGETS
 
     for target in TARGETS.values():
@@ -219,11 +249,12 @@ def _firmware(policy: IntegerPolicy, states: Optional[np.ndarray], work: Path, r
             report.notes.append(f"{target.name}: no firmware check, size or instruction count: {missing}")
             continue
         assert states is not None
-        check, count = _spread(states, FIRMWARE_CHECK_STATES), _spread(states, FIRMWARE_COUNT_STATES)
+        check = np.concatenate([_spread(states, FIRMWARE_CHECK_STATES), probes])
+        count = _spread(states, FIRMWARE_COUNT_STATES)
         firmware = target.firmware(policy, check, count, work / target.name)
         key = f"{target.name} firmware under {target.emulator}"
         report.checked[key] = _differing(firmware.actions, policy.act(check))
-        report.checked_on[key] = len(check)
+        report.checked_on[key] = len(check) - len(probes)
         report.firmware[target.name] = {
             "flash": firmware.flash,
             "ram": firmware.ram,
@@ -262,7 +293,8 @@ def _refuse_differences(report: EdgeExport) -> None:
         raise QuarlError(
             "The exported policy does not act as the integer reference: "
             + ", ".join(
-                f"{t} differs on {n} of {report.checked_on.get(t, report.states)} states" for t, n in bad.items()
+                f"{t} differs on {n} of {report.checked_on.get(t, report.states) + report.probes} states and probes"
+                for t, n in bad.items()
             )
             + ". Nothing was written; please report this with the record."
         )

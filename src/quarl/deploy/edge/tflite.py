@@ -5,6 +5,7 @@ LiteRT's own flatbuffer schema (`ai_edge_litert.schema_py_generated`, the schema
 converter writes), so every scale, zero point, weight and bias in the file is the reference's:
 
     obs (float32 [1, n]) -> [SUB mean, DIV std, MAXIMUM -clip, MINIMUM clip] -> SUB center -> DIV step
+      -> MAXIMUM, MINIMUM (saturate to the input's codes: extreme observations as the reference)
       -> QUANTIZE (int8, scale 1) -> FULLY_CONNECTED (int8 per-channel weights, int32 bias, fused
       RELU where the layer has one) [-> TANH (out 1/128)] -> ... -> ARG_MAX (discrete: int32 [1])
       or DEQUANTIZE -> MAXIMUM low, MINIMUM high (clip) | ADD 1, MUL 0.5, MUL span, ADD low (squash)
@@ -194,6 +195,12 @@ def tflite_model(policy: IntegerPolicy, metadata: Optional[dict[str, Any]] = Non
         x = binary(op.MINIMUM, x, np.array([clip]), "normalize/clip_high")
     x = binary(op.SUB, x, policy.center, "input/sub_center", (s.BuiltinOptions.SubOptions, s.SubOptionsT()))
     x = binary(op.DIV, x, policy.step, "input/div_step", (s.BuiltinOptions.DivOptions, s.DivOptionsT()))
+    # saturate to the input's codes before QUANTIZE, whose float-to-int conversion of a value beyond
+    # int32 (a huge or infinite observation) is undefined in C++ (x86: the lowest int): every runtime
+    # then does what the reference and the C policy do (NaN: MAXIMUM keeps the lower bound)
+    codes = np.array([policy.input.qmin, policy.input.qmax], np.float32) - np.float32(policy.input.zero_point)
+    x = binary(op.MAXIMUM, x, codes[:1], "input/saturate_low")
+    x = binary(op.MINIMUM, x, codes[1:], "input/saturate_high")
     act_type, bias_type, bias_dtype = (
         (tt.INT8, tt.INT32, "<i4") if policy.activation_bits == 8 else (tt.INT16, tt.INT64, "<i8")
     )

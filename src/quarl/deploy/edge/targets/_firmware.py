@@ -145,13 +145,22 @@ def _tool(target: Target, name: str) -> str:
     return locate(name, target.packages[name])
 
 
+def _literal(v: float) -> str:
+    """A C float constant: an exact hexadecimal float, or C99's INFINITY / NAN (math.h, no libm)."""
+    if np.isnan(v):
+        return "NAN"
+    return _hex_float(v) if np.isfinite(v) else ("INFINITY" if v > 0 else "-INFINITY")
+
+
 def states_header(states: np.ndarray, note: Optional[str] = None) -> str:
-    """`states.h`: N_STATES raw observations as one const float array (exact hexadecimal floats)."""
+    """`states.h`: N_STATES raw observations as one const float array (exact hexadecimal floats;
+    the extreme probes' infinities and NaNs as C99's macros)."""
     flat = np.asarray(states, dtype=np.float32).reshape(len(states), -1)
-    body = _values(_hex_float(float(v)) for v in flat.reshape(-1))
+    body = _values(_literal(float(v)) for v in flat.reshape(-1))
     comment = f"/* {note} */\n" if note else ""
     return (
-        f"{comment}#ifndef QUARL_STATES_H\n#define QUARL_STATES_H\n\n#define N_STATES {len(flat)}\n\n"
+        f"{comment}#ifndef QUARL_STATES_H\n#define QUARL_STATES_H\n\n#include <math.h>\n\n"
+        f"#define N_STATES {len(flat)}\n\n"
         f"static const float STATES[{flat.size}] = {{\n{body}\n}};\n\n#endif\n"
     )
 
