@@ -53,11 +53,17 @@ def test_a_search_stores_its_trials_as_cells_and_resumes_its_study(scratch, shar
     again = run_quarl(scratch, *args, policies=shared_policies)  # n_trials counts the study's total
     assert "Launching" not in again.stderr + again.stdout and "4 of 4 trials finished" in again.stderr + again.stdout
     assert len(study(scratch).trials) == 4 and len(stored(scratch)) == 8
+    # quarl collate draws the store's searches too: the study's optimisation history
+    from quarl.collate import collate
+
+    written = collate(scratch / "outputs/results.sqlite", scratch / "collated")
+    drawn = [p for p in written if p.name.startswith("search_") and p.name.endswith("_history.png")]
+    assert len(drawn) == 1 and drawn[0].stat().st_size > 0
 
 
 def test_two_objectives_make_a_pareto_front(scratch, shared_policies):
     run_quarl(scratch, "-m", *SEARCH, "hydra.sweeper.n_trials=4", "quant.bits=range(2, 9)",
-              "+search.objective=[reward_mean,policy_bytes]", "hydra.sweeper.direction=[maximize,minimize]",
+              "search.objective=[reward_mean,policy_bytes]", "hydra.sweeper.direction=[maximize,minimize]",
               policies=shared_policies)
     found = study(scratch)
     assert [d.name for d in found.directions] == ["MAXIMIZE", "MINIMIZE"]
@@ -71,9 +77,9 @@ def test_two_objectives_make_a_pareto_front(scratch, shared_policies):
 @pytest.mark.parametrize(
     "args, sentence",
     [
-        (["+search.objective=rewrd"], "search.objective=rewrd is not a numeric field of a record: use one of"),
+        (["search.objective=rewrd"], "search.objective=rewrd is not a numeric field of a record: use one of"),
         (["hydra.sweeper.direction=up"], "hydra.sweeper.direction=up is not allowed: use maximize or minimize"),
-        (["+search.seeds=0"], "search.seeds=0 is not allowed: use a positive number of seeds per trial."),
+        (["search.seeds=0"], "search.seeds=0 is not allowed: use a positive number of seeds per trial."),
         (["hydra.sweeper.n_trials=0"], "hydra.sweeper.n_trials=0 is not allowed: use a positive whole number."),
     ],
 )

@@ -62,12 +62,14 @@ class OptunaSweeper(QuarlSweeper):
     # --- settings -------------------------------------------------------------------------------
 
     def _search_node(self) -> dict[str, Any]:
-        """`hydra.sweeper.search`, with a top-level `search` node (`+search.seeds=2`) over it."""
+        """`hydra.sweeper.search`, with the run's `search` node (`search.seeds=2`) over it where set."""
         assert self.config is not None
         merged = dict(OmegaConf.to_container(OmegaConf.create(self.search), resolve=True))  # type: ignore[arg-type]
         top = OmegaConf.select(self.config, "search", default=None)
         if isinstance(top, DictConfig):
-            merged.update(OmegaConf.to_container(top, resolve=True))  # type: ignore[arg-type]
+            given = OmegaConf.to_container(top, resolve=True)
+            assert isinstance(given, dict)
+            merged.update({k: v for k, v in given.items() if v is not None})
         return {str(k): v for k, v in merged.items()}
 
     def _space(self, arguments: list[str]) -> tuple[list[Param], list[str], int]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra_plugins.quarl_sweeper.search_space import Objective, Param, SearchSettings
+from quarl.collate.search import complete, figures
 
 log = logging.getLogger(__name__)
 
@@ -180,70 +181,6 @@ def write_best(
     return written
 
 
-def _complete(study: Any) -> list[Any]:
-    import optuna
-
-    return [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
-
-
-def plot_history(path: Path, study: Any, search: SearchSettings) -> Path:
-    """The first objective of every complete trial by trial number, the spread over seeds as error
-    bars, and the best value so far."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    trials = _complete(study)
-    objective, direction = search.objectives[0], search.directions[0]
-    numbers = [t.number for t in trials]
-    values = [t.values[0] for t in trials]
-    spread = [t.user_attrs.get(f"{objective.name}_std", 0.0) for t in trials]
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    ax.errorbar(numbers, values, yerr=spread, fmt="o", ms=4, capsize=2, label=f"trial (std over {search.seeds} seeds)")
-    best: list[float] = []
-    for value in values:
-        better = not best or (value > best[-1] if direction == "maximize" else value < best[-1])
-        best.append(value if better else best[-1])
-    ax.step(numbers, best, where="post", color="C3", label=f"best so far ({direction})")
-    ax.set_xlabel("trial")
-    ax.set_ylabel(objective.name)
-    ax.set_title(f"{study.study_name}: optimisation history", fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
-
-
-def plot_pareto(path: Path, study: Any, search: SearchSettings) -> Path:
-    """The first two objectives of every complete trial; the Pareto front joined and labelled."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    trials = _complete(study)
-    front = {t.number for t in study.best_trials}
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    others = [t for t in trials if t.number not in front]
-    ax.scatter([t.values[0] for t in others], [t.values[1] for t in others], c="0.6", s=18, label="trial")
-    best = sorted((t for t in trials if t.number in front), key=lambda t: t.values[0])
-    ax.plot([t.values[0] for t in best], [t.values[1] for t in best], "o-", c="C3", ms=5, label="Pareto front")
-    for t in best:
-        label = ", ".join(f"{k.rsplit('.', 1)[-1]}={_plain(v)}" for k, v in t.params.items())
-        ax.annotate(label, (t.values[0], t.values[1]), fontsize=6, xytext=(3, 3), textcoords="offset points")
-    names = [f"{o.name} ({d})" for o, d in zip(search.objectives, search.directions)]
-    ax.set_xlabel(names[0])
-    ax.set_ylabel(names[1])
-    ax.set_title(f"{study.study_name}: Pareto front", fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
-
-
 def write_all(
     folder: Path, study: Any, params: Sequence[Param], fixed: Sequence[str], search: SearchSettings
 ) -> list[Path]:
@@ -254,11 +191,8 @@ def write_all(
     frame = study.trials_dataframe()
     frame.to_csv(folder / "trials.csv", index=False)
     written.append(folder / "trials.csv")
-    if not _complete(study):
+    if not complete(study):
         log.warning("No trial of study %s is complete: no best trial or figures to write.", study.study_name)
         return written
     written += write_best(folder, study, params, fixed, search)
-    written.append(plot_history(folder / "search_history.png", study, search))
-    if len(search.objectives) > 1:
-        written.append(plot_pareto(folder / "search_pareto.png", study, search))
-    return written
+    return written + figures(study, folder)

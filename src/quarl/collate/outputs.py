@@ -12,7 +12,18 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 from matplotlib.figure import Figure
 
-from quarl.collate import actorq, aggregate_plots, curves, plots, precision, stats, tables, verdict_table, weights
+from quarl.collate import (
+    actorq,
+    aggregate_plots,
+    curves,
+    plots,
+    precision,
+    search,
+    stats,
+    tables,
+    verdict_table,
+    weights,
+)
 from quarl.collate.frame import Study, is_float
 from quarl.collate.trainings import stem, title
 from quarl.config.keys import slug
@@ -383,6 +394,9 @@ def write_all(
         ]
     if study.store is not None and (study.done["quant"] == "actorq").any():
         parts.append(("the ActorQ outputs", lambda: actorq.write_actorq(study, out)))
+    store = study.store
+    if store is not None and (Path(store).parent / search.DATABASE).exists():
+        parts.append(("the Optuna searches", lambda: search.write_searches(Path(store), out)))
     written: list[Path] = []
     with Steps(f"Collating {len(study.done)} records into {out}", len(parts)) as steps:
         for what, make in parts:

@@ -158,6 +158,15 @@ class StoreConfig:
 
 
 @dataclass
+class SearchConfig:
+    """hydra/sweeper=optuna's judging of a trial (read by the sweeper; no cell uses it). Null: the
+    sweeper's own `hydra.sweeper.search` (default: reward_mean, one seed)."""
+
+    objective: Any = None  # a numeric record field, -FIELD to negate it, or a list of them (a Pareto front)
+    seeds: Optional[int] = None  # seeds per trial (seed, seed+1, ...): the trial's value is their mean
+
+
+@dataclass
 class RunConfig:
     """One cell of a study."""
 
@@ -174,6 +183,7 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
 
 
 def register() -> None:
