@@ -58,12 +58,7 @@ def plot_history(path: Path, study: Any) -> Path:
     ax.step(numbers, best, where="post", color="C3", label=f"best so far ({direction})")
     ax.set_xlabel("trial")
     ax.set_ylabel(objective)
-    ax.set_title(f"{study.study_name}: optimisation history", fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, f"{study.study_name}: optimisation history", path)
 
 
 def plot_pareto(path: Path, study: Any) -> Path:
@@ -86,7 +81,13 @@ def plot_pareto(path: Path, study: Any) -> Path:
     names = [f"{o} ({d})" for o, d in zip(_objectives(study), _directions(study))]
     ax.set_xlabel(names[0])
     ax.set_ylabel(names[1])
-    ax.set_title(f"{study.study_name}: Pareto front", fontsize=10)
+    return _save(fig, ax, f"{study.study_name}: Pareto front", path)
+
+
+def _save(fig: Any, ax: Any, title: str, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
