@@ -17,7 +17,7 @@ def test_an_mlp_only_backend_is_refused_for_a_cnn_policy(backend, algo):
         check(compose_cfg("env=atari/pong", f"algo={algo}", f"quant.backend={backend}"))
     assert str(err.value) == (
         f"quant.backend={backend} runs MLP policies only, and env=atari/pong gives images to a CNN policy: use "
-        "quant.backend=onnx_int8 (or auto, or fake) for CNN policies.")
+        "quant.backend=onnx_int8/auto (or fake) for CNN policies.")
 
 
 @pytest.mark.parametrize("overrides", [["env=atari/pong", "quant.backend=onnx_int8"],

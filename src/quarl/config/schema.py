@@ -270,9 +270,10 @@ def _check_network(cfg: Any) -> None:
     backend = cfg.quant.backend
     mlp_only = backend in backend_registry.registry() and backend_registry.get(backend).mlp_only
     if mlp_only and cnn_policy(cfg):
+        others = [b.name for b in backend_registry.registry().values() if b.auto and not b.mlp_only][:1]
         raise QuarlError(
             f"quant.backend={backend} runs MLP policies only, and env={cfg.env.name} gives images to a CNN "
-            "policy: use quant.backend=onnx_int8 (or auto, or fake) for CNN policies."
+            f"policy: use quant.backend={'/'.join([*others, 'auto'])} (or fake) for CNN policies."
         )
 
 
