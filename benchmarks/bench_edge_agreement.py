@@ -2,7 +2,7 @@
 stage at a time to a trained policy, the agreement measured after each.
 
 The policy: quarl's default run's (PPO on CartPole, rl-zoo3's tuned 64x64 Tanh MLP, seed 0, from the
-policy cache, trained first if missing), or `--algo dqn` (a 64x64 ReLU MLP, keep-best). The states: the
+policy cache, trained first if missing), or `--algo dqn` (rl-zoo3's tuned 4-256-256-2 ReLU MLP, keep-best). The states: the
 fp32 policy's own greedy episodes (`--episodes`, seeds disjoint from the calibration episodes).
 
 Stages, each in float64 on top of the previous one, then the integer reference itself:
