@@ -4,6 +4,7 @@ record's own precision, and asks in one short sentence only when the filters mea
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -113,7 +114,8 @@ def test_export_writes_each_record_at_its_own_precision(scratch, shared_policies
     assert export("quant=fp32", "--precision", "int8")["quarl.precision"] == "int8"  # asked for: done
     # every file says where it comes from: the record's key, its training, quarl's version
     meta = export("quant=ptq")  # the newest record of the two holding this policy
-    assert meta["quarl.cell_key"] == "0" * 16 and meta["quarl.training"].endswith(" seed=0 train.steps=4096")
+    assert meta["quarl.cell_key"] == "0" * 16
+    assert re.fullmatch(r"algo=ppo env=cartpole seed=0 train\.steps=\d+", meta["quarl.training"])
     assert meta["quarl.version"] and meta["quarl.quant"]
     # a narrower precision than the record's re-rounds its weights: said, not silent; the C sources say where
     # they come from in their first comment
