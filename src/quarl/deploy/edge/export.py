@@ -262,7 +262,7 @@ def _firmware(
             "instructions": firmware.instructions,
             "counted": firmware.counted,
         }
-        log.info("%s: %s", target.title, report.firmware[target.name])
+        log.debug("%s: %s", target.title, report.firmware[target.name])
     _refuse_differences(report)
 
 
