@@ -8,8 +8,10 @@ Parts, in order of what the study needs most, each skipped with a line saying so
    capturing its update as a CUDA graph (`actorq.cuda_graph`), one eager, 50 updates each from the
    same weights on the same random batches (their weights must agree to 1e-6 of their largest, else
    the runs update eagerly; they agreed bit for bit on an H200), a publish (one copy from the GPU), an int8 actor built from it (ONNX Runtime) and a
-   bf16 autocast update; then each learner alone (updates/s, publish ms). Any error or a non-finite
-   value exits 1 before anything else runs.
+   bf16 autocast update; then each learner alone (updates/s, publish ms), update time against batch
+   size (32..1024, eager and graph) and a torch.profiler trace of 200 graph updates with the GPU's
+   idle share (`learner_trace.json`). Any error or a non-finite value exits 1 before anything else
+   runs.
 2. **ActorQ DQN on CartPole, Acrobot, then MountainCar** (`+sweep=actorq_gpu`; 5, 3 and 3 seeds,
    each seed with fp32 then int8 actors): the learner on the device, 14 actors pinned one to a core
    (all cores but two), each run to its published target (198.22, -107.45, -120.62;
@@ -42,6 +44,7 @@ Usage: python benchmarks/bench_actorq_gpu.py [--out outputs/gpu] [--budget-s 540
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import subprocess
 import sys
@@ -62,6 +65,7 @@ FULL_S = 540  # the budget SHARE_S is made for (a shorter one scales the shares 
 SHARE_S = {"cartpole": 200, "acrobot": 120, "mountaincar": 130}  # each env's seconds at most (its seeds x 2)
 ABLATION_SPI = (8, 128)  # CartPole's tuned rate is 32 (batch 64 x 128 gradient steps / 256 env steps)
 ABLATION_CAP_S = 20
+BATCHES = (32, 64, 128, 256, 512, 1024)  # the update-time-against-batch-size sweep
 GRAPH_GAP = 1e-6  # the graph's and the eager learner's weights after 50 updates: 0.0 on an H200
 AMP_S = 120  # the mixed-precision part's cap on a device (about 60 s measured in the plan: 3 sizes)
 
@@ -82,7 +86,7 @@ class Clock:
         return False
 
 
-def smoke(device: str, *overrides: str) -> bool:
+def smoke(device: str, trace: Path, *overrides: str) -> bool:
     """The learner's whole GPU path once: updates, a publish, an int8 actor, an autocast update, and
     the CUDA-graph learner against the eager one from the same weights on the same batches; raises on
     any fault. Whether the graph's updates matched (the runs fall back to eager updates if not)."""
@@ -150,7 +154,60 @@ def smoke(device: str, *overrides: str) -> bool:
             how = "CUDA graph" if learner.graphed else "eager"
             print(learner_alone(learner, batches[0], spec.layer_shapes, device, how) + "\n")
     matched = gap < GRAPH_GAP
+    print(batch_scaling(settings, device, device == "cuda" and graphed is not None and matched) + "\n")
+    if graphed is not None:
+        print(idle_share(graphed, batches, device, trace) + "\n")
     return matched
+
+
+def batch_scaling(settings: Any, device: str, graph: bool) -> str:
+    """Update time against batch size (BATCHES), eager and, where it matched, as a CUDA graph: where
+    the 3x2048 update stops being bound by the host."""
+    import dataclasses
+
+    import numpy as np
+    import torch
+
+    from quarl.actorq.dqn import DQNLearner
+
+    rng, rows = np.random.default_rng(1), []
+    for batch in BATCHES:
+        data = random_batch(rng, batch)
+        row = {"batch": batch}
+        for how, graphed in (("eager", False), ("CUDA graph", True)):
+            if graphed and not graph:
+                continue
+            learner = DQNLearner(dataclasses.replace(settings, cuda_graph=graphed), torch.device(device))
+            update = functools.partial(learner.update, data)
+            row[f"{how} ms/update"] = round(timed(update, 100, device) * 1e3, 3)
+        rows.append(row)
+    return f"## Update time against batch size on {device}\n\n" + pd.DataFrame(rows).to_markdown(index=False)
+
+
+def idle_share(learner: Any, batches: list[dict[str, Any]], device: str, trace: Path) -> str:
+    """A torch.profiler trace of 200 updates of `learner` (written to `trace`) and the GPU's idle
+    share over them: 1 - the device time of its kernels / the wall time (n/a on the CPU)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    learner.update(batches[0])  # warm
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    sync()
+    with profile(activities=activities) as prof:
+        t0 = time.perf_counter()
+        for i in range(200):
+            learner.update(batches[i % len(batches)])
+        sync()
+        wall = time.perf_counter() - t0
+    prof.export_chrome_trace(str(trace))
+    if device != "cuda":
+        return f"## Profiler trace of 200 updates: {trace} (GPU idle share: n/a on the CPU)"
+    busy = sum(e.self_device_time_total for e in prof.key_averages()) / 1e6
+    return (
+        f"## Profiler trace of 200 CUDA-graph updates: {trace}; the GPU's kernels ran {busy:.3f} s of "
+        f"{wall:.3f} s of wall time: idle {1 - busy / wall:.0%} of it"
+    )
 
 
 def graph_against_eager(
@@ -174,17 +231,31 @@ def graph_against_eager(
     return graphed, gap
 
 
-def random_batch(rng: Any) -> dict[str, Any]:
-    """A CartPole-shaped batch of 64 random transitions."""
+def random_batch(rng: Any, n: int = 64) -> dict[str, Any]:
+    """A CartPole-shaped batch of `n` random transitions."""
     import numpy as np
 
     return {
-        "obs": rng.standard_normal((64, 4), dtype=np.float32),
-        "next_obs": rng.standard_normal((64, 4), dtype=np.float32),
-        "action": rng.integers(0, 2, 64).astype(np.int64),
-        "reward": np.ones(64, np.float32),
-        "discount": np.full(64, 0.97, np.float32),
+        "obs": rng.standard_normal((n, 4), dtype=np.float32),
+        "next_obs": rng.standard_normal((n, 4), dtype=np.float32),
+        "action": rng.integers(0, 2, n).astype(np.int64),
+        "reward": np.ones(n, np.float32),
+        "discount": np.full(n, 0.97, np.float32),
     }
+
+
+def timed(work: Callable[[], Any], times: int, device: str) -> float:
+    """Seconds per call of `work`, `times` calls after one, timed to the device's end."""
+    import torch
+
+    work()
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(times):
+        work()
+    sync()
+    return (time.perf_counter() - t0) / times
 
 
 def learner_alone(learner: Any, batch: dict[str, Any], shapes: list[tuple[int, int]], device: str, how: str) -> str:
@@ -195,19 +266,10 @@ def learner_alone(learner: Any, batch: dict[str, Any], shapes: list[tuple[int, i
     from quarl.actorq.networks import to_device
     from quarl.actorq.params import ParameterQuantizer
 
-    def timed(work: Callable[[], Any], times: int) -> float:
-        work()
-        sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(times):
-            work()
-        sync()
-        return (time.perf_counter() - t0) / times
-
-    update_s = timed(lambda: learner.update(batch), 500)
-    batch_s = timed(lambda: to_device(batch, torch.device(device)), 200)
-    publish = {bits: timed(lambda q=ParameterQuantizer(shapes, bits): q.pack(learner.policy), 20) for bits in (32, 8)}
+    update_s = timed(lambda: learner.update(batch), 500, device)
+    batch_s = timed(lambda: to_device(batch, torch.device(device)), 200, device)
+    quantizers = {bits: ParameterQuantizer(shapes, bits) for bits in (32, 8)}
+    publish = {bits: timed(lambda q=q: q.pack(learner.policy), 20, device) for bits, q in quantizers.items()}
     return (
         f"## The learner alone on {device}, {how}: {1 / update_s:.0f} updates/s ({update_s * 1e3:.2f} ms an "
         f"update of batch 64, timed over 500 on the same batch; moving a batch to the device as eager updates "
@@ -437,7 +499,7 @@ def main() -> int:
         return 1
     tiny = ["algo.hyperparams.policy_kwargs.net_arch=[64,64]"] if a.rehearse else []
     try:
-        graph_matched = smoke(device, *tiny)
+        graph_matched = smoke(device, a.out / "learner_trace.json", *tiny)
     except Exception as exc:  # any fault at all ends the script before it spends the budget
         print(f"CUDA smoke run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

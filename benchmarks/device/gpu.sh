@@ -18,6 +18,7 @@ export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
   python3 -c "import torch; print('torch', torch.__version__)"; } 2>&1 | tee "$OUT/stdout.txt"
 keep() {  # what landed so far into $OUT, so that a call cut short by the device's time still brings it back
   for f in log.txt actorq_gpu.md amp.csv records.tar.gz results.sqlite; do [ -f "/tmp/gpu/$f" ] && cp "/tmp/gpu/$f" "$OUT/"; done
+  [ -f /tmp/gpu/learner_trace.json ] && [ ! -f "$OUT/learner_trace.json.gz" ] && gzip -c /tmp/gpu/learner_trace.json > "$OUT/learner_trace.json.gz"
   [ -d /tmp/gpu/runs ] && tar czf "$OUT/runs.tar.gz.part" -C /tmp/gpu runs && mv "$OUT/runs.tar.gz.part" "$OUT/runs.tar.gz"
 }
 ( while sleep 20; do keep 2>/dev/null; done ) & keeper=$!
