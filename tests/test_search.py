@@ -56,7 +56,10 @@ def test_a_search_stores_its_trials_as_cells_and_resumes_its_study(scratch, shar
     # quarl collate draws the store's searches too: the study's optimisation history
     from quarl.collate import collate
 
+    database = scratch / "outputs/optuna.db"
+    before = database.read_bytes()
     written = collate(scratch / "outputs/results.sqlite", scratch / "collated")
+    assert database.read_bytes() == before  # reading the searches writes nothing into them
     drawn = [p for p in written if p.name.startswith("search_") and p.name.endswith("_history.png")]
     assert len(drawn) == 1 and drawn[0].stat().st_size > 0
 

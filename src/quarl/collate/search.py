@@ -117,7 +117,9 @@ def write_searches(store: Path, out: Path) -> list[Path]:
         log.warning("%s holds Optuna searches, but optuna is not installed: pip install optuna.", database)
         return []
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = f"sqlite:///{database}"
+    # read only: no table created, no schema upgraded in the search's own database
+    url = f"sqlite:///{database}"
+    storage = optuna.storages.RDBStorage(url, skip_table_creation=True, skip_compatibility_check=True)
     drawn = []
     for name in optuna.get_all_study_names(storage):
         study = optuna.load_study(study_name=name, storage=storage)
