@@ -16,8 +16,8 @@ Parts, in order of what the study needs most, each skipped with a line saying so
    each seed with fp32 then int8 actors): the learner on the device, 14 actors pinned one to a core
    (all cores but two), each run to its published target (198.22, -107.45, -120.62;
    `actorq.stop_at_return`) or its cap (`--cap-s`; `actorq.time_limit_s`). Each env stops at its
-   share of the budget (`SHARE_S`), so that the next env gets its turn; a seed cut short there is
-   not stored.
+   share of the budget (`SHARE_S`, the envs left out lending theirs), so that the next env gets its
+   turn; a seed cut short there is not stored.
 3. **Samples-per-insert ablation**: CartPole, seed 0, at 8 and 128 sampled items per inserted one
    (the tuned rate is 32), fp32 and int8 actors: which regime, actor- or learner-bound, each rate
    puts a run in.
@@ -295,6 +295,12 @@ def quarl_run(args: list[str], log: Path, limit_s: float) -> str:
             return f"stopped after its {limit_s:.0f} s share"
 
 
+def share_s(env: str, envs: list[str], budget_s: float) -> float:
+    """`env`'s seconds at most: the envs run share SHARE_S's total in SHARE_S's proportions, scaled
+    down with a budget under FULL_S (`--envs acrobot mountaincar` gives those two CartPole's share too)."""
+    return sum(SHARE_S.values()) * SHARE_S[env] / sum(SHARE_S[e] for e in envs) * min(1.0, budget_s / FULL_S)
+
+
 def actorq_rows(a: argparse.Namespace, clock: Clock, common: list[str], log: Path, envs: list[str]) -> None:
     """The DQN rows of `envs`, one multirun per env (its seeds, each with fp32 then int8 actors),
     each stopped at its share of the budget (SHARE_S) so that the next env gets its turn."""
@@ -314,7 +320,7 @@ def actorq_rows(a: argparse.Namespace, clock: Clock, common: list[str], log: Pat
                 *common,
             ],
             log,
-            min(clock.left(), SHARE_S[env] * (1 if a.budget_s >= FULL_S else a.budget_s / FULL_S)),
+            min(clock.left(), share_s(env, envs, a.budget_s)),
         )
         print(f"ActorQ DQN on {env}, seeds {seeds}: {how} ({clock.left():.0f} s left)")
 

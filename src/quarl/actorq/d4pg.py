@@ -18,7 +18,7 @@ import copy
 import numpy as np
 import torch
 
-from quarl.actorq.networks import DistributionalCritic, gradient_step, policy_network, to_device
+from quarl.actorq.networks import DistributionalCritic, adam, gradient_step, policy_network, to_device
 from quarl.actorq.settings import Settings
 
 
@@ -55,8 +55,8 @@ class D4PGLearner:
         self.critic = DistributionalCritic(spec.obs_dim, spec.n_out, h["critic_layers"], int(h["atoms"])).to(device)
         self.target_policy = copy.deepcopy(self.policy).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
-        self.policy_opt = torch.optim.Adam(self.policy.parameters(), lr=float(h["learning_rate"]))
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=float(h["learning_rate"]))
+        self.policy_opt = adam(self.policy.parameters(), float(h["learning_rate"]), device)
+        self.critic_opt = adam(self.critic.parameters(), float(h["learning_rate"]), device)
         self.atoms = torch.linspace(float(h["v_min"]), float(h["v_max"]), int(h["atoms"]), device=device)
         self.target_period, self.max_grad_norm = int(h["target_update_period"]), float(h["max_grad_norm"])
         self.updates = 0

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from quarl.actorq.graphed import GraphedStep
-from quarl.actorq.networks import gradient_step, q_network, to_device
+from quarl.actorq.networks import adam, gradient_step, q_network, to_device
 from quarl.actorq.settings import Settings
 
 
@@ -34,15 +34,12 @@ class DQNLearner:
         self.device = device
         self.policy = q_network(spec.obs_dim, spec.hidden, spec.n_out).to(device)
         self.target = copy.deepcopy(self.policy).requires_grad_(False)
-        # On a GPU the optimiser keeps its step count on the device (capturable) with or without the graph,
-        # so that both update bit for bit the same (Adam's capturable arithmetic rounds differently).
-        capturable = device.type == "cuda"
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=float(h["learning_rate"]), capturable=capturable)
+        self.optimizer = adam(self.policy.parameters(), float(h["learning_rate"]), device)
         self.max_grad_norm = float(h["max_grad_norm"])
         updates_per_step = settings.samples_per_insert / h["batch_size"]
         self.target_period = max(1, round(max(h["target_update_interval"], h["train_freq"]) * updates_per_step))
         self.updates = 0
-        self.graphed = GraphedStep(self._step, device) if settings.cuda_graph and capturable else None
+        self.graphed = GraphedStep(self._step, device) if settings.cuda_graph and device.type == "cuda" else None
 
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         """One gradient step on a sampled batch; returns the loss."""

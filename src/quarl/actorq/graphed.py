@@ -9,7 +9,7 @@ side stream (real updates: CUDA graphs need the optimiser's state and the alloca
 next one captures the graph and every call after replays it. Batches reach the graph's fixed input
 tensors through a ring of pinned host buffers, each copied without waiting: a batch's copy to the
 device overlaps the previous update, and a buffer is written again only once its last copy is done.
-The optimiser must be built with `capturable=True`.
+The optimiser must keep its step count on the device (`networks.adam`: fused on a GPU).
 """
 
 from __future__ import annotations

@@ -57,6 +57,13 @@ class DistributionalCritic(nn.Module):
         return self.net(torch.cat([obs, action], dim=-1))
 
 
+def adam(params: Iterable[nn.Parameter], lr: float, device: torch.device) -> torch.optim.Adam:
+    """Adam for a learner on `device`: on a GPU the fused kernel (one launch per step over every
+    parameter, its step count kept on the device, so a CUDA graph can capture it and eager and graphed
+    updates round alike); on the CPU the default."""
+    return torch.optim.Adam(params, lr=lr, fused=device.type == "cuda" or None)
+
+
 def gradient_step(
     optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters: Iterable[nn.Parameter], max_grad_norm: float
 ) -> None:
