@@ -88,7 +88,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 
     from omegaconf import OmegaConf
 
-    from quarl.config.methods import policy_config
+    from quarl.config.method_registry import policy_config
     from quarl.deploy import export
     from quarl.deploy.export import check_new, export_precision, provenance
     from quarl.quantize.calibration import calibrator

@@ -14,10 +14,10 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, open_dict
 
-from quarl.config import backend_registry, methods, schema
+from quarl.config import backend_registry, method_registry, schema
 from quarl.config.cells import finished, label, log_skip, torch_threads
 from quarl.config.keys import cell_key
-from quarl.config.methods import fp32_config
+from quarl.config.method_registry import fp32_config
 from quarl.errors import IncompatibleCell, QuarlError
 from quarl.evaluate.episodes import Evaluation, evaluate_cell
 from quarl.evaluate.fidelity import STATES, Fidelity, executed_fidelity, greedy_actions, policy_fidelity, relative_error
@@ -111,7 +111,7 @@ def _execute(cfg: Any, model: Any, baseline: Baseline, obs_transform: Any) -> di
     eager torch's, and its bytes."""
     from quarl.deploy import compile_policy, measure
 
-    backend = methods.of(cfg).auto_backend if cfg.quant.backend == "auto" else cfg.quant.backend
+    backend = method_registry.of(cfg).auto_backend if cfg.quant.backend == "auto" else cfg.quant.backend
     env = make_env(cfg.env)
     example = np.asarray(env.reset(seed=cfg.seed)[0])[None]
     space = env.action_space
@@ -177,7 +177,7 @@ def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) ->
             weak = (fp32_flag(cfg.env, ev.mean) or (None, None))[1]
             fields = _measured(policy, ev, ev.mean, model_bytes, model_bytes, weak, policy.curve)
             record = make_record(cfg, "done", started, ctx.run_dir, rel_error=0.0, **fields)
-            name = "record.json" if methods.of(ctx.cfg).baseline else "baseline.record.json"
+            name = "record.json" if method_registry.of(ctx.cfg).baseline else "baseline.record.json"
             store_record(store, record, ctx.run_dir / name)
             log.info("Recorded fp32 baseline of %s: %.2f ± %.2f", label(cfg), ev.mean, ev.std)
         return Baseline(ev.mean if reward is None else reward, model_bytes, policy, ev.states)
@@ -228,7 +228,7 @@ def run_cell(ctx: Context) -> None:
     cfg = ctx.cfg
     try:  # before anything is written: an invalid cell leaves no record and no marker
         schema.check(cfg)
-        methods.settle(cfg, warn=not ctx.multirun)  # the record stores the settings really used
+        method_registry.settle(cfg, warn=not ctx.multirun)  # the record stores the settings really used
     except QuarlError as exc:
         if not ctx.multirun:
             raise
@@ -301,7 +301,7 @@ def _record_failure(ctx: Context, store: Store, started: str, exc: Exception) ->
 
 def _run(ctx: Context, store: Store, started: str) -> None:
     cfg = ctx.cfg
-    method = methods.of(cfg)
+    method = method_registry.of(cfg)
     method.prepare(cfg)
     name = label(cfg)
     check_runnable(cfg)

@@ -33,8 +33,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from omegaconf import OmegaConf, open_dict
 
-from quarl.config import methods
-from quarl.config.methods import fp32_config
+from quarl.config import method_registry
+from quarl.config.method_registry import fp32_config
 from quarl.errors import QuarlError
 from quarl.evaluate.episodes import evaluate_cell
 from quarl.evaluate.fidelity import STATES, policy_fidelity
@@ -343,7 +343,7 @@ def compose_cell(conf_dir: Path, overrides: list[str]) -> Any:
             cfg = compose("config", overrides=([] if chosen else ["quant=ptq"]) + list(overrides))
     except HydraException as exc:
         raise QuarlError(f"These overrides do not make a cell: {exc}") from None
-    method = methods.of(cfg)
+    method = method_registry.of(cfg)
     if method.trains_policy or not method.integer:  # it quantizes the fp32 policy's layers to integers
         raise QuarlError(
             f"quarl sensitivity studies post-training quantization: use quant=ptq, not quant={cfg.quant.method}."

@@ -14,14 +14,14 @@ from omegaconf import OmegaConf
 from stable_baselines3 import PPO
 
 from quarl.app import CONF_DIR
-from quarl.config import methods, schema
+from quarl.config import method_registry, schema
 from quarl.config.keys import cell_key, policy_key
 from quarl.errors import QuarlError
 from quarl.methods.ptq import PTQ, PTQConfig
 from quarl.quantize.weights import inference_layers, quantize_policy
 from tests.conftest import compose_cfg
 
-SRC = Path(methods.__file__).resolve().parents[2]  # the folder holding the quarl package
+SRC = Path(method_registry.__file__).resolve().parents[2]  # the folder holding the quarl package
 
 
 def _module_name(path: Path) -> str:
@@ -69,12 +69,12 @@ def test_no_module_outside_the_methods_branches_on_the_method_name():
     assert len(list((SRC / "quarl").rglob("*.py"))) > 50
 
 
-@pytest.mark.parametrize("name", methods.NAMES)
+@pytest.mark.parametrize("name", method_registry.NAMES)
 def test_every_method_has_its_config_file_and_typed_settings(name):
     assert (CONF_DIR / "quant" / f"{name}.yaml").exists()
     cfg = compose_cfg(f"quant={name}")
     assert cfg.quant.method == name
-    assert OmegaConf.get_type(cfg.quant) is methods.get(name).config
+    assert OmegaConf.get_type(cfg.quant) is method_registry.get(name).config
 
 
 def test_a_setting_of_another_method_is_refused_at_composition():
@@ -85,7 +85,7 @@ def test_a_setting_of_another_method_is_refused_at_composition():
 
 def test_an_unknown_method_names_the_field_and_the_choices():
     with pytest.raises(QuarlError, match=r"quant.method=int3 is not allowed: choose one of fp32, .*ptq"):
-        methods.get("int3")
+        method_registry.get("int3")
 
 
 @dataclass
@@ -114,7 +114,7 @@ class NoisyPTQ(PTQ):
 @pytest.fixture
 def noisy(monkeypatch):
     method = NoisyPTQ()
-    monkeypatch.setitem(methods.REGISTRY, method.name, method)
+    monkeypatch.setitem(method_registry.REGISTRY, method.name, method)
     schema.register()
     ConfigStore.instance().store(group="quant", name=method.name, node={"defaults": [
         f"/schema/quant/{method.name}@_here_", "_self_"]})

@@ -12,7 +12,7 @@ from omegaconf import open_dict
 from omegaconf.errors import ValidationError
 
 from quarl.app import CONF_DIR
-from quarl.config import methods
+from quarl.config import method_registry
 from quarl.config.keys import cell_key
 from quarl.config.schema import check, check_overrides
 from quarl.errors import QuarlError
@@ -175,17 +175,17 @@ def test_a_seed_must_fit_32_bits(seed):
 def test_a_float_method_records_the_width_it_uses(method, bits, caplog):
     cfg = compose_cfg(f"quant={method}", "quant.bits=4")
     key = cell_key(cfg)
-    methods.settle(cfg, warn=True)
+    method_registry.settle(cfg, warn=True)
     assert cfg.quant.bits == bits and cell_key(cfg) == key  # the cell is the one it always was
     assert f"quant={method} runs at {bits} bits: quant.bits=4 does not apply to it" in caplog.text
     caplog.clear()
-    methods.settle(compose_cfg(f"quant={method}", "quant.bits=8"), warn=False)  # a sweep over shared settings
+    method_registry.settle(compose_cfg(f"quant={method}", "quant.bits=8"), warn=False)  # a sweep over shared settings
     assert "does not apply" not in caplog.text
 
 
 def test_actorq_records_its_actors_width():
     cfg = compose_cfg("algo=dqn", "quant=actorq", "quant.actor_bits=16")
-    methods.settle(cfg, warn=False)
+    method_registry.settle(cfg, warn=False)
     assert cfg.quant.bits == 16
 
 
@@ -234,7 +234,7 @@ def test_old_records_keep_their_cell_keys(monkeypatch):
         if run["quant"] == "actorq":  # the actorq_gpu sweep has captured its updates since; its older cells did not
             overrides.append(f"actorq.cuda_graph={str(record['config']['actorq'].get('cuda_graph', False)).lower()}")
         cfg = compose_cfg(*overrides)
-        methods.settle(cfg, warn=False)
+        method_registry.settle(cfg, warn=False)
         assert cell_key(cfg) == run["cell_key"], (path.name, overrides)
         checked[run["quant"]] += 1
     assert min(checked.values()) >= 5, checked

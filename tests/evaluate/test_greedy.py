@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-from quarl.config.methods import settings
+from quarl.config.method_registry import settings
 from quarl.config.schema import EnvConfig
 from quarl.evaluate.episodes import evaluate
 from quarl.evaluate.greedy import GreedyActor

@@ -7,7 +7,7 @@ import logging
 import os
 from typing import Any, Optional
 
-from quarl.config import methods
+from quarl.config import method_registry
 from quarl.config.keys import cell_key
 
 log = logging.getLogger("quarl.pipeline")
@@ -15,7 +15,7 @@ log = logging.getLogger("quarl.pipeline")
 
 def label(cfg: Any) -> str:
     """`algo/env seed=N method`, as the log names a cell."""
-    return f"{cfg.algo.name}/{cfg.env.name} seed={cfg.seed} {methods.of(cfg).describe(cfg.quant)}"
+    return f"{cfg.algo.name}/{cfg.env.name} seed={cfg.seed} {method_registry.of(cfg).describe(cfg.quant)}"
 
 
 def finished(cfg: Any, status: Optional[str]) -> bool:

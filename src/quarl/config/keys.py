@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from omegaconf import OmegaConf
 
-from quarl.config import methods
+from quarl.config import method_registry
 
 
 def train_steps(cfg: Any) -> int:
@@ -51,13 +51,13 @@ def slug(text: str) -> str:
 
 def result_keys(method: str) -> tuple[str, ...]:
     """The `quant.*` keys that change a result of `method` (none for a method quarl does not know)."""
-    known = methods.REGISTRY.get(method)
+    known = method_registry.REGISTRY.get(method)
     return known.result_keys if known is not None else ()
 
 
 def quant_spec(cfg: Any) -> dict[str, Any]:
     """The quant settings that change the result."""
-    spec = methods.of(cfg).spec(cfg)
+    spec = method_registry.of(cfg).spec(cfg)
     if cfg.quant.backend != "fake":  # real execution adds its own columns to the record
         spec["backend"] = cfg.quant.backend
     return spec
@@ -90,7 +90,7 @@ def training_spec(cfg: Any) -> dict[str, Any]:
         "seed": int(cfg.seed),
         "steps": train_steps(cfg),
     }
-    if methods.of(cfg).trains_policy:  # its settings shape the policy
+    if method_registry.of(cfg).trains_policy:  # its settings shape the policy
         spec[cfg.quant.method] = quant_spec(cfg)
     if cfg.train.get("keep_best"):  # the saved policy is the best evaluated one, not the last
         spec["keep_best"] = {"every": keep_best_every(cfg), "episodes": int(cfg.train.eval_episodes)}

@@ -16,8 +16,8 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from quarl.config import backend_registry, methods
-from quarl.config.methods import one_of
+from quarl.config import backend_registry, method_registry
+from quarl.config.method_registry import one_of
 from quarl.errors import QuarlError
 
 NOISE_TYPES = (None, "normal", "ornstein_uhlenbeck")
@@ -192,10 +192,10 @@ def register() -> None:
     cs.store(group="schema", name="config", node=RunConfig)
     cs.store(group="schema", name="algo", node=AlgoConfig)
     cs.store(group="schema", name="env", node=EnvConfig)
-    methods.register_schemas()
+    method_registry.register_schemas()
 
 
-def _check_policy(cfg: Any, method: methods.QuantMethod) -> None:
+def _check_policy(cfg: Any, method: method_registry.QuantMethod) -> None:
     p = cfg.policy
     one_of("policy.source", p.source, POLICY_SOURCES)
     if p.source == "path" and not p.path:
@@ -213,19 +213,23 @@ def _check_policy(cfg: Any, method: methods.QuantMethod) -> None:
             "use policy.source=train, or train.amp=false."
         )
     if p.source != "train" and method.trains_policy:
-        quantizers = "/".join(n for n in methods.NAMES if not methods.get(n).trains_policy and n != methods.BASELINE)
+        quantizers = "/".join(
+            n
+            for n in method_registry.NAMES
+            if not method_registry.get(n).trains_policy and n != method_registry.BASELINE
+        )
         raise QuarlError(
             f"quant={method.name} trains its own policy: use policy.source=train, or quant={quantizers} "
             f"to quantize the pretrained policy from policy.source={p.source}."
         )
 
 
-def _check_algo(cfg: Any, method: methods.QuantMethod) -> None:
+def _check_algo(cfg: Any, method: method_registry.QuantMethod) -> None:
     """The algorithm exists and the method can train or quantize it."""
     if cfg.algo.n_envs < 1:
         raise QuarlError(f"algo.n_envs={cfg.algo.n_envs} must be at least 1.")
     one_of("algo.noise_type", cfg.algo.noise_type, NOISE_TYPES)
-    only = methods.trained_only_by(cfg.algo.name)
+    only = method_registry.trained_only_by(cfg.algo.name)
     if only and method.name not in only:
         raise QuarlError(
             f"algo={cfg.algo.name} is trained by {' or '.join(only)} only: use quant={only[0]} "
@@ -239,7 +243,7 @@ def exec_backends() -> tuple[str, ...]:
     return ("fake", *backend_registry.choices())
 
 
-def _check_backend(q: Any, method: methods.QuantMethod) -> None:
+def _check_backend(q: Any, method: method_registry.QuantMethod) -> None:
     if q.backend in ("fake", "auto"):
         return
     one_of("quant.backend", q.backend, exec_backends())
@@ -332,7 +336,7 @@ def _unknown_keys(node: Any, schema: Any, prefix: str = "") -> list[tuple[str, l
     return found
 
 
-def _check_keys(cfg: Any, method: methods.QuantMethod) -> None:
+def _check_keys(cfg: Any, method: method_registry.QuantMethod) -> None:
     """Refuse a key no part of the run reads, in one sentence naming what the place takes."""
     unknown = [(k, allowed) for k, allowed in _unknown_keys(cfg, RunConfig) if k != "hydra"]
     unknown += _unknown_keys(cfg.quant, method.config, "quant.")
@@ -375,7 +379,7 @@ def check(cfg: Any) -> None:
             f"seed={cfg.seed} is out of range: use an integer from 0 to {MAX_SEED} (numpy, SB3 and Gymnasium "
             "seed with 32 bits)."
         )
-    method = methods.of(cfg)
+    method = method_registry.of(cfg)
     _check_keys(cfg, method)
     _check_ints(cfg)
     method.validate(cfg)

@@ -24,7 +24,7 @@ from typing import Any, Optional, Union
 import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 
-from quarl.config import methods
+from quarl.config import method_registry
 from quarl.config.schema import cnn_policy
 from quarl.deploy import onnx_io
 from quarl.deploy.acting import ObsTransform, acting_network
@@ -68,7 +68,7 @@ def export_precision(cfg: Any, format: str, requested: Optional[str], bits: int)
         )
     if requested is not None:
         width = int(requested.removeprefix("int")) if requested.startswith("int") else 32
-        if format != "onnx" and methods.of(cfg).integer and width < bits:  # ONNX's own export says so itself
+        if format != "onnx" and method_registry.of(cfg).integer and width < bits:  # ONNX's own export says so itself
             log.warning(
                 "--precision %s re-rounds this record's %d-bit weights to %d bits: the file's policy is not the "
                 "record's, and its check compares it with its own integer reference, not with the record.",
@@ -93,7 +93,7 @@ def provenance(cfg: Any, precision: str, key: str) -> dict[str, str]:
     return {
         "quarl.cell_key": key,
         "quarl.training": f"algo={cfg.algo.name} env={cfg.env.name} seed={cfg.seed} train.steps={train_steps(cfg)}",
-        "quarl.quant": methods.of(cfg).describe(cfg.quant),
+        "quarl.quant": method_registry.of(cfg).describe(cfg.quant),
         "quarl.precision": precision,
         "quarl.version": quarl.__version__,
     }

@@ -8,7 +8,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from quarl.config.methods import QuantConfig, QuantMethod, one_of
+from quarl.config.method_registry import QuantConfig, QuantMethod, one_of
 from quarl.errors import QuarlError
 
 ALGOS = ("dqn", "d4pg")  # discrete and continuous actions

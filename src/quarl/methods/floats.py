@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from omegaconf import DictConfig
 
-from quarl.config.methods import Calibrate, QuantConfig, QuantMethod
+from quarl.config.method_registry import Calibrate, QuantConfig, QuantMethod
 
 if TYPE_CHECKING:
     import torch

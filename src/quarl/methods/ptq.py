@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from quarl.config.methods import (
+from quarl.config.method_registry import (
     GRANULARITIES,
     SCHEMES,
     Calibrate,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from omegaconf import DictConfig
 
 from quarl.config.keys import train_steps
-from quarl.config.methods import QuantConfig, TrainingHook
+from quarl.config.method_registry import QuantConfig, TrainingHook
 from quarl.errors import QuarlError
 from quarl.methods.ptq import IntegerWeights, check_integer_weights
 

@@ -24,8 +24,8 @@ import torch
 import torch.nn as nn
 from stable_baselines3.common.base_class import BaseAlgorithm
 
-from quarl.config import methods
-from quarl.config.methods import Calibrate
+from quarl.config import method_registry
+from quarl.config.method_registry import Calibrate
 from quarl.errors import QuarlError
 from quarl.rl.algos import spec
 
@@ -184,12 +184,12 @@ def quantize_policy(model: BaseAlgorithm, quant: Any, calibrate: Optional[Calibr
     `model.predict`. A policy its method trained (QAT) comes quantized and is left as it is. PTQ of
     activations or inputs calls `calibrate` (quarl.quantize.calibration.calibrator) on the fp32 model first."""
     with torch.no_grad():
-        methods.get(quant.method).quantize(model, quant, calibrate)
+        method_registry.get(quant.method).quantize(model, quant, calibrate)
 
 
 def layer_bytes(name: str, layer: Any, quant: Any) -> int:
     """Bytes of one inference layer's parameters when stored as `quant` describes (fp32 weights)."""
-    method, bits = methods.get(quant.method), bits_of(name, quant, layer.weight.numel())
+    method, bits = method_registry.get(quant.method), bits_of(name, quant, layer.weight.numel())
     total = method.tensor_bytes(layer.weight, quant, quant.granularity, bits)
     if layer.bias is not None:
         quantized = method.quantizes_bias(quant)

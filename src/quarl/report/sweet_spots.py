@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from quarl.collate.stats import seed_interval
-from quarl.config import methods
+from quarl.config import method_registry
 from quarl.evaluate.fidelity import AGREEMENT_TOLERANCE
 from quarl.report.records import FIGURES, fp32_flag, of_series, reward_bounds, select, threshold, values
 from quarl.report.text import FRACTION, UNBOUNDED, fmt, markdown, note, shown
@@ -223,7 +223,7 @@ def noise_section(runs: pd.DataFrame) -> str:
         return ""
 
     def label(r: pd.Series) -> str:  # an integer method's cells differ in bits and scheme: name them
-        integer = methods.get(str(r["quant"])).integer
+        integer = method_registry.get(str(r["quant"])).integer
         return f"{r['quant']} {int(r['quant.bits'])}-bit {r['quant.scheme']}" if integer else str(r["quant"])
 
     return (

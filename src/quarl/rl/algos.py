@@ -16,7 +16,7 @@ from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckA
 from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
 from stable_baselines3.common.vec_env import VecEnv
 
-from quarl.config import methods
+from quarl.config import method_registry
 from quarl.config.keys import as_dict
 from quarl.errors import IncompatibleCell, QuarlError
 
@@ -75,8 +75,8 @@ def sb3_class(name: str) -> type[BaseAlgorithm]:
     cls = spec(name).cls
     if cls is None:
         raise QuarlError(
-            f"algo={name} is not a Stable-Baselines3 algorithm: only quant={'/'.join(methods.trained_only_by(name))} "
-            "trains and runs it."
+            f"algo={name} is not a Stable-Baselines3 algorithm: only "
+            f"quant={'/'.join(method_registry.trained_only_by(name))} trains and runs it."
         )
     return cls
 
@@ -85,7 +85,7 @@ def runnable(kind: str, method: str | None = None) -> list[str]:
     """The algorithms that act in a `kind` action space and can run with quant method `method`
     (a method with its own learners, such as ActorQ, trains those only; every other needs SB3's)."""
     names = [n for n, s in ALGOS.items() if kind in s.action_kinds]
-    only = methods.get(method).algos if method is not None else None
+    only = method_registry.get(method).algos if method is not None else None
     if only is not None:
         return [n for n in names if n in only]
     return [n for n in names if ALGOS[n].cls is not None]
@@ -98,9 +98,9 @@ def check_action_kind(algo: str, env_id: str, kind: str, method: str | None = No
         allowed = " or ".join(spec(algo).action_kinds)
         choices = runnable(kind, method)
         others = [
-            f"{n} with quant={'/'.join(methods.trained_only_by(n))}"
+            f"{n} with quant={'/'.join(method_registry.trained_only_by(n))}"
             for n, s in ALGOS.items()
-            if kind in s.action_kinds and n not in choices and methods.trained_only_by(n)
+            if kind in s.action_kinds and n not in choices and method_registry.trained_only_by(n)
         ]
         pick = f"pick an algorithm from {', '.join(choices)}" if choices else "no algorithm runs there with this method"
         if others:

@@ -8,7 +8,7 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from quarl import CONF_DIR
-from quarl.config import methods, schema
+from quarl.config import method_registry, schema
 from quarl.errors import IncompatibleCell, QuarlError
 from quarl.rl.algos import ALGOS, check_action_kind
 from quarl.rl.envs import SUITES, action_kind
@@ -40,14 +40,14 @@ def _cell(conf_dir: Path, algo: str, choice: str, kind: str) -> str:
     if kind not in ALGOS[algo].action_kinds:
         return "n/a"
     if ALGOS[algo].cls is None:  # no SB3 learner: trained only by a method's own (ActorQ's D4PG)
-        return "+".join(methods.trained_only_by(algo))
+        return "+".join(method_registry.trained_only_by(algo))
     cell = "tuned" if (conf_dir / "tuned" / algo / f"{choice}.yaml").exists() else "default"
     return cell + "".join(f"+{name}" for name in _own_learners(algo))
 
 
 def _own_learners(algo: str) -> list[str]:
     """Methods that also train `algo` with learners of their own (ActorQ's DQN)."""
-    return [name for name, m in methods.registry().items() if m.trains_policy and m.algos and algo in m.algos]
+    return [name for name, m in method_registry.registry().items() if m.trains_policy and m.algos and algo in m.algos]
 
 
 DEFAULT_ZOO = "rl_zoo3"  # its hyperparameters fall back to the algorithm's defaults where it has none

@@ -37,9 +37,9 @@ def weight_bits(quant: Any) -> int:
     """The width of a record's policy weights (its `quant` config): the width its method uses where
     that is not quant.bits (fp16: 16, whatever an older record stores; ActorQ: its actors'), else the
     widest of quant.bits and the quant.layer_bits of single layers."""
-    from quarl.config import methods  # light: the method modules import no torch
+    from quarl.config import method_registry  # light: the method modules import no torch
 
-    known = methods.REGISTRY.get(str(quant.get("method")))
+    known = method_registry.REGISTRY.get(str(quant.get("method")))
     node = quant if OmegaConf.is_config(quant) else OmegaConf.create(dict(quant))
     used = known.used_bits(node) if known is not None else None
     if used is not None:
@@ -128,14 +128,14 @@ def as_run(runs: pd.DataFrame) -> pd.DataFrame:
     """Records as they ran: a method that overrides quant.bits (fp16, bf16, fp32; ActorQ: its
     actors') shows the width it used, whatever a record written before that rule stores (a named
     sweep's fp16 records said quant.bits=8). Their cell keys are untouched."""
-    from quarl.config import methods
+    from quarl.config import method_registry
 
     if runs.empty or "quant.bits" not in runs.columns:
         return runs
     out = runs.copy()
     config = [c for c in runs.columns if c.startswith("quant.")]
     for name, rows in runs.groupby("quant"):
-        method = methods.REGISTRY.get(str(name))
+        method = method_registry.REGISTRY.get(str(name))
         if method is None or method.used_bits(_quant_of(rows.iloc[0], config)) is None:
             continue  # quant.bits is the method's own setting (PTQ, QAT)
         out.loc[rows.index, "quant.bits"] = [method.used_bits(_quant_of(row, config)) for _, row in rows.iterrows()]

@@ -28,7 +28,7 @@ import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from quarl.config import methods
+from quarl.config import method_registry
 from quarl.config.keys import policy_key, slug, train_steps
 from quarl.errors import QuarlError
 from quarl.rl import algos
@@ -93,7 +93,7 @@ class CachedPolicy:
         try:
             cls = algos.sb3_class(self.cfg.algo.name)
             model = untrusted.load_model(cls, self.folder / MODEL_FILE, device, pretrained.trusted(self.cfg))
-            methods.of(self.cfg).restore(model, self.cfg.quant, self.folder)
+            method_registry.of(self.cfg).restore(model, self.cfg.quant, self.folder)
             return model
         except QuarlError:
             raise
@@ -142,7 +142,7 @@ class CachedPolicy:
 
 def folder_of(cfg: Any, root: Path) -> Path:
     """The cache folder of this config's trained policy (it may not exist yet)."""
-    kind = methods.of(cfg).policy_tag(cfg.quant)
+    kind = method_registry.of(cfg).policy_tag(cfg.quant)
     if cfg.policy.source != "train":
         return root / f"{cfg.algo.name}-{slug(cfg.env.name)}-{cfg.policy.source}-{policy_key(cfg)}"
     robust = f"-{cfg.train.robust}" if cfg.train.get("robust") else ""
@@ -179,7 +179,7 @@ def obtain(cfg: Any, root: Path, progress: bool = False) -> CachedPolicy:
         checkpoints = folder.with_name(f"{folder.name}.ckpt")
         try:
             if cfg.policy.source == "train":
-                how = methods.of(cfg).policy_kind(cfg.quant)
+                how = method_registry.of(cfg).policy_kind(cfg.quant)
                 robust = f", train.robust={cfg.train.robust}" if cfg.train.get("robust") else ""
                 log.info(
                     "Training %s %s on %s for %d steps (seed %d%s)",

@@ -19,10 +19,10 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
-from quarl.config import methods
+from quarl.config import method_registry
 from quarl.config.cells import torch_threads
 from quarl.config.keys import as_dict, keep_best_every, policy_key, slug, train_steps, training_spec
-from quarl.config.methods import TrainingHook
+from quarl.config.method_registry import TrainingHook
 from quarl.progress import Progress
 from quarl.rl import algos
 from quarl.rl.envs import training_envs
@@ -118,9 +118,9 @@ def training_device(name: str) -> str:
 
 def run_name(cfg: Any) -> RunName:
     """How this training is named (by the policy it trains) and grouped (by its sweep) in trackers."""
-    method = methods.of(cfg)
+    method = method_registry.of(cfg)
     name = f"{cfg.algo.name}-{slug(cfg.env.name)}-seed{cfg.seed}{method.policy_tag(cfg.quant)}"
-    quant = method.name if method.trains_policy else methods.BASELINE
+    quant = method.name if method.trains_policy else method_registry.BASELINE
     tags = {
         "algo": cfg.algo.name,
         "env": cfg.env.name,
@@ -231,7 +231,7 @@ def _start(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None) -> 
     """The model, its method's hook, curve writers, progress and callbacks; resumed from `checkpoints`."""
     steps = train_steps(cfg)
     venv, normalizer, model = _model(cfg, steps)
-    method = methods.of(cfg)
+    method = method_registry.of(cfg)
     hook = method.training_hook(model, cfg)
     resuming = checkpoints is not None and checkpoint.exists(checkpoints)
     extra = checkpoint.restore(checkpoints, model) if checkpoints is not None and resuming else {}
@@ -304,7 +304,7 @@ def _learn(run: _Training) -> None:
                 callback.leave()  # also when the training broke off mid-update
         run.bar.close()
         run.curves.close()
-    how = methods.of(run.cfg).policy_kind(run.cfg.quant)
+    how = method_registry.of(run.cfg).policy_kind(run.cfg.quant)
     log.info(
         "Trained %s %s for %d steps in %.0f s", how, run.cfg.algo.name, run.model.num_timesteps, run.logged.wall_s()
     )

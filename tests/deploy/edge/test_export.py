@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from quarl.config.methods import policy_config
+from quarl.config.method_registry import policy_config
 from quarl.deploy.edge import calibration_states
 from quarl.deploy.edge.export import export_edge
 from quarl.errors import QuarlError

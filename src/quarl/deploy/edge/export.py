@@ -319,7 +319,7 @@ def export_record(
     episodes, checked on those and its evaluation states, topped up with random-action states to
     EDGE_CHECK_STATES."""
     from quarl.config.keys import cell_key
-    from quarl.config.methods import fp32_config
+    from quarl.config.method_registry import fp32_config
     from quarl.rl.envs import random_observations
 
     states = calibration_states(cfg, policy)
