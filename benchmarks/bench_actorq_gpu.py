@@ -489,6 +489,7 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget of the whole script")
     ap.add_argument("--cap-s", type=float, help="wall-clock cap of each ActorQ run (default 45 s; 5 s rehearsing)")
     ap.add_argument("--envs", nargs="+", default=list(TARGETS), choices=list(TARGETS))
+    ap.add_argument("--smoke-only", action="store_true", help="the CUDA smoke part alone (learner figures, trace)")
     ap.add_argument("--rehearse", action="store_true", help="on the CPU with tiny budgets (the test suite's run)")
     a = ap.parse_args()
     if a.rehearse:
@@ -509,6 +510,8 @@ def main() -> int:
     except Exception as exc:  # any fault at all ends the script before it spends the budget
         print(f"CUDA smoke run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    if a.smoke_only:
+        return 0
     common = [
         f"store.path={a.out}/results.sqlite",
         f"store.policies={a.out}/policies",

@@ -15,7 +15,7 @@ import pandas as pd
 from quarl.config import backend_registry
 from quarl.errors import QuarlError
 from quarl.rl.envs import SUITES
-from quarl.store import record_files, sqlite
+from quarl.store import record_files, sqlite, studies
 from quarl.store.flags import FLAG_LEGEND, with_flags
 from quarl.store.listing import one_record, pack, shorten, shown, status_lines, summary_columns, terminal_width
 from quarl.store.query import DEFAULT_STORE, load, open_store, weight_bits
@@ -235,6 +235,7 @@ def parser() -> argparse.ArgumentParser:
     _report_command(sub)
     _sensitivity_command(sub)
     _matrix_command(sub)
+    studies.add_command(sub, _store_option)  # quarl trials
     return p
 
 

@@ -59,9 +59,10 @@ class DistributionalCritic(nn.Module):
 
 def adam(params: Iterable[nn.Parameter], lr: float, device: torch.device) -> torch.optim.Adam:
     """Adam for a learner on `device`: on a GPU the fused kernel (one launch per step over every
-    parameter, its step count kept on the device, so a CUDA graph can capture it and eager and graphed
-    updates round alike); on the CPU the default."""
-    return torch.optim.Adam(params, lr=lr, fused=device.type == "cuda" or None)
+    parameter), capturable (its step count on the device, so a CUDA graph can capture it, and eager
+    and graphed updates round alike); on the CPU the default."""
+    gpu = device.type == "cuda"
+    return torch.optim.Adam(params, lr=lr, fused=gpu or None, capturable=gpu)
 
 
 def gradient_step(

@@ -9,9 +9,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from quarl.store import studies
+
 log = logging.getLogger(__name__)
 
-DATABASE = "optuna.db"  # beside the results store
+DATABASE = studies.DATABASE  # beside the results store
 
 
 def complete(study: Any) -> list[Any]:
@@ -116,10 +118,7 @@ def write_searches(store: Path, out: Path) -> list[Path]:
     except ImportError:
         log.warning("%s holds Optuna searches, but optuna is not installed: pip install optuna.", database)
         return []
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    # read only: no table created, no schema upgraded in the search's own database
-    url = f"sqlite:///{database}"
-    storage = optuna.storages.RDBStorage(url, skip_table_creation=True, skip_compatibility_check=True)
+    storage = studies.open_storage(f"sqlite:///{database}")  # read only: no table created, no schema upgraded
     drawn = []
     for name in optuna.get_all_study_names(storage):
         study = optuna.load_study(study_name=name, storage=storage)
