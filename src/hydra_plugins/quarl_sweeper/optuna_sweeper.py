@@ -2,8 +2,9 @@
 trials are ordinary cells, launched through the configured launcher and judged from their records.
 
 Keys and grammar are those of Hydra's own Optuna sweeper (`n_trials`, `n_jobs`, `sampler`,
-`direction`, `study_name`, `storage`, `params`); quarl adds `search.objective` (record fields) and
-`search.seeds` (each trial's value is the mean over that many seeds, one cell each). The study lives
+`direction`, `study_name`, `storage`, `params`); quarl adds `search.objective` (record fields),
+`search.seeds` (each trial's value is the mean over that many seeds, one cell each) and `pruner`
+(a trial's training reports its return to the trial and stops when pruned: quarl.train.pruning). The study lives
 in an RDB storage (default `optuna.db` beside the results store): running the same command again
 resumes it, and `n_trials` counts every finished trial of the study. Cells already in the store are
 skipped as by quarl's sweeper (QuarlSweeper), so a trial whose cells are stored is told from them.
@@ -25,13 +26,14 @@ from omegaconf import DictConfig, OmegaConf
 from hydra_plugins.quarl_sweeper import search_results, search_space
 from hydra_plugins.quarl_sweeper.quarl_sweeper import QuarlSweeper
 from hydra_plugins.quarl_sweeper.search_space import Param, SearchSettings
+from quarl.store import studies
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_S = 60  # a running trial's heartbeat; one silent for GRACE_S failed (and retried) by the next search
 GRACE_S = 300
 INTERRUPTED = "interrupted"  # user attribute of a trial whose cells did not finish (Ctrl-C, SIGTERM)
-RETRY_OF = "retry_of"  # user attribute of a trial that reruns an interrupted one, with its parameters
+RETRY_OF = studies.RETRY_OF  # user attribute of a trial that reruns an interrupted one, with its parameters
 
 
 def _is_search_override(arg: str) -> bool:
@@ -52,11 +54,14 @@ class OptunaSweeper(QuarlSweeper):
         params: dict[str, str] | None = None,
         search: Mapping[str, Any] | None = None,
         max_batch_size: int | None = None,
+        pruner: Any = None,
     ) -> None:
         super().__init__(max_batch_size=max_batch_size, params=params)
         self.n_trials, self.n_jobs, self.direction = n_trials, n_jobs, direction
         self.study_name, self.storage, self.sampler = study_name, storage, sampler
         self.search = dict(search or {})
+        self.pruner = pruner  # checked in the search (quarl.store.studies.check_pruner); null: median
+        self.pruning: dict[str, Any] | None = None  # the checked pruner settings, where the search prunes
         self.job_index = 0
 
     # --- settings -------------------------------------------------------------------------------
@@ -89,7 +94,7 @@ class OptunaSweeper(QuarlSweeper):
         import optuna
 
         assert self.config is not None
-        url = search_space.storage_url(self.storage, self._store_of(self.config))
+        url = studies.storage_url(self.storage, self._store_of(self.config))
         if url.startswith("sqlite:///"):
             Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
         kwargs = {"connect_args": {"timeout": 120}} if url.startswith("sqlite") else {}
@@ -131,6 +136,7 @@ class OptunaSweeper(QuarlSweeper):
         study.set_user_attr("seeds", search.seeds)
         study.set_user_attr("space", {p.name: repr(p.distribution) for p in params})
         study.set_user_attr("fixed", fixed)
+        study.set_user_attr(studies.PRUNER, self.pruning)  # the trainings build the same pruner from it
         return study
 
     # --- the search -----------------------------------------------------------------------------
@@ -150,14 +156,19 @@ class OptunaSweeper(QuarlSweeper):
         store = self._store_of(self.config)
         search = search_space.settings(self._search_node(), self.direction, search_results.numeric_columns(store))
         params, fixed, seed = self._space(arguments)
+        self.pruning, why = search_space.pruning(self.pruner, search)
         study = self._study(search, params, fixed)
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        if self.pruning is not None:
+            log.info("Pruner %s", studies.describe_pruner(self.pruning))
+        else:
+            log.info("No pruning: %s", why)
         log.info(
             "Study %s (%s): %d of %d trials finished, %s a trial, %s",
             study.study_name, ", ".join(f"{d} {o.name}" for o, d in zip(search.objectives, search.directions)),
-            _finished(study), n_trials, f"{search.seeds} seed(s)", search_space.storage_url(self.storage, store),
+            _finished(study), n_trials, f"{search.seeds} seed(s)", studies.storage_url(self.storage, store),
         )  # fmt: skip
         returns = []
         while True:
@@ -185,6 +196,10 @@ class OptunaSweeper(QuarlSweeper):
             chosen = [p.override(trial.params[p.name]) for p in params]
             jobs += [[*fixed, *chosen, f"seed={seed + i}"] for i in range(search.seeds)]
         results: Any = []
+        configs = self._compose(jobs)
+        if self.pruning is not None:  # each trial lists its trainings, which find it by them
+            for index, trial in enumerate(batch):
+                trial.set_user_attr(studies.TRAINS, _trainings(configs, index, search.seeds))
         try:
             with _heartbeats(study, batch):
                 pending = self._pending(jobs)
@@ -201,14 +216,19 @@ class OptunaSweeper(QuarlSweeper):
                 trial.set_user_attr(INTERRUPTED, True)
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
             raise
-        configs = self._compose(jobs)
         cells = [(self._store_of(configs[i]), _cell_key(configs[i])) for i in range(len(jobs))]
         rows = search_results.records(cells)
         seeds = [seed + i for i in range(search.seeds)]
+        held = {t.number: t for t in study.get_trials(deepcopy=False)} if self.pruning is not None else {}
         for index, trial in enumerate(batch):
-            got = search_results.outcome(seeds, rows[index * search.seeds : (index + 1) * search.seeds], search)
+            own = rows[index * search.seeds : (index + 1) * search.seeds]
+            got = search_results.outcome(seeds, own, search)
             for key, value in got.attrs.items():
                 trial.set_user_attr(key, value)
+            if _was_pruned(held.get(trial.number), own):
+                frozen = study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                log.info("Pruned %s", search_results.describe(frozen, search))
+                continue
             if got.values is None:
                 trial.set_user_attr(search_results.FAILED_CELLS, got.why)
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
@@ -221,8 +241,7 @@ class OptunaSweeper(QuarlSweeper):
     def _report(self, study: Any, search: SearchSettings, params: list[Param], fixed: list[str], folder: Path) -> None:
         """Log the best trial (or the Pareto front) and write the search's files into the sweep dir."""
         written = search_results.write_all(folder, study, params, fixed, search)
-        complete = [t for t in study.get_trials(deepcopy=False) if t.values is not None]
-        if complete:
+        if search_results.complete(study):  # not pruned ones: they hold their last training return as value
             best = study.best_trials if len(search.objectives) > 1 else [study.best_trial]
             title = "Pareto front" if len(search.objectives) > 1 else "Best"
             for trial in best:
@@ -235,6 +254,30 @@ def _cell_key(cfg: DictConfig) -> str:
     from quarl.config.keys import cell_key
 
     return cell_key(cfg)
+
+
+def _trainings(configs: Mapping[int, DictConfig], trial_index: int, seeds: int) -> dict[str, list[int]]:
+    """{policy key: [seed index, stage]} of the trainings the trial's cells may run (a cell that
+    cannot be keyed is left out: it is refused, or fails, before it trains)."""
+    listed: dict[str, list[int]] = {}
+    for seed_index in range(seeds):
+        try:
+            keys = search_results.trainings(configs[trial_index * seeds + seed_index])
+        except Exception as exc:  # noqa: BLE001 - the cell itself says what is wrong with it
+            log.debug("No policy keys for a cell of this trial: %s", exc)
+            continue
+        for key, stage in keys.items():
+            listed.setdefault(key, [seed_index, stage])
+    return listed
+
+
+def _was_pruned(held: Any, rows: Sequence[dict[str, Any] | None]) -> bool:
+    """Whether a trial was pruned: its training said so (the `pruned` user attribute), or one of its
+    cells stopped because a trial it shares a policy with was (the record says `Pruned: ...`)."""
+    if held is not None and studies.PRUNED in held.user_attrs:
+        return True
+    messages = [str(row.get("message") or "") for row in rows if row is not None and row.get("status") == "failed"]
+    return any(message.startswith(studies.PRUNED_MESSAGE) for message in messages)
 
 
 def _finished(study: Any) -> int:

@@ -16,10 +16,11 @@ from typing import Any
 
 from hydra_plugins.quarl_sweeper.search_space import Objective, Param, SearchSettings
 from quarl.collate.search import complete, figures
+from quarl.store import studies
 
 log = logging.getLogger(__name__)
 
-FAILED_CELLS = "failed_cells"  # user attribute of a trial that failed for a reason a rerun repeats
+FAILED_CELLS = studies.FAILED_CELLS  # user attribute of a trial that failed for a reason a rerun repeats
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -99,8 +100,28 @@ def outcome(seeds: Sequence[int], rows: Sequence[dict[str, Any] | None], search:
     return Outcome(values, attrs)
 
 
+def trainings(cfg: Any) -> dict[str, int]:
+    """The policy key of each training a cell may run, with its stage (0: the fp32 policy; 1: the
+    method's own, such as QAT's): a trial lists them for its trainings to find it (quarl.train.pruning)."""
+    import copy
+
+    from quarl.config import method_registry
+    from quarl.config.keys import policy_key
+
+    cell = copy.deepcopy(cfg)
+    method_registry.settle(cell, warn=False)  # as the cell settles itself before it trains
+    keys = {policy_key(method_registry.fp32_config(cell)): 0}
+    if method_registry.of(cell).trains_policy:
+        keys[policy_key(cell)] = 1
+    return keys
+
+
 def describe(trial: Any, search: SearchSettings) -> str:
-    """One line: a trial's values, per seed where it has several, and its parameters."""
+    """One line: a trial's values, per seed where it has several (a pruned one: where it was pruned),
+    and its parameters."""
+    params = " ".join(f"{k}={v}" for k, v in trial.params.items())
+    if trial.state.name == "PRUNED":
+        return f"trial {trial.number}: {studies.pruned_note(trial.user_attrs) or 'pruned'} with {params}"
     parts = []
     for index, objective in enumerate(search.objectives):
         value = trial.values[index] if trial.values else float("nan")
@@ -110,7 +131,6 @@ def describe(trial: Any, search: SearchSettings) -> str:
             std = trial.user_attrs.get(f"{objective.name}_std", 0.0)
             spread = f" (seeds {', '.join(f'{v:.6g}' for v in per_seed)}; std {std:.3g})"
         parts.append(f"{objective.name} {value:.6g}{spread}")
-    params = " ".join(f"{k}={v}" for k, v in trial.params.items())
     return f"trial {trial.number}: {', '.join(parts)} with {params}"
 
 

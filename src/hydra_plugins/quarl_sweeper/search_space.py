@@ -12,10 +12,10 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from quarl.errors import QuarlError
+from quarl.store.studies import check_pruner
 
 DIRECTIONS = ("maximize", "minimize")
 #: Numeric fields of a record that make sense as objectives (a store may hold more: any numeric
@@ -115,6 +115,24 @@ def settings(search: Mapping[str, Any], direction: Any, store_columns: Sequence[
     return SearchSettings(objectives, directions, seeds)
 
 
+#: Record fields the training return tracks: a search on one of them may prune on the training curve.
+PRUNABLE = ("reward_mean", "reward_min", "reward_max", "fp32_reward")
+
+
+def pruning(node: Any, search: SearchSettings) -> tuple[dict[str, Any] | None, str]:
+    """The checked `hydra.sweeper.pruner` (a bad one is one QuarlError sentence), with `sign` -1 where
+    the objective is negated; None, and why, where the search does not prune."""
+    spec = check_pruner(node)
+    if spec["name"] == "none":
+        return None, "hydra.sweeper.pruner.name=none"
+    if len(search.objectives) > 1:
+        return None, "Optuna prunes single-objective studies only"
+    objective = search.objectives[0]
+    if objective.field not in PRUNABLE:
+        return None, f"the training return does not track {objective.field} (it does {', '.join(PRUNABLE)})"
+    return {**spec, "sign": -1 if objective.negate else 1}, ""
+
+
 def positive(name: str, value: Any) -> int:
     """A positive integer setting of the sweeper (n_trials, n_jobs)."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -200,13 +218,3 @@ def study_name(params: Sequence[Param], fixed: Sequence[str], search: SearchSett
         "seeds": search.seeds,
     }
     return f"{prefix}-" + hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:12]
-
-
-def storage_url(storage: str | None, store_path: Path) -> str:
-    """Optuna's storage: an RDB URL as given, a file path as SQLite, or by default `optuna.db` beside
-    the results store (several jobs, on one machine or a cluster's shared disk, share its studies)."""
-    if not storage:
-        return f"sqlite:///{(store_path.parent / 'optuna.db').resolve()}"
-    if "://" in storage:
-        return storage
-    return f"sqlite:///{Path(storage).expanduser().resolve()}"

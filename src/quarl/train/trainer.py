@@ -31,6 +31,7 @@ from quarl.train import CURVE_FILE, META_FILE, MODEL_FILE, NORMALIZE_FILE, check
 from quarl.train.amp import AutocastWhileTraining
 from quarl.train.curves import CURVES_DIR, Curves, CurvesOutput, RunName, launch_dir, open_curves, sweep_group
 from quarl.train.keep_best import KeepBest
+from quarl.train.pruning import pruning_callback
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +209,8 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
     run = _start(cfg, folder, progress, checkpoints)
     if checkpoints is not None and checkpoint_every(cfg) > 0:
         run.callbacks.append(checkpoint.Checkpointer(checkpoints, checkpoint_every(cfg), lambda: _state(run)))
+    pruning = pruning_callback(cfg)  # in a search that prunes: reports to its trial (after the checkpoint)
+    run.callbacks += [pruning] if pruning is not None else []
     _learn(run)
     kept = _keep_the_best(run)
     _save(run, folder, kept)
