@@ -232,6 +232,8 @@ def cmd_trials(args: argparse.Namespace) -> None:
             frame.to_csv(sys.stdout, index=False, header=name == names[0] or args.study is not None)
             continue
         print(header(study, url), flush=True)
+        if not frame.empty:  # notes read left to right
+            frame["note"] = frame["note"].str.ljust(int(frame["note"].str.len().max()))
         with pd.option_context("display.max_rows", None, "display.width", 250, "display.max_columns", None):
             print(frame.to_string(index=False) if not frame.empty else "(no trials)", "\n", flush=True)
 
