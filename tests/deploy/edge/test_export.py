@@ -123,7 +123,7 @@ def test_16x8_and_huffman_from_the_command_line_export_and_backend(scratch, shar
     coded = export(str(scratch / "coded"), "--format", "c", "--precision", "int4", "--weight-coding", "huffman")
     assert coded.returncode == 0, coded.stderr
     assert "Huffman-coded stream" in coded.stdout and "identical to the integer reference" in coded.stdout
-    assert "STREAM[" in (scratch / "coded" / "policy.c").read_text()
+    assert "HUFF = {" in (scratch / "coded" / "policy.c").read_text() and "coded in pairs" in coded.stdout
     refused = export(str(scratch / "p.tflite"), "--format", "tflite", "--weight-coding", "huffman")
     assert refused.returncode == 1 and "weight_coding=huffman is not supported for format=tflite" in refused.stderr
     assert "Traceback" not in refused.stderr and not (scratch / "p.tflite").exists()

@@ -15,7 +15,7 @@ import torch
 from stable_baselines3 import PPO
 
 from quarl.deploy import acting_network
-from quarl.deploy.edge import csimd, cstream, huffman, integer_policy
+from quarl.deploy.edge import cpairs, csimd, huffman, integer_policy
 from quarl.deploy.edge.cgen import header, source
 from quarl.deploy.edge.toolchain import CPolicy, available, qemu_actions, tool
 from quarl.quantize.weights import quantize_policy
@@ -152,8 +152,31 @@ def test_the_cortex_m4_build_runs_the_dsp_kernel_bit_for_bit(activation_bits, we
     assert np.array_equal(np.asarray(got).view(np.uint8), policy.act(states[:300]).view(np.uint8))
 
 
-def test_the_stream_is_padded_for_the_bit_buffer(cartpole):
+def test_length_limited_code_is_a_prefix_code_within_its_limit():
+    rng = np.random.default_rng(3)
+    values = np.clip(np.round(rng.normal(0, 2.5, 4000)), -8, 7).astype(np.int64) * 16 + rng.integers(0, 12, 4000)
+    free = huffman.canonical_code(values)
+    for limit in range(int(np.ceil(np.log2(len(np.unique(values))))), free.max_length + 1):
+        code = huffman.limited_code(values, limit)
+        lengths = [n for n, c in enumerate(code.counts) for _ in range(c)]
+        assert code.max_length <= limit and sum(2.0**-n for n in lengths) <= 1
+        stream = huffman.encode(values, code)
+        assert np.array_equal(huffman.decode(stream, code, len(values)), values)
+        assert stream.size >= huffman.encode(values, free).size  # Huffman's is the shortest
+    with pytest.raises(ValueError):
+        huffman.limited_code(values, 3)
+
+
+def test_the_pair_stream_decodes_by_one_look_up_per_pair(cartpole):
+    """int4 weights: one canonical code over the pairs SMLAD multiplies, no code longer than the table's
+    bits (8: a 1 KB table), every pair one look-up; 8-bit weights keep the one-value stream."""
     policy = dataclasses.replace(cartpole.integer(weight_bits=4), weight_coding="huffman")
-    _, stream = cstream.encoded(policy)
+    pair_code = cpairs.encoded(policy)
+    assert pair_code is not None and pair_code.bits <= 8 and pair_code.per_refill >= 3
+    pairs = cpairs.pairs(policy)
+    assert len(pairs) == pair_code.pairs == 64 + 64 + 16 * 2 + (4480 // 2)  # 2 Tanh tables, layer 0's shifts
+    assert np.array_equal(cpairs.decode(pair_code.stream, pair_code.table(), pair_code.bits, len(pairs)), pairs)
     src = source(policy)
-    assert f"STREAM[{stream.size + 4}]" in src and "HUFF_LUT[1 << HUFF_LUT_BITS]" in src
+    assert f"uint8_t stream[{pair_code.stream.size + 4}]" in src and "uint32_t lut[1 << HUFF_LUT_BITS]" in src
+    wide = dataclasses.replace(cartpole.integer(weight_bits=8), weight_coding="huffman")
+    assert cpairs.encoded(wide) is None and "STREAM[" in source(wide)

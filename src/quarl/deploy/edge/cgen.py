@@ -31,7 +31,7 @@ from typing import Iterable
 
 import numpy as np
 
-from quarl.deploy.edge import c_runtime, ckernel, csimd, cstream, huffman
+from quarl.deploy.edge import c_runtime, ckernel, cpairs, csimd, cstream, huffman
 from quarl.deploy.edge.csimd import pack_weights as pack_weights  # re-exported
 from quarl.deploy.edge.cstream import half_table as half_table  # re-exported
 from quarl.deploy.edge.fixedpoint import DOUBLE_16X8, SIGMOID_TABLE_UINT16
@@ -115,7 +115,9 @@ def data_bytes(policy: IntegerPolicy) -> int:
     if policy.mean is not None:
         total += 4 * 2 * policy.obs_dim + 4  # OBS_MEAN, OBS_STD, OBS_CLIP
     coded = policy.weight_coding == "huffman"
-    if coded:  # the weights, shifts and Tanh tables are in the stream
+    if coded and cpairs.encoded(policy) is not None:  # the pair stream and its table
+        total += cpairs.data_bytes(policy)
+    elif coded:  # the weights, shifts and Tanh tables are in the stream
         code, stream = cstream.encoded(policy)
         total += stream.size + STREAM_PAD + len(code.counts) + len(code.symbols)
         total += 2 << min(code.max_length, huffman.LOOKUP_BITS)  # HUFF_LUT
@@ -180,6 +182,7 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
     narrow_t, wide_t = _bias_types(policy)
     layers = policy.layers
     coded = policy.weight_coding == "huffman"
+    paired = cpairs.encoded(policy) is not None  # decoded a pair per look-up (cpairs)
     width = max(max(csimd.padded(max(layer.weight.shape), 8) for layer in layers), csimd.padded(policy.obs_dim, 8))
     scheme = "16x8 scheme (int16 activations, int8 weights, int64 biases)" if wide else "int8 scheme"
     parts: list[str] = [
@@ -203,7 +206,7 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
     parts.append(_array("float", "IN_CENTER", map(_hex_float, policy.center), f"[{n}]"))
     parts.append(_array("float", "IN_STEP", map(_hex_float, policy.step), f"[{n}]"))
     if coded:
-        parts.append(_stream_arrays(policy))
+        parts.append(cpairs.arrays(policy, _values) if paired else _stream_arrays(policy))
     for i, layer in enumerate(layers):
         rows, cols = layer.weight.shape
         parts.append(f"\n/* {layer.name}: {cols} -> {rows}, {layer.activation} */\n")
@@ -238,7 +241,9 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
     if _even_features(policy):
         parts.append(c_runtime.QUANTIZE_EVEN)
     parts.append(ckernel.kernels(8 if coded else bits, policy.activation_bits))  # a coded row is decoded into int8
-    if coded:
+    if paired:
+        parts.append(cpairs.runtime(policy))
+    elif coded:
         row_words = max(csimd.row_words(layer.weight.shape[1], 8) for layer in layers)
         parts.append(f"#define ROW_WORDS {row_words}\n" + c_runtime.HUFFMAN_READER + c_runtime.DECODE_ROW)
         if cstream.shifts_read(policy) and any(cstream.shift_varies(layer) for layer in layers):
@@ -247,7 +252,10 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
     parts.append(c_runtime.TANH16 if tanh16 else "")
     for i, layer in enumerate(layers):
         parts.append(ckernel.output_function(policy, i, layer, folded_bias(layer), coded))
-        parts.append(ckernel.layer_function(policy, i, layer, coded))
+        function = (
+            cpairs.layer_function(policy, i, layer) if paired else ckernel.layer_function(policy, i, layer, coded)
+        )
+        parts.append(function)
     parts.append(_act(policy))
     return "".join(parts)
 
@@ -340,11 +348,10 @@ def _act(policy: IntegerPolicy) -> str:
         "        buf_a[j / 2 + 1] = pack(q[j + 1], q[j + 3]);",
         "    }",
     ]
-    lines += (
-        ["    bit_buf = 0;", "    bit_count = 0;", "    bit_next = STREAM;"]
-        if policy.weight_coding == "huffman"
-        else []
-    )
+    if cpairs.encoded(policy) is not None:
+        lines.append("    bit_pos = HUFF_START;")
+    elif policy.weight_coding == "huffman":
+        lines += ["    bit_buf = 0;", "    bit_count = 0;", "    bit_next = STREAM;"]
     buffers = ("buf_a", "buf_b")
     lines += [f"    layer{i}({buffers[i % 2]}, {buffers[1 - i % 2]});" for i in range(len(policy.layers))]
     src = "buf_a" if len(policy.layers) % 2 == 0 else "buf_b"

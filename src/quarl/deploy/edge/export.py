@@ -275,15 +275,21 @@ def _differing(got: np.ndarray, expected: np.ndarray) -> int:
 
 
 def _stream_note(policy: IntegerPolicy) -> str:
-    from quarl.deploy.edge import cstream
+    from quarl.deploy.edge import cpairs, cstream
     from quarl.deploy.edge.cgen import pack_weights
 
-    _, stream = cstream.encoded(policy)
+    pair_code = cpairs.encoded(policy)
+    stream = pair_code.stream if pair_code is not None else cstream.encoded(policy)[1]
     n = sum(layer.weight.size for layer in policy.layers)
     packed = sum(pack_weights(layer.weight, layer.weight_bits).size for layer in policy.layers)
+    table = (
+        f"; coded in pairs, decoded by a {4 << pair_code.bits}-byte table of {pair_code.bits} bits, in the flash too"
+        if pair_code is not None
+        else ""
+    )
     return (
         f"Huffman-coded stream: {stream.size} bytes hold the {n} weights, the Tanh tables and the shifts "
-        f"({8 * stream.size / n:.2f} bits per weight, all in; the weights packed: {packed} bytes)"
+        f"({8 * stream.size / n:.2f} bits per weight, all in; the weights packed: {packed} bytes{table})"
     )
 
 

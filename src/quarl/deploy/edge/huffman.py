@@ -72,6 +72,32 @@ def canonical_code(values: np.ndarray) -> CanonicalCode:
     return CanonicalCode(tuple(counts), tuple(symbols))
 
 
+def limited_code(values: np.ndarray, limit: int) -> CanonicalCode:
+    """The optimal canonical prefix code of `values` with no code longer than `limit` bits
+    (Larmore and Hirschberg's package-merge); Huffman's own lengths where they fit."""
+    symbols, counts = np.unique(np.asarray(values).reshape(-1), return_counts=True)
+    n = len(symbols)
+    if n > 1 << limit:
+        raise ValueError(f"{n} values do not fit codes of {limit} bits")
+    lengths = code_lengths(values)
+    if max(lengths.values()) > limit:
+        order = np.argsort(counts, kind="stable")
+        leaves = [(int(counts[i]), np.eye(n, dtype=np.int64)[i]) for i in order]
+        items = list(leaves)
+        for _ in range(limit - 1):
+            packages = [
+                (items[k][0] + items[k + 1][0], items[k][1] + items[k + 1][1]) for k in range(0, len(items) - 1, 2)
+            ]
+            items = sorted(leaves + packages, key=lambda item: item[0])
+        depth = np.sum([item[1] for item in items[: 2 * n - 2]], axis=0)
+        lengths = {int(s): int(d) for s, d in zip(symbols, depth)}
+    longest = max(lengths.values())
+    histogram = [0] * (longest + 1)
+    for length in lengths.values():
+        histogram[length] += 1
+    return CanonicalCode(tuple(histogram), tuple(sorted(lengths, key=lambda s: (lengths[s], s))))
+
+
 def encode(values: np.ndarray, code: CanonicalCode) -> np.ndarray:
     """The bit stream of `values` (flattened, in order) as uint8 bytes, lowest bit first."""
     book = code.codebook()
