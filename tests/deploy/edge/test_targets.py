@@ -82,7 +82,7 @@ def test_the_firmware_acts_as_the_reference_and_is_measured(t, which, bits, codi
 
 def test_the_huffman_coded_4_bit_policy_costs_at_most_3_times_the_int8_one_on_the_cortex_m4(cartpole, tmp_path):
     """Instructions per action under QEMU (deterministic; an instruction is not a cycle): one look-up per
-    pair of weights, straight into SMLAD (2.96x the int8 policy when measured)."""
+    pair of weights, straight into SMLAD, the Tanh tables in flash (2.75x the int8 policy when measured)."""
     t = TARGETS["cortex-m4"]
     need(t)
     check, count = cartpole.states[:20], cartpole.states[:2]
@@ -90,7 +90,7 @@ def test_the_huffman_coded_4_bit_policy_costs_at_most_3_times_the_int8_one_on_th
     coded = dataclasses.replace(cartpole.integer(weight_bits=4), weight_coding="huffman")
     huffman = t.firmware(coded, check, count, tmp_path / "huffman")
     assert np.array_equal(huffman.actions, coded.act(check))
-    assert huffman.instructions <= 3.1 * int8.instructions, (huffman.instructions, int8.instructions)
+    assert huffman.instructions <= 3 * int8.instructions, (huffman.instructions, int8.instructions)
 
 
 def test_a_command_that_does_not_finish_is_one_sentence(tmp_path):

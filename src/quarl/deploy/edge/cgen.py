@@ -115,7 +115,8 @@ def data_bytes(policy: IntegerPolicy) -> int:
     if policy.mean is not None:
         total += 4 * 2 * policy.obs_dim + 4  # OBS_MEAN, OBS_STD, OBS_CLIP
     coded = policy.weight_coding == "huffman"
-    if coded and cpairs.encoded(policy) is not None:  # the pair stream and its table
+    paired = coded and cpairs.encoded(policy) is not None
+    if paired:  # the pair stream and its table
         total += cpairs.data_bytes(policy)
     elif coded:  # the weights, shifts and Tanh tables are in the stream
         code, stream = cstream.encoded(policy)
@@ -126,6 +127,7 @@ def data_bytes(policy: IntegerPolicy) -> int:
         total += rows * (1 if _narrow_bias(policy, layer) else 2) * (2 if layer.bits == 8 else 4)
         total += 0 if _uniform(layer.multiplier) else 4 * rows
         total += 8 * rows if _in_double(policy) else 0
+        total += 256 if paired and layer.tanh_table is not None else 0  # the pair stream holds no Tanh table
         if coded:
             continue
         total += 4 * rows * csimd.row_words(cols, layer.weight_bits)
@@ -222,7 +224,7 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
             parts.append(_array("int32_t", f"L{i}_M", _int32s(layer.multiplier), f"[{rows}]"))
         if not _uniform(layer.shift) and not coded:
             parts.append(_array("int8_t", f"L{i}_S", _ints(layer.shift), f"[{rows}]"))
-        if layer.tanh_table is not None and not coded:
+        if layer.tanh_table is not None and (paired or not coded):
             parts.append(_array("int8_t", f"L{i}_TANH", _ints(layer.tanh_table), "[256]"))
         if _in_double(policy):
             parts.append(_array("double", f"L{i}_REAL", (float(v).hex() for v in layer.real_multiplier), f"[{rows}]"))
@@ -251,7 +253,7 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
         parts.append(c_runtime.STREAM_TABLE if any(layer.tanh_table is not None for layer in layers) else "")
     parts.append(c_runtime.TANH16 if tanh16 else "")
     for i, layer in enumerate(layers):
-        parts.append(ckernel.output_function(policy, i, layer, folded_bias(layer), coded))
+        parts.append(ckernel.output_function(policy, i, layer, folded_bias(layer), coded, coded and not paired))
         function = (
             cpairs.layer_function(policy, i, layer) if paired else ckernel.layer_function(policy, i, layer, coded)
         )

@@ -230,8 +230,11 @@ def _clamp(layer: Dense, bits: int, value: str) -> str:
     return f"{value} < {int(layer.act_min)} ? {int(layer.act_min)} : ({value} > ACT_MAX ? ACT_MAX : {value})"
 
 
-def output_function(policy: IntegerPolicy, i: int, layer: Dense, bias: np.ndarray, coded: bool) -> str:
-    """`out{i}(s, o, k)`: output channel o (row k of its pass) of layer i from its dot product s."""
+def output_function(
+    policy: IntegerPolicy, i: int, layer: Dense, bias: np.ndarray, coded: bool, ram_tanh: bool = False
+) -> str:
+    """`out{i}(s, o, k)`: output channel o (row k of its pass) of layer i from its dot product s; the
+    Tanh table is `L{i}_TANH` in flash, or `TANH` where the stream's decoder fills it (`ram_tanh`)."""
     tanh16 = policy.activation_bits == 16 and layer.tanh_int16 is not None
     zp = int(layer.output.zero_point)
     if fast_requantization(policy, layer, bias):
@@ -260,7 +263,7 @@ def output_function(policy: IntegerPolicy, i: int, layer: Dense, bias: np.ndarra
         about = "bias, the runtime's requantization, the zero point"
     lines.append(f"const int32_t c = {_clamp(layer, policy.activation_bits, 'r')};")
     if layer.tanh_table is not None and policy.activation_bits == 8:
-        table = "TANH" if coded else f"L{i}_TANH"
+        table = "TANH" if ram_tanh else f"L{i}_TANH"
         lines.append(f"(void)k;\n    return {table}[c + 128];")
         about += ", clamp, Tanh by table"
     elif tanh16 and layer.tanh_int16 is not None:

@@ -1,6 +1,6 @@
 """The Huffman-coded C policy's table-driven form (`weight_coding="huffman"`, int8 activations): the
-stream (`cstream`'s values: Tanh steps, shifts, weight codes) coded in pairs of int8 values, one
-canonical code over the pairs, and every pair decoded by one look-up straight into the dot product.
+weight codes and shifts coded in pairs of int8 values, one canonical code over the pairs, and every
+pair decoded by one look-up straight into the dot product.
 
 A pair is what one SMLAD multiplies: the weights (w0, w2) or (w1, w3) of a row's word of 4, meeting
 the activation pairs (a0, a2) and (a1, a3) (`ckernel`). No code is longer than the table's K bits
@@ -9,12 +9,13 @@ the stream's next K bits in `HUFF.lut` decodes a pair: its entry holds the code'
 the pair's first value (byte 1) and its second (byte 3). On the Cortex-M4 (`PAIR_ASM`) a pair is
 UBFX, LDR, LSR of the bit buffer by the entry, UXTAB of the length into the position, SXTB16 of the
 entry rotated by 8 and SMLAD: 6 instructions, and one unaligned word load (4 instructions) refills the
-buffer every 25 // K pairs. Nothing is decoded into RAM but each layer's Tanh table (its 128 steps, 64
-pairs). The portable C99 path reads the same stream a pair at a time.
+buffer every 25 // K pairs. Nothing is decoded into RAM: the Tanh tables stay whole in flash (256 B
+each, as the packed policy's: decoding them per call cost more instructions than they save bytes).
+The portable C99 path reads the same stream a pair at a time.
 
-The stream's order, per layer: the Tanh table's steps (as `cstream`), then per pass of 4 rows the
-shifts' differences from the layer's first ((d0, d1), (d2, d3), where they vary), and per word column,
-per row, (w0, w2) and (w1, w3); then the rows left one by one, each with (d, 0) and its columns.
+The stream's order, per layer: per pass of 4 rows the shifts' differences from the layer's first
+((d0, d1), (d2, d3), where they vary), and per word column, per row, (w0, w2) and (w1, w3); then the
+rows left one by one, each with (d, 0) and its columns.
 """
 
 from __future__ import annotations
@@ -84,8 +85,6 @@ def pairs(policy: IntegerPolicy) -> np.ndarray:
     """Every pair of the stream (n x 2), in the order the C policy reads them."""
     parts: list[np.ndarray] = []
     for layer in policy.layers:
-        if layer.tanh_table is not None:
-            parts.append(cstream.table_steps(layer).reshape(-1, 2))
         parts += _layer_pairs(layer, cstream.shifts_read(policy) and cstream.shift_varies(layer))
     out = np.concatenate(parts).astype(np.int64)
     if out.min() < -128 or out.max() > 127:
@@ -162,7 +161,7 @@ def arrays(policy: IntegerPolicy, render: Callable[[Iterable[str]], str]) -> str
     lut = render(f"0x{int(v):08x}u" for v in pair_code.table())
     data = render(str(int(v)) for v in stream)
     return (
-        "\n/* HUFF.stream holds, in the order the policy reads them, each Tanh table's steps, then per output\n"
+        "\n/* HUFF.stream holds, in the order the policy reads them, per output\n"
         f"   channel its {policy.weight_bits}-bit weight codes and its shift (from the layer's first), in pairs, in"
         f" one\n   canonical Huffman code of pairs ({8 * pair_code.stream.size / n_weights:.2f} bits per weight,"
         " all in), no code longer\n   than HUFF_LUT_BITS: HUFF.lut[the stream's next HUFF_LUT_BITS bits] ="
@@ -205,45 +204,6 @@ static void read_shifts(int rows) {
             row_shift[k + 1] = SECOND(e);
         }
     }
-}
-"""
-
-TANH_TABLE = r"""
-/* the Tanh table of the layer starting, by code + 128, from the 128 steps of its odd half (codes
-   1..127, then the magnitude at -128), 64 pairs */
-static int8_t TANH[256];
-static void read_table(void) {
-    int32_t v = 0;
-    uint32_t e;
-#if PAIR_ASM /* codes 1..126: 63 pairs, @GROUP@ a refill */
-    const uint32_t *const lut = HUFF.lut;
-    uint32_t pos = bit_pos, w, n;
-    int8_t *hi = TANH + 129, *lo = TANH + 127;
-    int8_t *const end = TANH + 255;
-    __asm__("1:\n"
-        @TABLE_STEP@
-        "cmp %[hi], %[end]\n bne 1b\n"
-        : [pos] "+r"(pos), [v] "+r"(v), [hi] "+r"(hi), [lo] "+r"(lo), [w] "=&r"(w), [e] "=&r"(e), [n] "=&r"(n)
-        : [lut] "r"(lut), [end] "r"(end)
-        : "cc", "memory");
-    bit_pos = pos;
-#else
-    int q;
-    for (q = 1; q < 127; q += 2) {
-        e = next_pair();
-        v += FIRST(e);
-        TANH[128 + q] = (int8_t)v;
-        TANH[128 - q] = (int8_t)-v;
-        v += SECOND(e);
-        TANH[129 + q] = (int8_t)v;
-        TANH[127 - q] = (int8_t)-v;
-    }
-#endif
-    e = next_pair();
-    v += FIRST(e);
-    TANH[255] = (int8_t)v;
-    TANH[1] = (int8_t)-v;
-    TANH[0] = (int8_t)-(v + SECOND(e));
 }
 """
 
@@ -305,51 +265,29 @@ static inline __attribute__((always_inline)) void pdot{rows}(const uint32_t *x, 
 """
 
 
-REFILL = r'"lsr %[e], %[pos], #3\n ldr %[w], [%[lut], %[e]]\n and %[e], %[pos], #7\n lsr %[w], %[w], %[e]\n"'
-LOOKUP = (
-    r'"ubfx %[e], %[w], #0, #@BITS@\n ldr %[e], [%[lut], %[e], lsl #2]\n lsr %[w], %[w], %[e]\n'
-    r' uxtab %[pos], %[pos], %[e]\n"'
-)
-
 NEXT_PAIR = r"""
 /* the next pair's entry: a refill from the position and one look-up of the next HUFF_LUT_BITS bits */
 static inline __attribute__((always_inline)) uint32_t next_pair(void) {
     uint32_t pos = bit_pos, w, e;
-    __asm__(@REFILL@ @LOOKUP@ : [pos] "+r"(pos), [w] "=&r"(w), [e] "=&r"(e) : [lut] "r"(HUFF.lut));
+    __asm__("lsr %[e], %[pos], #3\n ldr %[w], [%[lut], %[e]]\n and %[e], %[pos], #7\n lsr %[w], %[w], %[e]\n"
+        "ubfx %[e], %[w], #0, #@BITS@\n ldr %[e], [%[lut], %[e], lsl #2]\n uxtab %[pos], %[pos], %[e]\n"
+        : [pos] "+r"(pos), [w] "=&r"(w), [e] "=&r"(e) : [lut] "r"(HUFF.lut));
     bit_pos = pos;
     return e;
 }
 """
 
 
-def _table_step(bits: int, per_refill: int) -> tuple[str, int]:
-    """The asm of read_table's loop body: a refill, then `group` pairs, each two steps added to the
-    value and stored at +code and (negated) at -code."""
-    group = 3 if per_refill >= 3 else 1  # 63 pairs, a whole number of groups
-    store = (
-        r'"sxtab %[v], %[v], %[e], ror #@ROT@\n strb %[v], [%[hi]], #1\n rsb %[n], %[v], #0\n'
-        r' strb %[n], [%[lo]], #-1\n"'
-    )
-    lines = [REFILL]
-    for _ in range(group):
-        lines += [LOOKUP, store.replace("@ROT@", "8"), store.replace("@ROT@", "24")]
-    return "\n        ".join(lines).replace("@BITS@", str(bits)), group
-
-
 def runtime(policy: IntegerPolicy) -> str:
-    """The decoder, the Tanh table's reader and the kernels (SIMD and portable)."""
+    """The decoder, the shifts' reader and the kernels (SIMD and portable)."""
     pair_code = encoded(policy)
     assert pair_code is not None
     bits, per = pair_code.bits, pair_code.per_refill
     out = ["\n#if POLICY_SIMD && defined(__GNUC__) && !defined(__ARM_BIG_ENDIAN)\n#define PAIR_ASM 1\n#else\n"]
     out.append("#define PAIR_ASM 0\n#endif\n" + DECODER)
-    lookup_asm = LOOKUP.replace("@BITS@", str(bits))
-    out.append("#if PAIR_ASM\n" + NEXT_PAIR.replace("@REFILL@", REFILL).replace("@LOOKUP@", lookup_asm) + "#endif\n")
     if cstream.shifts_read(policy) and any(cstream.shift_varies(layer) for layer in policy.layers):
+        out.append("#if PAIR_ASM\n" + NEXT_PAIR.replace("@BITS@", str(bits)) + "#endif\n")
         out.append(c_runtime.ROW_SHIFT + READ_SHIFTS)
-    if any(layer.tanh_table is not None for layer in policy.layers):
-        step, group = _table_step(bits, per)
-        out.append(TANH_TABLE.replace("@TABLE_STEP@", step).replace("@GROUP@", f"{group} per"))
     out.append("\n#if PAIR_ASM\n")
     out.append(_asm_kernel(ROWS, bits, per) + _asm_kernel(1, bits, per))
     out.append("#define PDOT4(x, words, s) pdot4(x, words, s)\n#define PDOT1(x, words, s) pdot1(x, words, s)\n")
@@ -365,7 +303,6 @@ def layer_function(policy: IntegerPolicy, i: int, layer: Dense) -> str:
     words = csimd.row_words(cols, 8)
     full = rows - rows % ROWS
     vary = cstream.shifts_read(policy) and cstream.shift_varies(layer)
-    prepare = "    read_table();\n" if layer.tanh_table is not None else ""
     loop4 = (
         f"""    for (o = 0; o < {full}; o += {ROWS}) {{
 {"        read_shifts(4);" + chr(10) if vary else ""}        PDOT4(in, {words}, s);
@@ -390,5 +327,5 @@ def layer_function(policy: IntegerPolicy, i: int, layer: Dense) -> str:
 static void layer{i}(const uint32_t *in, uint32_t *out) {{
     acc_t s[{ROWS}];
     int o;
-{prepare}{loop4}{loop1}}}
+{loop4}{loop1}}}
 """

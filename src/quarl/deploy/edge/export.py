@@ -112,8 +112,8 @@ def export_edge(
             sources (e.g. the env id and a record's `quarl.deploy.export.provenance`).
         activations: "int8" (TFLite's int8 scheme) or "int16" (its 16x8 scheme, int8 weights only).
         weight_coding: "c" only: "packed" (each weight in `precision`'s bits, read directly) or
-            "huffman" (one canonical Huffman stream of the weights, Tanh tables and shifts,
-            decoded as the policy runs: the smallest flash, a slower call; `cstream`).
+            "huffman" (one canonical Huffman stream of the weights and shifts, decoded as the
+            policy runs: the smallest flash, a slower call; `cpairs`, `cstream`).
 
     Raises:
         QuarlError: bad format, precision or path; a policy without an integer form; a missing
@@ -283,12 +283,14 @@ def _stream_note(policy: IntegerPolicy) -> str:
     n = sum(layer.weight.size for layer in policy.layers)
     packed = sum(pack_weights(layer.weight, layer.weight_bits).size for layer in policy.layers)
     table = (
-        f"; coded in pairs, decoded by a {4 << pair_code.bits}-byte table of {pair_code.bits} bits, in the flash too"
+        f"; coded in pairs, decoded by a {4 << pair_code.bits}-byte table of {pair_code.bits} bits, in the flash too,"
+        " beside the Tanh tables, 256 bytes each"
         if pair_code is not None
         else ""
     )
+    held = "the shifts" if pair_code is not None else "the Tanh tables and the shifts"
     return (
-        f"Huffman-coded stream: {stream.size} bytes hold the {n} weights, the Tanh tables and the shifts "
+        f"Huffman-coded stream: {stream.size} bytes hold the {n} weights and {held} "
         f"({8 * stream.size / n:.2f} bits per weight, all in; the weights packed: {packed} bytes{table})"
     )
 
