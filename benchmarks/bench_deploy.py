@@ -36,11 +36,12 @@ Micro's tensor arena; their reward is the executed full-integer policy's. `tflit
 are the same in TFLite's 16x8 scheme (int16 activations).
 
 Microcontroller targets (quarl.deploy.edge.targets, each whose toolchain and QEMU are installed): for
-the default int8 C policy (`c`) of every network up to TARGET_MAX_WEIGHTS weights, a second table
-gives its linked flash and RAM in the target's minimal firmware (with the policy minus without it;
-RAM with policy_act's stack), its executed instructions per action under QEMU (-singlestep, over
-TARGET_COUNT_STATES states, start-up excluded; an instruction is not a cycle), and its actions
-under QEMU checked against the integer reference on TARGET_CHECK_STATES states, as an export does.
+each C policy (`c`, `c_16x8`, int4 packed and Huffman-coded) of every network up to TARGET_MAX_WEIGHTS
+weights, a second table gives its linked flash and RAM in the target's minimal firmware (with the
+policy minus without it; RAM with policy_act's stack), its executed instructions per action under
+QEMU (-singlestep, over TARGET_COUNT_STATES states, start-up excluded; an instruction is not a
+cycle), and its actions under QEMU checked against the integer reference on TARGET_CHECK_STATES
+states, as an export does.
 
 Usage: python benchmarks/bench_deploy.py [--policies DIR] [--episodes 10] [--cnn-episodes 10]
        [--cnn-frames 10000] [--jobs 2] [--no-reward] [--no-edge] [--networks "MLP 3x2048,..."]
@@ -295,9 +296,10 @@ def spread(states: np.ndarray, k: int) -> np.ndarray:
     return states[np.unique(np.linspace(0, len(states) - 1, min(k, len(states))).astype(int))]
 
 
-def firmware_rows(label: str, integer: Any, states: np.ndarray) -> list[dict[str, Any]]:
-    """The int8 C policy `integer` in the minimal firmware of every installed microcontroller target:
-    linked flash and RAM, instructions per action under QEMU, its actions checked on `states`."""
+def firmware_rows(label: str, policies: dict[str, Any], states: np.ndarray) -> list[dict[str, Any]]:
+    """Each C policy of `policies` (name: integer policy) in the minimal firmware of every installed
+    microcontroller target: linked flash and RAM, instructions per action under QEMU, its actions
+    checked on `states`."""
     from quarl.deploy.edge.targets import TARGETS
 
     rows = []
@@ -307,12 +309,13 @@ def firmware_rows(label: str, integer: Any, states: np.ndarray) -> list[dict[str
             print(f"- no {target.name} row: {missing}")
             continue
         check, count = spread(states, TARGET_CHECK_STATES), spread(states, TARGET_COUNT_STATES)
-        firmware = target.firmware(integer, check, count)
-        same = np.all((np.asarray(firmware.actions) == integer.act(check)).reshape(len(check), -1), axis=1)
-        rows.append({"network": label, "target": target.title, "float arithmetic": target.float_note,
-                     "flash B": firmware.flash, "RAM B": firmware.ram,
-                     "instructions / action": round(firmware.instructions),
-                     "actions as the reference under QEMU": f"{int(same.sum())} of {len(check)}"})
+        for name, integer in policies.items():
+            firmware = target.firmware(integer, check, count)
+            same = np.all((np.asarray(firmware.actions) == integer.act(check)).reshape(len(check), -1), axis=1)
+            rows.append({"network": label, "C policy": name, "target": target.title,
+                         "float arithmetic": target.float_note, "flash B": firmware.flash, "RAM B": firmware.ram,
+                         "instructions / action": round(firmware.instructions),
+                         "actions as the reference under QEMU": f"{int(same.sum())} of {len(check)}"})
     return rows
 
 
@@ -340,7 +343,7 @@ def bench_network(label: str, net: ActingNetwork, example: np.ndarray, reward: O
     """One table row per backend of `net`: latency (on `example`), bytes and, given `reward`, the
     reward of the policy executed with that backend (`example` also calibrates static int8). With
     `calibration` (the fp32 policy's calibration states), the full-integer edge rows too, and the
-    int8 C policy's rows per microcontroller target (`firmware_rows`, second list)."""
+    C policies' rows per microcontroller target (`firmware_rows`, second list)."""
     logging.getLogger("quarl.deploy.backends").setLevel(logging.ERROR)  # auto's choice is a table column
     runners: dict[str, Any] = {b: compile_network(net, b, example) for b in BACKENDS}
     runners[REFERENCE] = TorchDynamicInt8(net)
@@ -356,7 +359,8 @@ def bench_network(label: str, net: ActingNetwork, example: np.ndarray, reward: O
         policies.update({name: EDGE_POLICIES.get(name, "fp32 -> full int8") for name in edge})
     targets: list[dict[str, Any]] = []
     if calibration is not None and "c" in runners and weights_of(net) <= TARGET_MAX_WEIGHTS:
-        targets = firmware_rows(label, runners["c"].integer, calibration)
+        c_policies = {name: runners[name].integer for name in runners if name == "c" or name.startswith(("c_", "c ["))}
+        targets = firmware_rows(label, c_policies, calibration)
     times = latency(runners, example, rounds, budget_s)
     for name in [n for n in runners if n == "c" or n.startswith(("c_", "c ["))]:
         native = NativeC(runners[name], calibration[:256] if calibration is not None else example)
@@ -505,7 +509,7 @@ def main() -> None:
               "on 256 real frames.\n")
     print(table.to_markdown(index=False, floatfmt=".4g"))
     if target_rows:
-        print("\n## The int8 C policy on microcontroller targets (linked firmware, QEMU; an instruction is not a "
+        print("\n## The C policies on microcontroller targets (linked firmware, QEMU; an instruction is not a "
               "cycle)\n")
         print(pd.DataFrame(target_rows).to_markdown(index=False, floatfmt=".4g"))
     published = published_vs_ours(table)
