@@ -1,5 +1,6 @@
 """Mixed-precision DQN training on Pong with the paper's three policy sizes: fp32 vs `train.amp`
-(torch.autocast in bfloat16), measured side by side in one run.
+(torch.autocast in bfloat16) vs float16 autocast with a GradScaler (`quarl.train.fp16.FP16DQN`, the
+paper's kind of mixed precision), measured side by side in one run.
 
 The policies (QuaRL's mixed-precision study, `quarl/data/mixed_precision_training.csv`): three
 convolutions with the Nature DQN's kernels and strides (8x8/4, 4x4/2, 3x3/1) of 128, 512 or 1024
@@ -7,12 +8,18 @@ filters each, then a fully connected layer of 128, 512 or 2048 units, then one Q
 as SB3's DQN `CnnPolicy` with that features extractor.
 
 1. Learner updates per second: SB3's own `DQN.train` (batch 32, Adam, Huber loss, target network)
-   on a replay buffer of Pong frames collected by a random policy, fp32 and bf16 alternating over
-   `--rounds` rounds on the same batches (the buffer's sampler reseeded alike); median per round.
+   on a replay buffer of Pong frames collected by a random policy, fp32, bf16 and fp16 (FP16DQN's
+   `train`: the same update with loss scaling) alternating over `--rounds` rounds on the same
+   batches (the buffer's sampler reseeded alike) and the same model, after one untimed update
+   in each; median per round.
 2. End-to-end env steps per second: a short SB3 DQN training on Pong (`--train-steps` env steps,
-   learning from step 500, an update every 4 steps), fp32 and with quarl's `train.amp` callback.
+   learning from step 500, an update every 4 steps), fp32, with quarl's `train.amp` callback, and
+   as FP16DQN.
 
-Prints the table with the paper's speedup beside each size, and writes it as CSV with `--csv`.
+fp16 updates the scaler skipped (an inf or a nan in the scaled gradients; the scale then halves)
+are counted in both parts. Prints the table with the paper's speedup beside each size (the paper
+ran fp16 with loss scaling: compare it with the fp16 columns), and writes it as CSV with `--csv`
+(the columns of older runs unchanged: `update speedup` and `end-to-end speedup` are bf16's).
 `--tiny` shrinks the networks to 8/16/32 filters (a CPU rehearsal of the script, not a measurement).
 
 Usage: python benchmarks/bench_amp.py [--device cuda] [--updates 100] [--rounds 3] [--train-steps 2000] [--csv F]
@@ -39,10 +46,12 @@ from stable_baselines3 import DQN
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
 from quarl.train.amp import DTYPE, AutocastWhileTraining
+from quarl.train.fp16 import FP16DQN
 
 SIZES = {"Policy A": (128, 128), "Policy B": (512, 512), "Policy C": (1024, 2048)}  # filters, FC units
 TINY = {"Policy A": (8, 16), "Policy B": (16, 32), "Policy C": (32, 64)}
 BUFFER = 2000  # Pong transitions in the replay buffer of part 1
+PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 class PaperCNN(BaseFeaturesExtractor):
@@ -82,9 +91,10 @@ def pong_env() -> Any:
     return training_envs(cfg.env, 1, 0)
 
 
-def model(env: Any, size: tuple[int, int], device: str, learning_starts: int) -> DQN:
+def model(env: Any, size: tuple[int, int], device: str, learning_starts: int, fp16: bool = False) -> DQN:
+    """SB3's DQN with the study's policy; FP16DQN (the same, its `train` in fp16 with a GradScaler) with `fp16`."""
     filters, fc = size
-    return DQN(
+    return (FP16DQN if fp16 else DQN)(
         "CnnPolicy",
         env,
         buffer_size=BUFFER,
@@ -109,31 +119,47 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def updates_per_s(env: Any, size: tuple[int, int], device: str, updates: int, rounds: int) -> dict[str, float]:
-    """SB3's DQN update, fp32 and under bf16 autocast, on the same batches; median updates/s per precision."""
-    dqn = model(env, size, device, learning_starts=0)
-    dqn.learn(BUFFER // 2)  # a replay buffer of real Pong frames (and the optimizer's state built)
-    timings: dict[str, list[float]] = {"fp32": [], "bf16": []}
+def train(dqn: FP16DQN, precision: str, updates: int, device: str) -> None:
+    """`updates` of FP16DQN's update (fp16), or of SB3's own under bf16 autocast or none."""
+    if precision == "fp16":
+        dqn.train(gradient_steps=updates, batch_size=32)
+    else:
+        with torch.autocast(torch.device(device).type, dtype=DTYPE, enabled=precision == "bf16"):
+            DQN.train(dqn, gradient_steps=updates, batch_size=32)
+
+
+def updates_per_s(
+    env: Any, size: tuple[int, int], device: str, updates: int, rounds: int
+) -> tuple[dict[str, float], int]:
+    """SB3's DQN update in fp32, under bf16 autocast, and FP16DQN's with loss scaling, on the same
+    batches of one model; median updates/s per precision, and the fp16 updates the scaler skipped."""
+    dqn = model(env, size, device, learning_starts=BUFFER, fp16=True)
+    dqn.learn(BUFFER // 2)  # a replay buffer of real Pong frames, no update yet
+    assert isinstance(dqn, FP16DQN)
+    for precision in PRECISIONS:  # one untimed update each: the optimizer's state built, the kernels warm
+        train(dqn, precision, 1, device)
+    skipped = dqn.skipped_steps
+    timings: dict[str, list[float]] = {p: [] for p in PRECISIONS}
     for _ in range(rounds):
-        for precision in ("fp32", "bf16"):
+        for precision in PRECISIONS:
             np.random.seed(0)  # the buffer samples with numpy's global generator: the same batches
             sync(device)
             t0 = time.perf_counter()
-            with torch.autocast(torch.device(device).type, dtype=DTYPE, enabled=precision == "bf16"):
-                dqn.train(gradient_steps=updates, batch_size=32)
+            train(dqn, precision, updates, device)
             sync(device)
             timings[precision].append(updates / (time.perf_counter() - t0))
-    return {p: statistics.median(v) for p, v in timings.items()}
+    return {p: statistics.median(v) for p, v in timings.items()}, dqn.skipped_steps - skipped
 
 
-def env_steps_per_s(env: Any, size: tuple[int, int], device: str, steps: int, amp: bool) -> float:
-    """A short DQN training on Pong, with or without quarl's train.amp callback: env steps per second."""
-    dqn = model(env, size, device, learning_starts=min(500, steps // 2))
+def env_steps_per_s(env: Any, size: tuple[int, int], device: str, steps: int, precision: str) -> tuple[float, int]:
+    """A short DQN training on Pong in fp32, with quarl's train.amp callback (bf16), or as FP16DQN:
+    env steps per second, and the updates FP16DQN's scaler skipped."""
+    dqn = model(env, size, device, learning_starts=min(500, steps // 2), fp16=precision == "fp16")
     sync(device)
     t0 = time.perf_counter()
-    dqn.learn(steps, callback=AutocastWhileTraining() if amp else None)
+    dqn.learn(steps, callback=AutocastWhileTraining() if precision == "bf16" else None)
     sync(device)
-    return steps / (time.perf_counter() - t0)
+    return steps / (time.perf_counter() - t0), getattr(dqn, "skipped_steps", 0)
 
 
 def parameters(env: Any, size: tuple[int, int]) -> int:
@@ -155,8 +181,8 @@ def main() -> None:
     device = torch.cuda.get_device_name() if a.device == "cuda" else platform.processor() or platform.machine()
     rows = []
     for (name, size), arch in zip((TINY if a.tiny else SIZES).items(), paper["architecture"]):
-        ups = updates_per_s(env, size, a.device, a.updates, a.rounds)
-        fp32, bf16 = (env_steps_per_s(env, size, a.device, a.train_steps, amp) for amp in (False, True))
+        ups, skipped = updates_per_s(env, size, a.device, a.updates, a.rounds)
+        steps = {p: env_steps_per_s(env, size, a.device, a.train_steps, p) for p in PRECISIONS}
         rows.append(
             {
                 "policy": name,
@@ -164,11 +190,17 @@ def main() -> None:
                 "parameters": parameters(env, size),
                 "updates/s fp32": ups["fp32"],
                 "updates/s bf16": ups["bf16"],
+                "updates/s fp16": ups["fp16"],
                 "update speedup": ups["bf16"] / ups["fp32"],
-                "env steps/s fp32": fp32,
-                "env steps/s bf16": bf16,
-                "end-to-end speedup": bf16 / fp32,
+                "update speedup fp16": ups["fp16"] / ups["fp32"],
+                "env steps/s fp32": steps["fp32"][0],
+                "env steps/s bf16": steps["bf16"][0],
+                "env steps/s fp16": steps["fp16"][0],
+                "end-to-end speedup": steps["bf16"][0] / steps["fp32"][0],
+                "end-to-end speedup fp16": steps["fp16"][0] / steps["fp32"][0],
                 "speedup (paper)": float(paper.loc[paper["policy"] == name, "speedup"].iloc[0]),
+                "fp16 skipped (timed)": skipped,
+                "fp16 skipped (end to end)": steps["fp16"][1],
                 "device": device,
             }
         )
@@ -176,11 +208,23 @@ def main() -> None:
             pd.DataFrame(rows).to_csv(a.csv, index=False)
     table = pd.DataFrame(rows)
     print(
-        f"## Mixed-precision DQN on Pong: fp32 vs bf16 autocast ({device}, torch {torch.__version__}; "
-        f"updates: median of {a.rounds} rounds of {a.updates}; end to end: {a.train_steps} env steps)\n"
+        f"## Mixed-precision DQN on Pong: fp32 vs bf16 autocast vs fp16 with a GradScaler ({device}, torch "
+        f"{torch.__version__}; updates: median of {a.rounds} rounds of {a.updates}; end to end: {a.train_steps} env "
+        "steps)\n"
     )
-    print(table.drop(columns="device").to_markdown(index=False, floatfmt=".3g"))
-    print("\nThe paper's speedup is whole-training runtime in fp32 over mixed precision (fp16) on its GPU.")
+    shown = table.drop(columns="device").rename(
+        columns={"update speedup": "update speedup bf16", "end-to-end speedup": "end-to-end speedup bf16"}
+    )
+    print(shown.to_markdown(index=False, floatfmt=".3g"))
+    timed = len(table) * a.rounds * a.updates
+    trained = len(table) * max(0, a.train_steps - min(500, a.train_steps // 2)) // 4
+    print(
+        "\nThe paper's speedup is whole-training runtime in fp32 over mixed precision on its GPU, and its mixed "
+        "precision was fp16 with loss scaling: compare it with the fp16 columns (bf16 needs no loss scaling)."
+        f"\nfp16 updates the GradScaler skipped (an inf or a nan in the scaled gradients): "
+        f"{int(table['fp16 skipped (timed)'].sum())} of {timed} timed, "
+        f"{int(table['fp16 skipped (end to end)'].sum())} of about {trained} end to end."
+    )
 
 
 if __name__ == "__main__":
