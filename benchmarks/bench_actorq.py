@@ -37,7 +37,7 @@ from quarl.actorq.actor import run_actor
 from quarl.actorq.networks import policy_network
 from quarl.actorq.replay import Chunk
 from quarl.actorq.settings import ActorSpec
-from quarl.collate.actorq import smoothed
+from quarl.collate.actorq_timing import smoothed
 from quarl.store.sqlite import Store
 
 ROOT = Path(__file__).resolve().parents[1]

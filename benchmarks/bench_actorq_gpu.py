@@ -382,8 +382,8 @@ def d4pg_rows(a: argparse.Namespace, clock: Clock, common: list[str], log: Path)
 def summary(out: Path) -> pd.DataFrame:
     """Time to target per (algo, env, precision) with the speedup beside the paper's, and each side's
     throughput and waits from the records."""
-    from quarl.collate import actorq, load
-    from quarl.collate.actorq import time_to_reward
+    from quarl.collate import actorq_timing, load
+    from quarl.collate.actorq_timing import time_to_reward
     from quarl.store.sqlite import Store
 
     store = out / "results.sqlite"
@@ -393,13 +393,13 @@ def summary(out: Path) -> pd.DataFrame:
     ttr = time_to_reward(study, Store(store).curves())
     if ttr.empty:
         return ttr
-    runs = actorq.runs(study)  # with precision, network and training: a store's several trainings stay apart
-    keys = [*actorq.SETTING, "precision"]
+    runs = actorq_timing.runs(study)  # with precision, network and training: a store's several trainings stay apart
+    keys = [*actorq_timing.SETTING, "precision"]
     sides = runs.groupby(keys)[
         ["actor_steps_per_s", "learner_updates_per_s", "learner_wait_s", "actor_send_s", "train_time_s"]
     ].mean()
     devices = runs.groupby(keys)["training_device"].first()
-    regimes = runs.groupby(keys).apply(actorq.regime)
+    regimes = runs.groupby(keys).apply(actorq_timing.regime)
     rows = []
     for r in ttr.to_dict("records"):
         at = tuple(r[k] for k in keys)

@@ -1,4 +1,4 @@
-"""Act in a Gymnasium environment with a policy exported by `quarl.deploy.export`.
+"""Act in a Gymnasium environment with a policy exported by `quarl.deploy.onnx_export`.
 
 Needs only numpy, onnxruntime and gymnasium (not quarl, Stable-Baselines3 or torch):
 
@@ -16,7 +16,7 @@ import onnxruntime as ort
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("policy", help="an .onnx file written by quarl.deploy.export")
+    parser.add_argument("policy", help="an .onnx file written by quarl.deploy.onnx_export")
     parser.add_argument("--env", help="Gymnasium id (default: the one stored in the file)")
     parser.add_argument("--episodes", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)

@@ -26,7 +26,7 @@ FLOORS = {
     "sensitivity": 12, "sweeps": 12, "pipeline": 12,
     "app": 13, "cli": 14,
 }
-TOP_LEVEL = {"__init__", "app", "cli", "pipeline", "sweeps", "sensitivity", "errors", "progress"}
+TOP_LEVEL = {"__init__", "app", "cli", "pipeline", "sweeps", "errors", "progress"}
 
 
 def _room(module: str) -> str:

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from quarl import cli
-from quarl.deploy.export import record_precision
+from quarl.deploy.onnx_export import record_precision
 from quarl.errors import QuarlError
 from quarl.store import listing
 from quarl.store import query as results

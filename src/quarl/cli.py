@@ -90,7 +90,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 
     from quarl.config.method_registry import policy_config
     from quarl.deploy import export
-    from quarl.deploy.export import check_new, export_precision, provenance
+    from quarl.deploy.onnx_export import check_new, export_precision, provenance
     from quarl.quantize.calibration import calibrator
     from quarl.quantize.weights import quantize_policy
     from quarl.train.cache import cached
@@ -183,7 +183,7 @@ def cmd_matrix(args: argparse.Namespace) -> None:
 
 def cmd_report(args: argparse.Namespace) -> None:
     from quarl.report import build as report
-    from quarl.report.records import REPORT
+    from quarl.report.campaign import REPORT
 
     folder, sweeps = args.records.parent, args.sweeps
     if args.archive is not None:
@@ -202,7 +202,7 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 def cmd_sensitivity(args: argparse.Namespace) -> None:
     from quarl.app import CONF_DIR
-    from quarl.sensitivity import run_study
+    from quarl.sensitivity.study import run_study
 
     for path in run_study(
         CONF_DIR, args.overrides, args.bits or [], args.min_agreement, args.max_error, args.out, not args.no_search

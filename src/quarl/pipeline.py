@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import logging
 import traceback
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
-from quarl.config import backend_registry, method_registry, schema
-from quarl.config.cells import finished, label, log_skip, torch_threads
+from quarl.config import backend_registry, method_registry
+from quarl.config.cells import finished, label, log_skip, resolve
 from quarl.config.keys import cell_key
 from quarl.config.method_registry import fp32_config
 from quarl.errors import IncompatibleCell, QuarlError
@@ -31,50 +30,10 @@ from quarl.store import provenance
 from quarl.store.locks import taking_turns
 from quarl.store.records import Context, make_record, store_record
 from quarl.store.sqlite import Store, make_folder
-from quarl.train import MODEL_FILE
 from quarl.train.cache import CachedPolicy, obtain
+from quarl.train.loaded import fresh_model, loaded
 
 log = logging.getLogger(__name__)
-
-_LOADED: OrderedDict[tuple[str, int], tuple[Any, Any]] = OrderedDict()
-LOADED_MAX = 4  # policies kept in memory per process (a sweep's cells come policy by policy)
-
-
-def loaded(policy: CachedPolicy) -> tuple[Any, Any]:
-    """The policy's model and observation transform, read from disk once per process: a sweep's
-    cells and a cell's baseline, evaluation and fidelity share them. Read-only: quantize a
-    `fresh_model`."""
-    try:
-        stamp = (policy.folder / MODEL_FILE).stat().st_mtime_ns
-    except OSError:  # let load() say what is wrong with the folder
-        stamp = -1
-    key = (str(policy.folder), stamp)
-    if key not in _LOADED:
-        _LOADED[key] = (policy.load(), policy.obs_transform())
-        while len(_LOADED) > LOADED_MAX:
-            _LOADED.popitem(last=False)
-    _LOADED.move_to_end(key)
-    return _LOADED[key]
-
-
-def fresh_model(policy: CachedPolicy) -> Any:
-    """A copy of the policy's model that may be changed (quantized in place), without the empty
-    experience buffers a loaded model allocates (an Atari DQN's would be gigabytes once copied)."""
-    model = loaded(policy)[0]
-    buffers = [getattr(model, name, None) for name in ("replay_buffer", "rollout_buffer")]
-    # an action distribution's state (the last Gaussian, gSDE's exploration noise) holds non-leaf
-    # tensors torch cannot copy; a copy recomputes it when it acts
-    dist = getattr(model.policy, "action_dist", None)
-    buffers += (
-        [
-            v
-            for v in vars(dist).values()
-            if isinstance(v, torch.distributions.Distribution) or (isinstance(v, torch.Tensor) and not v.is_leaf)
-        ]
-        if dist is not None
-        else []
-    )
-    return copy.deepcopy(model, {id(b): None for b in buffers if b is not None})
 
 
 def _evaluate(cfg: DictConfig, policy: CachedPolicy, desc: str, **kw: Any) -> tuple[Evaluation, int, Any]:
@@ -176,9 +135,8 @@ def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) ->
         if reward is None:
             weak = (fp32_flag(cfg.env, ev.mean) or (None, None))[1]
             fields = _measured(policy, ev, ev.mean, model_bytes, model_bytes, weak, policy.curve)
-            record = make_record(cfg, "done", started, ctx.run_dir, rel_error=0.0, **fields)
             name = "record.json" if method_registry.of(ctx.cfg).baseline else "baseline.record.json"
-            store_record(store, record, ctx.run_dir / name)
+            _store(ctx, store, cfg, "done", started, name, rel_error=0.0, **fields)
             log.info("Recorded fp32 baseline of %s: %.2f ± %.2f", label(cfg), ev.mean, ev.std)
         return Baseline(ev.mean if reward is None else reward, model_bytes, policy, ev.states)
 
@@ -227,8 +185,7 @@ def run_cell(ctx: Context) -> None:
     same command once fixed. A single run raises instead."""
     cfg = ctx.cfg
     try:  # before anything is written: an invalid cell leaves no record and no marker
-        schema.check(cfg)
-        method_registry.settle(cfg, warn=not ctx.multirun)  # the record stores the settings really used
+        key, cfg = resolve(cfg, warn=not ctx.multirun)
     except QuarlError as exc:
         if not ctx.multirun:
             raise
@@ -241,7 +198,7 @@ def run_cell(ctx: Context) -> None:
             exc,
         )
         return
-    key = cell_key(cfg)
+    ctx = dataclasses.replace(ctx, cfg=cfg)
     policies = make_folder(ctx.path(cfg.store.policies), "store.policies")
     store = Store(ctx.path(cfg.store.path))
     # two sweeps started together: the second waits for the first's cell, then finds it done
@@ -264,10 +221,7 @@ def _run_marked(ctx: Context, store: Store, key: str, status: str | None) -> Non
     if status is None:
         store.write(make_record(cfg, "running", started, ctx.run_dir))
     try:
-        threads = torch_threads(cfg)
-        torch.set_num_threads(threads)
-        with open_dict(cfg):
-            cfg.train.threads = threads  # recorded as run (not part of any key: quarl.config.cells.torch_threads)
+        torch.set_num_threads(cfg.train.threads)
         _run(ctx, store, started)
     except KeyboardInterrupt:
         if marked:
@@ -285,24 +239,34 @@ def _record_failure(ctx: Context, store: Store, started: str, exc: Exception) ->
     """In a sweep: record a cell that raised as skipped (n/a) or failed, and go on."""
     cfg, name = ctx.cfg, label(ctx.cfg)
     if isinstance(exc, IncompatibleCell):
-        store_record(
-            store, make_record(cfg, "skipped", started, ctx.run_dir, message=str(exc)), ctx.run_dir / "record.json"
-        )
+        _store(ctx, store, cfg, "skipped", started, message=str(exc))
         log.warning("Skipping %s: %s", name, exc)
     else:
         error_file = ctx.run_dir / "error.txt"
         error_file.parent.mkdir(parents=True, exist_ok=True)
         error_file.write_text("".join(traceback.format_exception(exc)))
         first_line = (str(exc).splitlines() or [""])[0]
-        record = make_record(cfg, "failed", started, ctx.run_dir, message=f"{type(exc).__name__}: {first_line}")
-        store_record(store, record, ctx.run_dir / "record.json")
+        _store(ctx, store, cfg, "failed", started, message=f"{type(exc).__name__}: {first_line}")
         log.error("%s failed: %s (traceback in %s)", name, first_line, error_file)
+
+
+def _store(
+    ctx: Context,
+    store: Store,
+    cfg: DictConfig,
+    status: str,
+    started: str,
+    json_name: str = "record.json",
+    **fields: Any,
+) -> None:
+    """Record the cell of `cfg` (the cell's own or its fp32 baseline's) in the store, with a JSON copy
+    named `json_name` in the run dir."""
+    store_record(store, make_record(cfg, status, started, ctx.run_dir, **fields), ctx.run_dir / json_name)
 
 
 def _run(ctx: Context, store: Store, started: str) -> None:
     cfg = ctx.cfg
     method = method_registry.of(cfg)
-    method.prepare(cfg)
     name = label(cfg)
     check_runnable(cfg)
     measured = method.own_cell(ctx)
@@ -328,11 +292,12 @@ def _run(ctx: Context, store: Store, started: str) -> None:
     executed = {} if cfg.quant.backend == "fake" else _execute(cfg, model, baseline, loaded(policy)[1])
     error, note = relative_error(baseline.reward, ev.mean, cfg.env.return_scale)
     curve = policy.curve if policy is not fp32_policy else []
-    record = make_record(
+    _store(
+        ctx,
+        store,
         cfg,
         "done",
         started,
-        ctx.run_dir,
         rel_error=error,
         rel_error_note=note,
         **_measured(policy, ev, baseline.reward, size, baseline.nbytes, weak, curve),
@@ -340,7 +305,6 @@ def _run(ctx: Context, store: Store, started: str) -> None:
         **executed,
         **calibration.record_fields(model),
     )
-    store_record(store, record, ctx.run_dir / "record.json")
     shown = "n/a" if error is None else f"{100 * error:.2f}%"
     if note:
         log.warning("%s: %s.", name, note)

@@ -241,7 +241,7 @@ def test_dqn_actorq_reaches_the_published_cartpole_return(scratch):
     is not the 475 at which CartPole counts as solved: DQN with ActorQ's 3-step targets oscillates near
     the top, and one CI run peaked at a 10-episode mean of 468.6 in 300k steps, while every run seen
     passed 200 early. Learning rate 6.3e-4 (rl-zoo3's 2.3e-3 is tuned for SB3's 1-step DQN)."""
-    from quarl.collate.actorq import smoothed
+    from quarl.collate.actorq_timing import smoothed
 
     done = run_quarl(scratch, "algo=dqn", "env=cartpole", "quant=actorq", "actorq.actors=2", "train.steps=150000",
                      "actorq.stop_at_return=200", "algo.hyperparams.learning_rate=0.00063", "eval.episodes=10",

@@ -8,7 +8,7 @@ import tarfile
 import pandas as pd
 
 from quarl.collate import load
-from quarl.collate.actorq import time_to_reward
+from quarl.collate.actorq_timing import time_to_reward
 from quarl.store.sqlite import Store
 from tests.conftest import ENV, ROOT
 

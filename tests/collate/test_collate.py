@@ -27,7 +27,7 @@ from scipy import stats as sps
 
 from quarl import cli
 from quarl.collate import aggregate_plots as agg_plots
-from quarl.collate import collate, load, plots, published, stats, tables, weights
+from quarl.collate import collate, load, plots, published, stats, tables, weight_distributions
 from quarl.collate.callback import CollateCallback
 from quarl.collate.frame import Notes, select
 from quarl.errors import QuarlError
@@ -198,16 +198,16 @@ def test_weight_report_statistics_equal_a_direct_computation(collated: Path, sto
 
 def test_spread_vs_error_correlation_and_grid(store: Path):
     study = load(store)
-    rep = weights.report(study, bits=2)
-    corr = weights.correlation(rep.policies)
+    rep = weight_distributions.report(study, bits=2)
+    corr = weight_distributions.correlation(rep.policies)
     d = rep.policies.dropna(subset=["E (%)"])
     if corr is None:  # every policy lost the same reward at 2 bits: nothing to correlate, and the plot says so
-        assert "no fit" in weights.spread_figure(rep.policies, 2).axes[0].get_title()
+        assert "no fit" in weight_distributions.spread_figure(rep.policies, 2).axes[0].get_title()
     else:
         assert corr["pearson_r"] == pytest.approx(np.corrcoef(d["widest_range"], d["E (%)"])[0, 1])
-        assert "Pearson r" in weights.spread_figure(rep.policies, 2).axes[0].get_title()
+        assert "Pearson r" in weight_distributions.spread_figure(rep.policies, 2).axes[0].get_title()
     w = torch.from_numpy(rep.weights[0].layers[next(iter(rep.weights[0].layers))])
-    levels = weights.grid(w, 2, "affine")
+    levels = weight_distributions.grid(w, 2, "affine")
     assert len(levels) <= 4 and set(np.unique(fake_quantize(w.double(), 2, "affine").numpy())) <= set(levels)
 
 
@@ -222,11 +222,11 @@ def test_weight_report_loads_from_policy_dir_and_older_records_from_the_current_
     recorded = dataclasses.replace(study, done=study.done.assign(policy_dir=dirs), notes=Notes())
     older = dataclasses.replace(study, done=study.done.drop(columns="policy_dir", errors="ignore"), notes=Notes())
     monkeypatch.chdir(tmp_path)  # neither the launch folder nor the repository
-    assert len(weights.report(recorded).weights) == len(SEEDS) and not recorded.notes
-    assert weights.report(older).weights == []
+    assert len(weight_distributions.report(recorded).weights) == len(SEEDS) and not recorded.notes
+    assert weight_distributions.report(older).weights == []
     assert any("without policy_dir" in n and "ppo/cartpole seed=0" in n and str(tmp_path) in n for n in older.notes)
     monkeypatch.chdir(sweep)
-    assert len(weights.report(older, notes=Notes()).weights) == len(SEEDS)
+    assert len(weight_distributions.report(older, notes=Notes()).weights) == len(SEEDS)
 
 
 # ---------------------------------------------------------------- interval code vs independent computations
@@ -605,12 +605,12 @@ def _actorq_record(bits: int, seed: int, reach_at: float | None, end: float = 10
 
 
 def test_actorq_time_to_reward_is_censored_not_averaged_over_survivors(tmp_path: Path):
-    from quarl.collate import actorq
+    from quarl.collate import actorq_timing
 
     fp32 = [_actorq_record(32, s, reach_at=t) for s, t in zip((0, 1, 2), (40.0, 50.0, 60.0))]
     int8 = [_actorq_record(8, s, reach_at=t) for s, t in zip((0, 1, 2), (20.0, None, 25.0))]
     study = load(_store(tmp_path, fp32 + int8))
-    ttr = actorq.time_to_reward(study, Store(study.store).curves()).set_index("precision")
+    ttr = actorq_timing.time_to_reward(study, Store(study.store).curves()).set_index("precision")
     assert not ttr.loc["fp32", "censored"] and ttr.loc["int8", "censored"] and ttr.loc["int8", "reached"] == "2/3"
     def reached(rec: dict) -> float:  # the first time the 10-episode mean return is at the paper's -107.45
         c = pd.DataFrame(rec["curve"])
@@ -622,7 +622,7 @@ def test_actorq_time_to_reward_is_censored_not_averaged_over_survivors(tmp_path:
     assert ttr.loc["int8", "speedup_bound"] == "<="  # int8's time is a lower bound: the speedup an upper one
     assert ttr.loc["int8", "speedup_vs_fp32"] == pytest.approx(ttr.loc["fp32", "time_s"] / ttr.loc["int8", "time_s"])
     assert ttr.loc["int8", "actor_agreement"] == pytest.approx(0.95)
-    shown = actorq.ttr_display(ttr.reset_index()).set_index("precision")
+    shown = actorq_timing.ttr_display(ttr.reset_index()).set_index("precision")
     assert shown.loc["int8", "time_s"].startswith("≥ ") and shown.loc["int8", "speedup_vs_fp32"].startswith("≤ ")
     assert not shown.loc["fp32", "time_s"].startswith("≥")
     out = tmp_path / "out"
@@ -634,7 +634,7 @@ def test_actorq_time_to_reward_is_censored_not_averaged_over_survivors(tmp_path:
 def test_actorq_runs_with_other_networks_are_not_pooled_as_seeds(tmp_path: Path):
     """Two sweeps of one task with different actor networks: two settings, each with its own fp32
     baseline and speedup, never one setting with twice the seeds."""
-    from quarl.collate import actorq
+    from quarl.collate import actorq_timing
 
     records = []
     for widths, fp32_at, int8_at in (([2048, 2048], 60.0, 30.0), ([64, 64], 40.0, 40.0)):
@@ -644,7 +644,7 @@ def test_actorq_runs_with_other_networks_are_not_pooled_as_seeds(tmp_path: Path)
             rec["config"]["algo"]["hyperparams"] = {"policy_kwargs": {"net_arch": widths}}
             records.append(rec)
     study = load(_store(tmp_path, records))
-    ttr = actorq.time_to_reward(study, Store(study.store).curves()).set_index(["network", "precision"])
+    ttr = actorq_timing.time_to_reward(study, Store(study.store).curves()).set_index(["network", "precision"])
     assert len(ttr) == 4 and (ttr["seeds"] == 1).all()
     assert ttr.loc[("2048x2048", "int8"), "speedup_vs_fp32"] > 1.5
     assert ttr.loc[("64x64", "int8"), "speedup_vs_fp32"] == pytest.approx(1.0)
@@ -653,19 +653,19 @@ def test_actorq_runs_with_other_networks_are_not_pooled_as_seeds(tmp_path: Path)
 def test_plots_stay_readable(tmp_path: Path):
     """Bit ticks evenly spaced (4..8 no longer run together), heat-map labels wrapped, the weight
     grid thinned where its ticks would merge, the ActorQ legend named as the log, beside the bars."""
-    from quarl.collate import actorq
+    from quarl.collate import actorq_timing
 
     scale = plots.bit_scale([2, 3, 4, 5, 6, 7, 8, 16, 32])
     assert np.allclose(np.diff([scale[b] for b in sorted(scale)]), 1.0)
     assert agg_plots._wrap("ptq (scheme=quarl_code) 4") == "ptq\nscheme=\nquarl_code\n4 bits"
     levels = np.linspace(-1, 1, 256)
-    drawn, every = weights._drawn_levels(levels, ax_width_px=320, span=2.2)
-    assert every > 1 and len(drawn) < 256 and np.median(np.diff(drawn)) / 2.2 * 320 >= weights.MIN_TICK_PX
-    assert weights._drawn_levels(levels[::64], 320, 2.2)[1] == 1  # a 2-bit grid: every level
-    fig = actorq.breakdown_figure(pd.DataFrame([{"algo": "dqn", "env": "acrobot", "network": "default",
+    drawn, every = weight_distributions._drawn_levels(levels, ax_width_px=320, span=2.2)
+    assert every > 1 and len(drawn) < 256 and np.median(np.diff(drawn)) / 2.2 * 320 >= weight_distributions.MIN_TICK_PX
+    assert weight_distributions._drawn_levels(levels[::64], 320, 2.2)[1] == 1  # a 2-bit grid: every level
+    fig = actorq_timing.breakdown_figure(pd.DataFrame([{"algo": "dqn", "env": "acrobot", "network": "default",
                                                  "update_period": 100, "precision": p,
-                                                 **{f"{n} (ms/step)": 1.0 for n in actorq.PART_NAMES.values()}}
-                                                for p in actorq.ORDER]), "dqn", "acrobot")
+                                                 **{f"{n} (ms/step)": 1.0 for n in actorq_timing.PART_NAMES.values()}}
+                                                for p in actorq_timing.ORDER]), "dqn", "acrobot")
     legend = fig.legends[0]
     assert [t.get_text() for t in legend.get_texts()] == ["send", "load", "deserialize", "pull", "env", "inference"]
     fig.canvas.draw()
@@ -675,7 +675,7 @@ def test_plots_stay_readable(tmp_path: Path):
 
 def test_training_curves_are_plotted_per_algo_and_env_with_one_line_per_seed(tmp_path: Path):
     """The fp32 baseline (and QAT) records carry their training's curve: collation draws them."""
-    from quarl.collate.curves import training_curves
+    from quarl.collate.learning_curves import training_curves
 
     curve = [{"step": 100 * i, "reward": float(i), "length": 10} for i in range(1, 30)]
     records = []
@@ -938,7 +938,7 @@ def test_long_collation_says_what_it_is_doing(tmp_path: Path, caplog, capsys):
 def test_actorq_runs_of_other_trainings_are_not_pooled_as_seeds(tmp_path: Path):
     """Two ActorQ sweeps of one task and network, one with 4 actors and one with 8: two settings,
     each with its own fp32 baseline and speedup, never one with twice the seeds."""
-    from quarl.collate import actorq
+    from quarl.collate import actorq_timing
 
     records = []
     for actors, fp32_at, int8_at in ((4, 60.0, 30.0), (8, 40.0, 40.0)):
@@ -948,7 +948,7 @@ def test_actorq_runs_of_other_trainings_are_not_pooled_as_seeds(tmp_path: Path):
             rec["config"]["actorq"]["actors"] = actors
             rec["config"]["actorq"]["log_interval_s"] = actors  # watching a run does not make it another training
             records.append(rec)
-    ttr = actorq.time_to_reward(load(_store(tmp_path, records)), Store(tmp_path / "r.sqlite").curves())
+    ttr = actorq_timing.time_to_reward(load(_store(tmp_path, records)), Store(tmp_path / "r.sqlite").curves())
     ttr = ttr.set_index(["training", "precision"])
     assert len(ttr) == 4 and (ttr["seeds"] == 1).all()
     assert ttr.loc[("dqn (actorq.actors=4)", "int8"), "speedup_vs_fp32"] == pytest.approx(2.0, rel=0.2)

@@ -13,7 +13,7 @@ import pytest
 from quarl.app import CONF_DIR
 from quarl.cli import main
 from quarl.report import build, extensions, ptq_table, qat_vs_ptq, sweet_spots, time_to_reward
-from quarl.report import records as report_records
+from quarl.report import campaign as report_records
 from tests.conftest import ROOT
 
 DOCS = ROOT / "docs" / "reproduction"

@@ -13,16 +13,16 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from quarl.collate import (
-    actorq,
+    actorq_timing,
     aggregate_plots,
-    curves,
+    learning_curves,
     plots,
     precision,
     search,
     stats,
     tables,
     verdict_table,
-    weights,
+    weight_distributions,
 )
 from quarl.collate.frame import Study, is_float
 from quarl.collate.trainings import stem, title
@@ -209,13 +209,13 @@ def write_agreement(study: Study, out: Path) -> list[Path]:
 def write_weights(study: Study, out: Path, bits: int, log_y: bool = False) -> list[Path]:
     """Histograms per policy, the per-layer statistics and spread vs E."""
     folder = out / "weights"
-    rep = weights.report(study, bits)
+    rep = weight_distributions.report(study, bits)
     if rep.layers.empty:
         return []
     written: list[Path] = []
     for pw in rep.weights:
         written += _figure(
-            weights.histogram_figure(pw, rep, log_y=log_y),
+            weight_distributions.histogram_figure(pw, rep, log_y=log_y),
             folder / stem(pw.algo, pw.env, f"seed{pw.seed}", pw.policy_key[:8]),
         )
     written += tables.write(
@@ -231,7 +231,7 @@ def write_weights(study: Study, out: Path, bits: int, log_y: bool = False) -> li
     folder.mkdir(parents=True, exist_ok=True)
     rep.policies.to_csv(folder / "spread_vs_E.csv", index=False)
     written.append(folder / "spread_vs_E.csv")
-    if weights.correlation(rep.policies) is None:
+    if weight_distributions.correlation(rep.policies) is None:
         with_e = int(rep.policies["E (%)"].notna().sum())
         why = (
             f"only {with_e} policies have a PTQ record at {bits} bits"
@@ -239,7 +239,7 @@ def write_weights(study: Study, out: Path, bits: int, log_y: bool = False) -> li
             else f"E at {bits} bits (or the weight range) is the same for every policy"
         )
         study.notes.add(f"Weight spread vs E: no correlation, {why}.")
-    written += _figure(weights.spread_figure(rep.policies, bits), folder / "spread_vs_E")
+    written += _figure(weight_distributions.spread_figure(rep.policies, bits), folder / "spread_vs_E")
     return written
 
 
@@ -388,12 +388,12 @@ def write_all(
             ("the error tables", lambda: write_tables(study, out)),
             ("the aggregate plots", lambda: write_aggregate(study, out)),
             ("the action-agreement plots", lambda: write_agreement(study, out)),
-            ("the training curves", lambda: curves.write_training_curves(study, out)),
+            ("the training curves", lambda: learning_curves.write_training_curves(study, out)),
             ("the weight report", lambda: write_weights(study, out, bits, log_y)),
             ("the precision grids", lambda: precision.write_precision(study, out)),
         ]
     if study.store is not None and (study.done["quant"] == "actorq").any():
-        parts.append(("the ActorQ outputs", lambda: actorq.write_actorq(study, out)))
+        parts.append(("the ActorQ outputs", lambda: actorq_timing.write_actorq(study, out)))
     store = study.store
     if store is not None and (Path(store).parent / search.DATABASE).exists():
         parts.append(("the Optuna searches", lambda: search.write_searches(Path(store), out)))

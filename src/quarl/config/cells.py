@@ -3,11 +3,14 @@ to ask about every cell before launching any (no torch, no SB3)."""
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 from typing import Any, Optional
 
-from quarl.config import method_registry
+from omegaconf import DictConfig, open_dict
+
+from quarl.config import method_registry, schema
 from quarl.config.keys import cell_key
 
 log = logging.getLogger("quarl.pipeline")
@@ -49,3 +52,18 @@ def torch_threads(cfg: Any) -> int:
         if value.isdigit() and int(value) > 0:
             return int(value)
     return DEFAULT_THREADS
+
+
+def resolve(cfg: DictConfig, warn: bool) -> tuple[str, DictConfig]:
+    """The cell's key and the config it runs with, built once from the composed `cfg` (left as it is):
+    validated, the method's shared settings settled to the values it really uses (`warn`: say so, the
+    user typed them), its torch threads, and its method's derived settings (QAT's delay). The record
+    stores this config; the key is taken before the settings no key holds (threads, derived ones)."""
+    cfg = copy.deepcopy(cfg)
+    schema.check(cfg)
+    method_registry.settle(cfg, warn=warn)
+    key = cell_key(cfg)
+    with open_dict(cfg):
+        cfg.train.threads = torch_threads(cfg)
+    method_registry.of(cfg).prepare(cfg)
+    return key, cfg

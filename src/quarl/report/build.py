@@ -36,7 +36,7 @@ from quarl.report import (
     sweet_spots,
     time_to_reward,
 )
-from quarl.report.records import REPORT, Inputs, sweep_of
+from quarl.report.campaign import REPORT, Inputs, sweep_of
 from quarl.report.text import markdown, note
 from quarl.store.record_files import find_records
 

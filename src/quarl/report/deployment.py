@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from quarl.collate.published import packaged
-from quarl.report.records import Inputs
+from quarl.report.campaign import Inputs
 from quarl.report.text import fmt, markdown, note
 
 MEASURED = "deployment.csv"  # bench_deploy.py's "Published vs here" rows, copied with its command and machine

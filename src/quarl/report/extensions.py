@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from quarl.report.records import below_threshold, by_seed, of_series, select, series_of, sweep_of, threshold, values
+from quarl.report.campaign import below_threshold, by_seed, of_series, select, series_of, sweep_of, threshold, values
 from quarl.report.sweet_spots import agreement_reading, extension_finding, sweet_spot, sweet_table
 from quarl.report.text import fmt, markdown
 from quarl.rl import matrix as compat

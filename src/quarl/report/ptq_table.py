@@ -13,7 +13,7 @@ import pandas as pd
 from quarl.collate import published, trainings, verdicts
 from quarl.collate.bounds import return_range
 from quarl.collate.stats import Interval, seed_interval
-from quarl.report.records import (
+from quarl.report.campaign import (
     TABLE_ENVS,
     Inputs,
     below_threshold,

@@ -10,8 +10,8 @@ import pandas as pd
 
 from quarl.collate import published
 from quarl.collate.stats import seed_interval
+from quarl.report.campaign import e_bounds, fp32_flag, reward_bounds, select, values
 from quarl.report.ptq_table import NO_REASON, int8_cells, published_verdict
-from quarl.report.records import e_bounds, fp32_flag, reward_bounds, select, values
 from quarl.report.text import FRACTION, fmt, markdown, shown
 
 PAIRS = (("dqn", "cartpole"), ("a2c", "cartpole"), ("ppo", "cartpole"), ("ddpg", "mountaincar_continuous"))

@@ -9,7 +9,7 @@ import pandas as pd
 
 from quarl.collate import verdicts
 from quarl.collate.stats import seed_interval
-from quarl.report.records import by_seed, of_series, select, values
+from quarl.report.campaign import by_seed, of_series, select, values
 from quarl.report.sweet_spots import keeps_fp32
 from quarl.report.text import aggregate_text, markdown, note, shown
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from quarl.collate import verdicts
 from quarl.collate.stats import Interval, seed_interval
-from quarl.report.records import by_seed, difference_bounds, fp32_flag, reward_bounds, select, values
+from quarl.report.campaign import by_seed, difference_bounds, fp32_flag, reward_bounds, select, values
 from quarl.report.sweet_spots import KEEP_FRACTION, SWEET_BITS, extension_finding, width_summary
 from quarl.report.text import FRACTION, UNBOUNDED, aggregate_text, markdown, shown
 

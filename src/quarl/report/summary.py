@@ -8,12 +8,12 @@ from collections import Counter
 
 import pandas as pd
 
-from quarl.collate import actorq
+from quarl.collate import actorq_timing
 from quarl.report import published_conditions, robustness
+from quarl.report.campaign import CARTPOLE_ALGOS, Campaign, Inputs, series_of
 from quarl.report.extensions import extension_pairs
 from quarl.report.ptq_table import Row, ptq_table
 from quarl.report.qat_vs_ptq import holm_verdicts, qat_vs_ptq
-from quarl.report.records import CARTPOLE_ALGOS, Campaign, Inputs, series_of
 from quarl.report.sweet_spots import extension_finding, sweet_spot
 from quarl.report.text import fmt
 from quarl.report.time_to_reward import ratio_text, speedups
@@ -119,7 +119,7 @@ def actorq_line(campaign: Campaign) -> str:
     ttr = campaign.time_to_reward
     if ttr.empty:
         return "not run yet."
-    shown = actorq.ttr_display(ttr)
+    shown = actorq_timing.ttr_display(ttr)
     parts = []
     for (_, r), (_, v) in zip(ttr.iterrows(), shown.iterrows()):
         if r["precision"] != "int8":

@@ -13,7 +13,7 @@ import pandas as pd
 from quarl.collate.stats import seed_interval
 from quarl.config import method_registry
 from quarl.evaluate.fidelity import AGREEMENT_TOLERANCE
-from quarl.report.records import FIGURES, fp32_flag, of_series, reward_bounds, select, threshold, values
+from quarl.report.campaign import FIGURES, fp32_flag, of_series, reward_bounds, select, threshold, values
 from quarl.report.text import FRACTION, UNBOUNDED, fmt, markdown, note, shown
 
 SWEET_FIGURE = "sweet_spot_cartpole.png"

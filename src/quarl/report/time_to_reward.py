@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from quarl.collate import actorq
+from quarl.collate import actorq_timing
 from quarl.collate.stats import Interval, ratio_interval
-from quarl.report.records import FIGURES, Campaign, Inputs
+from quarl.report.campaign import FIGURES, Campaign, Inputs
 from quarl.report.text import fmt, markdown, note, per_seed, shown
 
 
@@ -23,10 +23,10 @@ def actorq_figures(campaign: Campaign, folder: Path, draw: bool) -> list[str]:
     if campaign.actorq is None:
         return []
     shown = []
-    for (algo, env), _ in actorq.runs(campaign.actorq).groupby(["algo", "env"]):
+    for (algo, env), _ in actorq_timing.runs(campaign.actorq).groupby(["algo", "env"]):
         name = f"actorq_{algo}_{env.replace('/', '_')}.png"
         if draw:
-            fig = actorq.convergence(campaign.actorq, campaign.curves, algo, env)
+            fig = actorq_timing.convergence(campaign.actorq, campaign.curves, algo, env)
             ax = fig.axes[0]
             goal = campaign.time_to_reward.query("algo == @algo and env == @env")["target"]
             if len(goal):
@@ -67,7 +67,7 @@ def speedups(ttr: pd.DataFrame, r: pd.Series) -> tuple[Interval, Interval, Inter
     setting, each with its bootstrap interval; None for an fp32 row or without one."""
     if r["precision"] == "fp32":
         return None
-    fp32 = ttr[(ttr[actorq.SETTING] == r[actorq.SETTING]).all(axis=1) & (ttr["precision"] == "fp32")]
+    fp32 = ttr[(ttr[actorq_timing.SETTING] == r[actorq_timing.SETTING]).all(axis=1) & (ttr["precision"] == "fp32")]
     if fp32.empty:
         return None
     base = fp32.iloc[0]
@@ -99,10 +99,10 @@ def actorq_section(campaign: Campaign, figures: list[str]) -> str:
     if ttr.empty:
         return "Not run yet."
     assert campaign.actorq is not None  # time to reward is read from it
-    done = actorq.runs(campaign.actorq)
+    done = actorq_timing.runs(campaign.actorq)
     rows = []
-    for (_, r), (_, view) in zip(ttr.iterrows(), actorq.ttr_display(ttr).iterrows()):
-        setting = {k: r[k] for k in (*actorq.SETTING, "precision")}
+    for (_, r), (_, view) in zip(ttr.iterrows(), actorq_timing.ttr_display(ttr).iterrows()):
+        setting = {k: r[k] for k in (*actorq_timing.SETTING, "precision")}
         cells, part = _setting(done, setting), _setting(parts, setting)
         ratios = speedups(ttr, r)
         startup = float(np.nanmean(r["seed_startup_s"])) if len(r["seed_startup_s"]) else np.nan
@@ -112,13 +112,13 @@ def actorq_section(campaign: Campaign, figures: list[str]) -> str:
                 r["env"],
                 r["network"] if r["training"] == r["algo"] else f"{r['network']}, {r['training']}",
                 r["precision"],
-                actorq.learner_device(cells),
+                actorq_timing.learner_device(cells),
                 str(r["seeds"]),
                 fmt(pd.to_numeric(cells["env_steps"]).mean(), 0),
                 fmt(pd.to_numeric(cells["train_time_s"]).mean(), 0),
                 fmt(_rate(cells, "env_steps"), 0),
                 fmt(_rate(cells, "learner_steps"), 1),
-                actorq.regime(cells),
+                actorq_timing.regime(cells),
                 fmt(part["inference (ms/step)"].mean()) if len(part) else "–",
                 f"{fmt(r['target'])} ({r['target_from']}; {r['reached']} seeds reached it)",
                 fmt(startup, 1),
@@ -172,8 +172,8 @@ def actorq_reading(ttr: pd.DataFrame, done: pd.DataFrame) -> str:
     reward at all (a precision none of whose seeds reached the target cannot), and how int8 actors
     moved each side's throughput."""
     lines = []
-    for key, rows in ttr.groupby(actorq.SETTING, sort=True):  # one training at a time: never pooled
-        setting = dict(zip(actorq.SETTING, key))
+    for key, rows in ttr.groupby(actorq_timing.SETTING, sort=True):  # one training at a time: never pooled
+        setting = dict(zip(actorq_timing.SETTING, key))
         by = {r["precision"]: r for _, r in rows.iterrows()}
         if "fp32" not in by or "int8" not in by:
             continue
@@ -181,7 +181,7 @@ def actorq_reading(ttr: pd.DataFrame, done: pd.DataFrame) -> str:
         for precision in ("fp32", "int8"):
             cells = _setting(done, {**setting, "precision": precision})
             rate[precision] = (_rate(cells, "env_steps"), _rate(cells, "learner_steps"))
-            devices.add(actorq.learner_device(cells))
+            devices.add(actorq_timing.learner_device(cells))
         pace = (
             f"int8 actors moved the run from {fmt(rate['fp32'][0], 0)} to {fmt(rate['int8'][0], 0)} env steps/s "
             f"and the learner from {fmt(rate['fp32'][1], 1)} to {fmt(rate['int8'][1], 1)} updates/s"

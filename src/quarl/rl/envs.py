@@ -164,7 +164,7 @@ class Suite:
 
 SUITES: dict[str, Suite] = {
     "classic": Suite((), None),
-    "box2d": Suite(("Box2D",), "box2d"),
+    "box2d": Suite(("Box2D",), None),  # gymnasium[box2d] is among quarl's own requirements
     "atari": Suite(("ale_py", "cv2"), "atari", wrap=_atari, after_import=_ale_register),
     "bullet": Suite(("pybullet_envs_gymnasium",), "bullet"),
     "mujoco": Suite(("mujoco",), "mujoco", after_import=_mujoco_warnings),

@@ -1,12 +1,12 @@
 """Mixed-precision training (`train.amp=true`): the algorithm's gradient updates run under
 `torch.autocast` in bfloat16, SB3's own training loops unchanged.
 
-bfloat16 keeps float32's exponent range, so gradients need no loss scaling (fp16 would need a grad
-scaler inside SB3's update, a fork of its `train`). Matrix products and convolutions run in
-bfloat16; losses, norms and softmaxes stay float32 (autocast's own lists); the parameters, the
-optimizer state and the saved policy stay float32. Acting, evaluation and checkpoints run outside
-autocast: a callback enters it when a rollout ends (SB3 trains next) and leaves it when the next
-rollout starts and when training ends.
+bfloat16 keeps float32's exponent range, so gradients need no loss scaling (fp16 needs a grad scaler
+inside the update: `quarl.train.fp16.FP16DQN`, DQN's update with one, which bench_amp measures).
+Matrix products and convolutions run in bfloat16; losses, norms and softmaxes stay float32
+(autocast's own lists); the parameters, the optimizer state and the saved policy stay float32.
+Acting, evaluation and checkpoints run outside autocast: a callback enters it when a rollout ends
+(SB3 trains next) and leaves it when the next rollout starts and when training ends.
 """
 
 from __future__ import annotations

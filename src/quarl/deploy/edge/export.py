@@ -32,7 +32,7 @@ from quarl.deploy.edge.calibrate import calibration_states
 from quarl.deploy.edge.convert import integer_policy
 from quarl.deploy.edge.integer import WEIGHT_CODINGS, IntegerPolicy
 from quarl.deploy.edge.stages import check_model
-from quarl.deploy.export import check_new
+from quarl.deploy.onnx_export import check_new, write_new
 from quarl.errors import QuarlError
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,7 @@ def export_edge(
         check_obs: recorded states to compare the targets with the reference on (default: the
             calibration states).
         metadata: stored in the .tflite file's "quarl" metadata, and as the first comment of the C
-            sources (e.g. the env id and a record's `quarl.deploy.export.provenance`).
+            sources (e.g. the env id and a record's `quarl.deploy.onnx_export.provenance`).
         activations: "int8" (TFLite's int8 scheme) or "int16" (its 16x8 scheme, int8 weights only).
         weight_coding: "c" only: "packed" (each weight in `precision`'s bits, read directly) or
             "huffman" (one canonical Huffman stream of the weights and shifts, decoded as the
@@ -170,9 +170,7 @@ def _export_tflite(
     except QuarlError as exc:
         report.notes.append(str(exc))
     report.sizes["file"] = len(data)
-    from quarl.deploy.export import _write_new
-
-    _write_new(path, data)
+    write_new(path, data)
     log.info("Exported the full-integer LiteRT policy (%d bytes) to %s", len(data), path)
     return report
 

@@ -15,7 +15,7 @@ import pandas as pd
 import yaml
 
 from quarl import collate
-from quarl.collate import actorq, trainings
+from quarl.collate import actorq_timing, trainings
 from quarl.collate.bounds import return_range
 from quarl.collate.frame import Study
 from quarl.errors import QuarlError
@@ -36,7 +36,7 @@ REPORT, REASONS, WALL_TIMES, FIGURES = "README.md", "reasons.yaml", "wall_times.
 @dataclass
 class Campaign:
     """The archived records: the done runs, and ActorQ's time to reward and actor breakdown
-    (`quarl.collate.actorq`, from the records' curves and actors)."""
+    (`quarl.collate.actorq_timing`, from the records' curves and actors)."""
 
     runs: pd.DataFrame  # the records of quarl's default trainings (the paper's sections)
     time_to_reward: pd.DataFrame
@@ -120,7 +120,7 @@ def load_campaign(records: Path) -> Campaign:
         curves = store.curves()
         if study.empty:
             return Campaign(defaults, pd.DataFrame(), pd.DataFrame(), None, curves, published_runs, robust, every)
-        ttr, parts = actorq.time_to_reward(study, curves), actorq.breakdown(study, store.actors())
+        ttr, parts = actorq_timing.time_to_reward(study, curves), actorq_timing.breakdown(study, store.actors())
     return Campaign(defaults, ttr, parts, study, curves, published_runs, robust, every)
 
 

@@ -176,12 +176,12 @@ def export(
         f"({net.obs_dtype.name}); output 'action' = greedy actions ({net.action_kind})."
     )
     data = proto.SerializeToString()
-    _write_new(path, data)
+    write_new(path, data)
     log.info("Exported %s policy (%s, %d bytes) to %s", net.algo, precision, len(data), path)
     return path
 
 
-def _write_new(path: Path, data: bytes) -> None:
+def write_new(path: Path, data: bytes) -> None:
     """Write `data` to a new file `path`: complete or not at all, never over an existing file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
