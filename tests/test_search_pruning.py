@@ -45,7 +45,7 @@ def test_a_pruned_trial_stops_its_training_is_pruned_in_the_study_and_the_search
         assert pruned["seed"] == 0 and pruned["report"] == 1 and pruned["step"] < 1500
         assert list(trial.intermediate_values) == [1] and trial.user_attrs["seeds"] == [0, 1]
     cells = ptq_cells(scratch)  # 2 trials x 2 seeds, none stored as done: a later run runs them again
-    assert len(cells) == 4 and {status for _, status, _ in cells} == {"failed"}
+    assert len(cells) == 4 and {status for _, status, _ in cells} == {"pruned"}
     assert all(message.startswith("Pruned: trial ") for _, _, message in cells)
     assert all("(this is seed 1)" in message for seed, _, message in cells if seed == 1)  # stopped, not reported
     assert not list((scratch / "outputs" / "policies").glob("ppo-*[0-9a-f]"))  # no pruned policy in the cache

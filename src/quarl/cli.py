@@ -365,7 +365,7 @@ def _plan_command(sub: Any) -> None:
 
 
 def _status_command(sub: Any) -> None:
-    st = sub.add_parser("status", help="done / failed / running / skipped per cell, read from the store")
+    st = sub.add_parser("status", help="done / failed / pruned / running / skipped per cell, read from the store")
     st.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="e.g. algo=dqn")
     _store_option(st)
     st.set_defaults(func=cmd_status)

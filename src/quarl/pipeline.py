@@ -30,8 +30,10 @@ from quarl.store import provenance
 from quarl.store.locks import taking_turns
 from quarl.store.records import Context, make_record, store_record
 from quarl.store.sqlite import Store, make_folder
+from quarl.store.studies import PRUNED_MESSAGE
 from quarl.train.cache import CachedPolicy, obtain
 from quarl.train.loaded import fresh_model, loaded
+from quarl.train.pruning import Pruned
 
 log = logging.getLogger(__name__)
 
@@ -236,11 +238,15 @@ def _run_marked(ctx: Context, store: Store, key: str, status: str | None) -> Non
 
 
 def _record_failure(ctx: Context, store: Store, started: str, exc: Exception) -> None:
-    """In a sweep: record a cell that raised as skipped (n/a) or failed, and go on."""
+    """In a sweep: record a cell that raised as skipped (n/a), pruned (an Optuna search's) or failed,
+    and go on."""
     cfg, name = ctx.cfg, label(ctx.cfg)
     if isinstance(exc, IncompatibleCell):
         _store(ctx, store, cfg, "skipped", started, message=str(exc))
         log.warning("Skipping %s: %s", name, exc)
+    elif isinstance(exc, Pruned):  # its search trial was pruned: not done, and no fault
+        _store(ctx, store, cfg, "pruned", started, message=f"{PRUNED_MESSAGE} {exc}")
+        log.info("%s was pruned: %s", name, exc)
     else:
         error_file = ctx.run_dir / "error.txt"
         error_file.parent.mkdir(parents=True, exist_ok=True)

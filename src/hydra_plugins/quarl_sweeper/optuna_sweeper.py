@@ -273,11 +273,10 @@ def _trainings(configs: Mapping[int, DictConfig], trial_index: int, seeds: int) 
 
 def _was_pruned(held: Any, rows: Sequence[dict[str, Any] | None]) -> bool:
     """Whether a trial was pruned: its training said so (the `pruned` user attribute), or one of its
-    cells stopped because a trial it shares a policy with was (the record says `Pruned: ...`)."""
+    cells stopped because a trial it shares a policy with was (its record is `pruned`)."""
     if held is not None and studies.PRUNED in held.user_attrs:
         return True
-    messages = [str(row.get("message") or "") for row in rows if row is not None and row.get("status") == "failed"]
-    return any(message.startswith(studies.PRUNED_MESSAGE) for message in messages)
+    return any(row is not None and row.get("status") == "pruned" for row in rows)
 
 
 def _finished(study: Any) -> int:

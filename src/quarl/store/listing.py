@@ -381,7 +381,7 @@ def number_text(value: Any) -> str:
 
 # ---------------------------------------------------------------- fitting a terminal
 
-STATE_ORDER = ("done", "running", "failed", "skipped")
+STATE_ORDER = ("done", "running", "failed", "pruned", "skipped")
 
 
 def status_lines(grid: pd.DataFrame, width: int) -> list[str]:

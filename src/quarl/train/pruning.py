@@ -11,7 +11,8 @@ lists reports to it (the latest such trial, where two ask for one policy).
 Only the trial's first seed reports: its training return, the mean of its last RECENT training
 episodes, at each `reports`-th of the budget (step `stage * reports + k`, k = 1..reports), and
 after each report it asks the pruner. A pruned training raises `Pruned` (nothing is saved into the
-policy cache; its checkpoint stays); the cell's record is `failed` with the message `Pruned: ...`.
+policy cache; its checkpoint stays); the cell's record is `pruned`, with the message `Pruned: ...`
+(a later run of the cell runs it again).
 The other seeds' trainings report nothing and stop as soon as they find their trial pruned.
 """
 
