@@ -68,3 +68,22 @@ def shared_policies(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = root / "shared-policies"
     folder.mkdir(exist_ok=True)
     return folder
+
+
+#: Test files whose tests take tens of seconds to minutes (whole scripts, real services, shared
+#: studies), besides every test marked slow: they run first, so that the two workers end together
+#: (pytest-xdist's work stealing, `--dist worksteal` in pyproject.toml, then hands out the short ones).
+LONG_FIRST = (
+    "tests/actorq/",
+    "tests/methods/test_qat_learning.py",
+    "tests/report/test_reproduction.py",
+    "tests/deploy/edge/test_export.py",
+    "tests/test_cluster.py",
+    "tests/evaluate/test_fidelity.py",
+    "tests/test_search.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Long tests first, in their collected order; the rest after them, in theirs."""
+    items.sort(key=lambda item: not (item.get_closest_marker("slow") or item.nodeid.startswith(LONG_FIRST)))
