@@ -167,6 +167,30 @@ def test_slurm_sweep_lands_every_record_collates_and_shows_in_status(scratch, sl
             if line.startswith(("a2c", "ppo"))] == [["done", "done"]] * 2
 
 
+def test_an_optuna_search_runs_its_trials_as_slurm_jobs_telling_one_study(scratch, slurm):
+    """hydra/sweeper=optuna through the SLURM launcher: two trials at once (n_jobs=2), each cell a
+    SLURM job, all told to the one study in optuna.db beside the store; the same command again
+    resumes the study and launches nothing."""
+    import optuna
+
+    search = ["hydra/sweeper=optuna", "hydra.sweeper.sampler.seed=0", "hydra.sweeper.n_trials=2",
+              "hydra.sweeper.n_jobs=2", "algo.hyperparams.learning_rate=tag(log, interval(0.0001, 0.01))", *TINY,
+              "train.steps=1500"]
+    finish(start_sweep(scratch, slurm, *search), scratch)
+    storage = f"sqlite:///{scratch / 'outputs' / 'optuna.db'}"
+    (name,) = optuna.get_all_study_names(storage)
+    trials = optuna.load_study(study_name=name, storage=storage).trials
+    assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE"]
+    assert len({t.params["algo.hyperparams.learning_rate"] for t in trials}) == 2
+    df = results.load(scratch / "outputs/results.sqlite")
+    ptq = df[df["quant"] == "ptq"]
+    assert len(ptq) == 2 and (ptq["status"] == "done").all() and ptq["algo.hyperparams.learning_rate"].nunique() == 2
+    jobs = job_ids(scratch)
+    assert len(jobs) == 2 and events(job_logs(scratch), "Starting with JobEnvironment(job_id=") == 2
+    out = finish(start_sweep(scratch, slurm, *search), scratch)
+    assert "2 of 2 trials finished" in out and job_ids(scratch) == jobs
+
+
 def test_requeued_cell_resumes_from_its_checkpoint(scratch, slurm):
     """`scontrol requeue` (what a preemption with PreemptMode=REQUEUE does) after the first checkpoint."""
     proc = start_sweep(scratch, slurm, *LONG_CELL, *TINY)
