@@ -17,18 +17,11 @@ from quarl.collate import collate, load, tables, verdicts
 from quarl.errors import QuarlError
 from quarl.store import listing, query
 from quarl.store.records import make_record
-from quarl.store.sqlite import Store
+from tests.collate.studies import stored
 from tests.conftest import compose_cfg
 from tests.records import record
-from tests.records import write as write_records
 
 NOT_LEARNED = "the fp32 policy did not learn: its reward 18.3 is no better than a random policy's (23.7 on CartPole-v1)"
-
-
-def _store(tmp_path: Path, records: list[dict]) -> Path:
-    path = tmp_path / "r.sqlite"
-    write_records(Store(path), records)
-    return path
 
 
 def test_two_backends_of_one_policy_are_shown_apart_never_as_their_mean(tmp_path: Path):
@@ -39,7 +32,7 @@ def test_two_backends_of_one_policy_are_shown_apart_never_as_their_mean(tmp_path
                action_agreement=0.99, backend_action_agreement=value)
         for backend, value in agreement.items()
     ]
-    path = _store(tmp_path, records)
+    path = stored(tmp_path, records)
     study = load(path)
     table = tables.agreement_table(study, "ppo").set_index("method")
     assert {f"ptq (backend={b})" for b in agreement} == set(table.index)
@@ -57,7 +50,7 @@ def test_an_unlearned_baseline_is_flagged_in_errors_tables_plots_and_quarl_resul
     ]
     records += [record("dqn", "cartpole", "ptq", 8, seed=s, reward=r, fp32=f, fp32_note=NOT_LEARNED if f < 25 else None)
                 for s, r, f in ((0, 16.2, 18.3), (1, 500.0, 500.0))]
-    path = _store(tmp_path, records)
+    path = stored(tmp_path, records)
     out = tmp_path / "out"
     collate(path, out)
     md = (out / "tables/errors_dqn.md").read_text()
@@ -81,7 +74,7 @@ def test_the_default_budget_has_one_name_in_results_collate_and_the_stored_recor
            for q in ("fp32", "ptq")]
     other = [record("ppo", "cartpole", q, seed=0, steps=8192, config={"algo.n_timesteps": 100000}, reward=90.0)
              for q in ("fp32", "ptq")]
-    path = _store(tmp_path, old + other)
+    path = stored(tmp_path, old + other)
     for typed in ("100000", "null"):
         found = query.load(path, {"train.steps": typed})
         assert len(found) == 2 and set(found["reward_mean"]) == {100.0}, typed
@@ -161,7 +154,7 @@ def test_intervals_stay_inside_what_reward_and_e_can_be_and_the_verdicts_table_s
     records = [record("dqn", "cartpole", "fp32", seed=s, reward=500.0, fp32=500.0) for s in range(5)]
     records += [record("dqn", "cartpole", "ptq", 8, seed=s, reward=r, fp32=500.0) for s, r in enumerate(rewards)]
     out = tmp_path / "out"
-    collate(_store(tmp_path, records), out)
+    collate(stored(tmp_path, records), out)
     point = pd.read_csv(out / "sweet_spot/points.csv").set_index("bits").loc[8]
     low, high = sps.t.interval(0.95, 4, loc=np.mean(rewards), scale=sps.sem(rewards))
     assert high > 500 and point["reward_high"] == 500.0 and point["reward_low"] == pytest.approx(low)

@@ -1,0 +1,88 @@
+"""`quarl.collate.actorq_timing`: time to reward, censored where a run never reached it, per ActorQ
+setting (network, actors) rather than pooled as seeds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from quarl.collate import actorq_timing, collate, load
+from quarl.store.sqlite import Store
+from tests.collate.studies import stored
+from tests.records import record
+
+
+def _actorq_record(bits: int, seed: int, reach_at: float | None, end: float = 100.0) -> dict:
+    """An ActorQ DQN Acrobot record whose training return jumps from -300 to -50 at `reach_at` seconds
+    (None: never; the paper's target there is -107.45)."""
+    times = np.linspace(1, end, 60)
+    returns = [-50.0 if reach_at is not None and t >= reach_at else -300.0 for t in times]
+    rec = record("dqn", "acrobot", "actorq", seed=seed, reward=-60.0, fp32=None,
+                 config={"quant.actor_bits": bits, "actorq.update_period": 100},
+                 run={"train_time_s": end}, actor_action_agreement=0.95 if bits == 8 else None)
+    rec["curve"] = [{"step": int(10 * t), "reward": r, "length": 10, "wall_s": float(t), "actor": 0}
+                    for t, r in zip(times, returns)]
+    return rec
+
+
+def test_actorq_time_to_reward_is_censored_not_averaged_over_survivors(tmp_path: Path):
+    fp32 = [_actorq_record(32, s, reach_at=t) for s, t in zip((0, 1, 2), (40.0, 50.0, 60.0))]
+    int8 = [_actorq_record(8, s, reach_at=t) for s, t in zip((0, 1, 2), (20.0, None, 25.0))]
+    study = load(stored(tmp_path, fp32 + int8))
+    ttr = actorq_timing.time_to_reward(study, Store(study.store).curves()).set_index("precision")
+    assert not ttr.loc["fp32", "censored"] and ttr.loc["int8", "censored"] and ttr.loc["int8", "reached"] == "2/3"
+    def reached(rec: dict) -> float:  # the first time the 10-episode mean return is at the paper's -107.45
+        c = pd.DataFrame(rec["curve"])
+        return float(c["wall_s"][c["reward"].rolling(10, min_periods=1).mean() >= -107.45].iloc[0])
+
+    assert ttr.loc["int8", "time_s"] == pytest.approx(
+        np.mean([reached(int8[0]), 100.0, reached(int8[2])]))  # missed: run time
+    assert ttr.loc["fp32", "time_s"] == pytest.approx(np.mean([reached(r) for r in fp32]))
+    assert ttr.loc["int8", "speedup_bound"] == "<="  # int8's time is a lower bound: the speedup an upper one
+    assert ttr.loc["int8", "speedup_vs_fp32"] == pytest.approx(ttr.loc["fp32", "time_s"] / ttr.loc["int8", "time_s"])
+    assert ttr.loc["int8", "actor_agreement"] == pytest.approx(0.95)
+    shown = actorq_timing.ttr_display(ttr.reset_index()).set_index("precision")
+    assert shown.loc["int8", "time_s"].startswith("≥ ") and shown.loc["int8", "speedup_vs_fp32"].startswith("≤ ")
+    assert not shown.loc["fp32", "time_s"].startswith("≥")
+    out = tmp_path / "out"
+    collate(study.store, out)
+    assert ("≥ " in (out / "actorq/time_to_reward.md").read_text()
+            and "Censored" in (out / "actorq/time_to_reward.md").read_text())
+
+
+def test_actorq_runs_with_other_networks_are_not_pooled_as_seeds(tmp_path: Path):
+    """Two sweeps of one task with different actor networks: two settings, each with its own fp32
+    baseline and speedup, never one setting with twice the seeds."""
+    records = []
+    for widths, fp32_at, int8_at in (([2048, 2048], 60.0, 30.0), ([64, 64], 40.0, 40.0)):
+        for bits, at in ((32, fp32_at), (8, int8_at)):
+            rec = _actorq_record(bits, 0, reach_at=at)
+            rec["run"]["cell_key"] = f"{rec['run']['cell_key']}-{widths[0]}"
+            rec["config"]["algo"]["hyperparams"] = {"policy_kwargs": {"net_arch": widths}}
+            records.append(rec)
+    study = load(stored(tmp_path, records))
+    ttr = actorq_timing.time_to_reward(study, Store(study.store).curves()).set_index(["network", "precision"])
+    assert len(ttr) == 4 and (ttr["seeds"] == 1).all()
+    assert ttr.loc[("2048x2048", "int8"), "speedup_vs_fp32"] > 1.5
+    assert ttr.loc[("64x64", "int8"), "speedup_vs_fp32"] == pytest.approx(1.0)
+
+
+def test_actorq_runs_of_other_trainings_are_not_pooled_as_seeds(tmp_path: Path):
+    """Two ActorQ sweeps of one task and network, one with 4 actors and one with 8: two settings,
+    each with its own fp32 baseline and speedup, never one with twice the seeds."""
+    records = []
+    for actors, fp32_at, int8_at in ((4, 60.0, 30.0), (8, 40.0, 40.0)):
+        for bits, at in ((32, fp32_at), (8, int8_at)):
+            rec = _actorq_record(bits, 0, reach_at=at)
+            rec["run"]["cell_key"] = f"{rec['run']['cell_key']}-{actors}"
+            rec["config"]["actorq"]["actors"] = actors
+            rec["config"]["actorq"]["log_interval_s"] = actors  # watching a run does not make it another training
+            records.append(rec)
+    ttr = actorq_timing.time_to_reward(load(stored(tmp_path, records)), Store(tmp_path / "r.sqlite").curves())
+    ttr = ttr.set_index(["training", "precision"])
+    assert len(ttr) == 4 and (ttr["seeds"] == 1).all()
+    assert ttr.loc[("dqn (actorq.actors=4)", "int8"), "speedup_vs_fp32"] == pytest.approx(2.0, rel=0.2)
+    assert ttr.loc[("dqn (actorq.actors=8)", "int8"), "speedup_vs_fp32"] == pytest.approx(1.0)

@@ -1,0 +1,63 @@
+"""Where a collation writes (`quarl.collate.outputs`): a clean --out folder, and no redrawing of an
+unchanged collation."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from quarl import cli
+from quarl.collate import collate
+from quarl.store.sqlite import Store
+from tests.collate.studies import stored
+from tests.records import ptq_study
+from tests.records import write as write_records
+
+
+def test_collate_out_is_a_clean_folder(tmp_path: Path, caplog):
+    path = stored(tmp_path, ptq_study(algos=("ppo",), envs=("cartpole", "acrobot")))
+    out = tmp_path / "out"
+    first = collate(path, out)
+    assert (out / "sweet_spot/ppo_acrobot.png").is_file()
+    (out / "notes.txt").write_text("mine")  # a user's file beside the collation stays
+    second = collate(path, out, {"env": "cartpole"})
+    on_disk = {p for p in out.rglob("*") if p.is_file()}
+    assert on_disk == set(second) | {out / ".quarl-collate.json", out / "notes.txt"}
+    assert not (out / "sweet_spot/ppo_acrobot.png").exists() and len(first) > len(second)
+    listed = {line.split("](")[1][:-1] for line in (out / "README.md").read_text().splitlines()
+              if line.startswith("- [")}
+    assert {out / f for f in listed} | {out / "README.md"} == set(second)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "thesis.tex").write_text("keep")
+    with caplog.at_level(logging.ERROR):
+        assert cli.main(["collate", "--store", str(path), "--out", str(other)]) == 1
+    assert "non-empty folder that no collation wrote" in caplog.text and "--overwrite" in caplog.text
+    assert (other / "thesis.tex").read_text() == "keep" and len(list(other.iterdir())) == 1
+    assert cli.main(["collate", "--store", str(path), "--out", str(other), "--overwrite"]) == 0
+    assert not (other / "thesis.tex").exists() and (other / "README.md").is_file()
+
+
+def test_an_unchanged_collation_is_not_drawn_again(tmp_path: Path, caplog):
+    """The same records, settings and code: the files stay as they are; a new record, other
+    settings or force draw again."""
+    records = ptq_study(algos=("ppo",), envs=("cartpole", "acrobot"))
+    path = stored(tmp_path, records[:-1])
+    out, readme = tmp_path / "out", tmp_path / "out" / "README.md"
+
+    def drawn(**kw) -> bool:
+        before = readme.stat().st_mtime_ns if readme.exists() else None
+        written = collate(path, out, **kw)
+        assert readme in written and all(p.is_file() for p in written)
+        return readme.stat().st_mtime_ns != before
+
+    assert drawn()
+    stamps = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
+    with caplog.at_level(logging.INFO, logger="quarl.collate"):
+        assert not drawn()
+    assert "up to date" in caplog.text and {p: p.stat().st_mtime_ns for p in out.rglob("*")} == stamps
+    assert drawn(bits=4) and not drawn(bits=4)
+    write_records(Store(path), records[-1:])
+    assert drawn(bits=4) and not drawn(bits=4) and drawn(bits=4, force=True)
+    (out / "sweet_spot/ppo_acrobot.png").unlink()  # a file of the collation gone: drawn again
+    assert drawn(bits=4) and (out / "sweet_spot/ppo_acrobot.png").is_file()
