@@ -24,7 +24,7 @@ ENV = {**os.environ, "HYDRA_FULL_ERROR": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_T
 torch.set_num_threads(1)
 # Every run_quarl call's process: forked from one that imported torch, SB3 and Hydra once.
 WARM = WarmRun(ENV)
-# Tiny budgets: a few seconds per cell (and no end-of-sweep collation; tests/collate/test_collate.py has it).
+# Tiny budgets: a few seconds per cell (and no end-of-sweep collation; tests/collate/test_sweep.py has it).
 FAST = ["train.steps=1500", "eval.episodes=2", "eval.n_envs=2", "hydra.callbacks.collate.enabled=false"]
 
 

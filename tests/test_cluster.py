@@ -171,15 +171,13 @@ def test_an_optuna_search_runs_its_trials_as_slurm_jobs_telling_one_study(scratc
     """hydra/sweeper=optuna through the SLURM launcher: two trials at once (n_jobs=2), each cell a
     SLURM job, all told to the one study in optuna.db beside the store; the same command again
     resumes the study and launches nothing."""
-    import optuna
+    from tests.test_search import study
 
     search = ["hydra/sweeper=optuna", "hydra.sweeper.sampler.seed=0", "hydra.sweeper.n_trials=2",
               "hydra.sweeper.n_jobs=2", "algo.hyperparams.learning_rate=tag(log, interval(0.0001, 0.01))", *TINY,
               "train.steps=1500"]
     finish(start_sweep(scratch, slurm, *search), scratch)
-    storage = f"sqlite:///{scratch / 'outputs' / 'optuna.db'}"
-    (name,) = optuna.get_all_study_names(storage)
-    trials = optuna.load_study(study_name=name, storage=storage).trials
+    trials = study(scratch).trials
     assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE"]
     assert len({t.params["algo.hyperparams.learning_rate"] for t in trials}) == 2
     df = results.load(scratch / "outputs/results.sqlite")

@@ -14,6 +14,7 @@ from quarl.cli import main
 from quarl.errors import QuarlError
 from quarl.store import studies
 from tests.conftest import FAST, run_quarl
+from tests.test_search import study
 
 optuna = pytest.importorskip("optuna")  # rl_zoo3 (the test extra) brings it
 
@@ -23,12 +24,6 @@ SEARCH = ["hydra/sweeper=optuna", "hydra.sweeper.sampler.seed=0", *FAST, "search
 PRUNE_ALL = ["hydra.sweeper.pruner.name=threshold", "hydra.sweeper.pruner.lower=1000",
              "hydra.sweeper.pruner.n_warmup_steps=0"]
 State = optuna.trial.TrialState
-
-
-def study(folder: Path) -> optuna.Study:
-    storage = f"sqlite:///{folder / 'outputs' / 'optuna.db'}"
-    (name,) = optuna.get_all_study_names(storage)
-    return optuna.load_study(study_name=name, storage=storage)
 
 
 def ptq_cells(folder: Path) -> list[tuple]:

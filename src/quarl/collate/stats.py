@@ -4,7 +4,7 @@ One cell across its seeds (`seed_interval`, `summarise`): the Student-t interval
 mean ± t(0.975, n-1) · s / sqrt(n). It covers at its stated level for normal data at any n >= 2;
 a percentile bootstrap of the mean does not at the 3-10 seeds a study has (it covers about 76% at
 n = 3, 84% at n = 5, 90% at n = 10, because a resample of n values is less spread than the
-population), which tests/collate/test_collate.py simulates.
+population), which tests/collate/test_stats.py simulates.
 
 Two methods across tasks (`probability_of_improvement`): rliable's probability that a run of one
 beats a run of the other, averaged over tasks, with the same stratified bootstrap.
