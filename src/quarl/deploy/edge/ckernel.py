@@ -282,6 +282,23 @@ KINLINE static int32_t out{i}(acc_t s, int o, int k) {{
 """
 
 
+def row_loops(i: int, full: int, rows: int, dot4: str, dot1: str) -> str:
+    """Layer i's loops over its outputs: ROWS rows a pass while `full` rows last (`dot4`, the C lines
+    that leave ROWS sums in `s`), then the rows left one by one (`dot1`: one sum in `s[0]`)."""
+    loop4 = f"""    for (o = 0; o < {full}; o += {ROWS}) {{
+{dot4}
+        out[o / 2] = pack(out{i}(s[0], o, 0), out{i}(s[2], o + 2, 2));
+        out[o / 2 + 1] = pack(out{i}(s[1], o + 1, 1), out{i}(s[3], o + 3, 3));
+    }}
+"""
+    loop1 = f"""    for (o = {full}; o < {rows}; ++o) {{
+{dot1}
+        set_act(out, o, out{i}(s[0], o, 0));
+    }}
+"""
+    return (loop4 if full else "") + (loop1 if rows > full else "")
+
+
 def layer_function(policy: IntegerPolicy, i: int, layer: Dense, coded: bool) -> str:
     """`layer{i}(in, out)`: every output of layer i, ROWS rows a pass, then the rows left one by one."""
     rows, cols = layer.weight.shape
@@ -301,24 +318,13 @@ def layer_function(policy: IntegerPolicy, i: int, layer: Dense, coded: bool) -> 
     else:
         decode4 = decode1 = ""
         weights = f"L{i}_W"
-    loop4 = (
-        f"""    for (o = 0; o < {full}; o += {ROWS}) {{
-{decode4}{"        w = rows_w;" + chr(10) if coded else ""}        w = dot4(w, in, {words}, s);
-        out[o / 2] = pack(out{i}(s[0], o, 0), out{i}(s[2], o + 2, 2));
-        out[o / 2 + 1] = pack(out{i}(s[1], o + 1, 1), out{i}(s[3], o + 3, 3));
-    }}
-"""
-        if full
-        else ""
-    )
-    loop1 = (
-        f"""    for (o = {full}; o < {rows}; ++o) {{
-{decode1}{"        w = rows_w;" + chr(10) if coded else ""}        w = dot1(w, in, {words}, s);
-        set_act(out, o, out{i}(s[0], o, 0));
-    }}
-"""
-        if rows > full
-        else ""
+    again = "        w = rows_w;\n" if coded else ""
+    loops = row_loops(
+        i,
+        full,
+        rows,
+        decode4 + again + f"        w = dot4(w, in, {words}, s);",
+        decode1 + again + f"        w = dot1(w, in, {words}, s);",
     )
     return f"""
 /* layer {i}: {cols} -> {rows} */
@@ -326,6 +332,6 @@ static void layer{i}(const uint32_t *in, uint32_t *out) {{
     const uint32_t *w = {weights};
     acc_t s[{ROWS}];
     int o{", k" if coded and full else ""};
-{prepare}{loop4}{loop1}    (void)w;
+{prepare}{loops}    (void)w;
 }}
 """

@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Optional
 
 import numpy as np
 
-from quarl.deploy.edge import c_runtime, csimd, cstream, huffman
+from quarl.deploy.edge import c_runtime, ckernel, csimd, cstream, huffman
 from quarl.deploy.edge.integer import Dense, IntegerPolicy
 from quarl.errors import QuarlError
 
@@ -303,29 +303,15 @@ def layer_function(policy: IntegerPolicy, i: int, layer: Dense) -> str:
     words = csimd.row_words(cols, 8)
     full = rows - rows % ROWS
     vary = cstream.shifts_read(policy) and cstream.shift_varies(layer)
-    loop4 = (
-        f"""    for (o = 0; o < {full}; o += {ROWS}) {{
-{"        read_shifts(4);" + chr(10) if vary else ""}        PDOT4(in, {words}, s);
-        out[o / 2] = pack(out{i}(s[0], o, 0), out{i}(s[2], o + 2, 2));
-        out[o / 2 + 1] = pack(out{i}(s[1], o + 1, 1), out{i}(s[3], o + 3, 3));
-    }}
-"""
-        if full
-        else ""
-    )
-    loop1 = (
-        f"""    for (o = {full}; o < {rows}; ++o) {{
-{"        read_shifts(1);" + chr(10) if vary else ""}        PDOT1(in, {words}, s);
-        set_act(out, o, out{i}(s[0], o, 0));
-    }}
-"""
-        if rows > full
-        else ""
+    shifts4 = "        read_shifts(4);\n" if vary else ""
+    shifts1 = "        read_shifts(1);\n" if vary else ""
+    loops = ckernel.row_loops(
+        i, full, rows, f"{shifts4}        PDOT4(in, {words}, s);", f"{shifts1}        PDOT1(in, {words}, s);"
     )
     return f"""
 /* layer {i}: {cols} -> {rows} */
 static void layer{i}(const uint32_t *in, uint32_t *out) {{
     acc_t s[{ROWS}];
     int o;
-{loop4}{loop1}}}
+{loops}}}
 """
