@@ -20,7 +20,8 @@ fp16 updates the scaler skipped (an inf or a nan in the scaled gradients; the sc
 are counted in both parts. Prints the table with the paper's speedup beside each size (the paper
 ran fp16 with loss scaling: compare it with the fp16 columns), and writes it as CSV with `--csv`
 (the columns of older runs unchanged: `update speedup` and `end-to-end speedup` are bf16's).
-`--tiny` shrinks the networks to 8/16/32 filters (a CPU rehearsal of the script, not a measurement).
+`--tiny` shrinks the networks to 8/16/32 filters and part 1's buffer to TINY_FILL frames (a CPU
+rehearsal of the script, not a measurement).
 
 Usage: python benchmarks/bench_amp.py [--device cuda] [--updates 100] [--rounds 3] [--train-steps 2000] [--csv F]
 """
@@ -51,6 +52,7 @@ from quarl.train.fp16 import FP16DQN
 SIZES = {"Policy A": (128, 128), "Policy B": (512, 512), "Policy C": (1024, 2048)}  # filters, FC units
 TINY = {"Policy A": (8, 16), "Policy B": (16, 32), "Policy C": (32, 64)}
 BUFFER = 2000  # Pong transitions in the replay buffer of part 1
+TINY_FILL = 64  # --tiny: frames collected into it (two batches of 32), instead of BUFFER // 2
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 
@@ -129,12 +131,12 @@ def train(dqn: FP16DQN, precision: str, updates: int, device: str) -> None:
 
 
 def updates_per_s(
-    env: Any, size: tuple[int, int], device: str, updates: int, rounds: int
+    env: Any, size: tuple[int, int], device: str, updates: int, rounds: int, fill: int = BUFFER // 2
 ) -> tuple[dict[str, float], int]:
     """SB3's DQN update in fp32, under bf16 autocast, and FP16DQN's with loss scaling, on the same
     batches of one model; median updates/s per precision, and the fp16 updates the scaler skipped."""
     dqn = model(env, size, device, learning_starts=BUFFER, fp16=True)
-    dqn.learn(BUFFER // 2)  # a replay buffer of real Pong frames, no update yet
+    dqn.learn(fill)  # a replay buffer of real Pong frames, no update yet
     assert isinstance(dqn, FP16DQN)
     for precision in PRECISIONS:  # one untimed update each: the optimizer's state built, the kernels warm
         train(dqn, precision, 1, device)
@@ -181,7 +183,8 @@ def main() -> None:
     device = torch.cuda.get_device_name() if a.device == "cuda" else platform.processor() or platform.machine()
     rows = []
     for (name, size), arch in zip((TINY if a.tiny else SIZES).items(), paper["architecture"]):
-        ups, skipped = updates_per_s(env, size, a.device, a.updates, a.rounds)
+        fill = TINY_FILL if a.tiny else BUFFER // 2
+        ups, skipped = updates_per_s(env, size, a.device, a.updates, a.rounds, fill)
         steps = {p: env_steps_per_s(env, size, a.device, a.train_steps, p) for p in PRECISIONS}
         rows.append(
             {

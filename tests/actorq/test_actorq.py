@@ -1,6 +1,7 @@
 """ActorQ: distributed training with quantized actors, end to end and piece by piece."""
 
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -82,10 +83,12 @@ def test_pinned_actors_leave_the_learner_its_cores(monkeypatch, cores, actors, e
     assert transport.actor_cores(actors) == expected
 
 
-def run_killing_actor_0(scratch, backend: str, *overrides: str, before_kill=None) -> str:
-    """A DQN ActorQ run whose actor 0 process is SIGKILLed once training is under way (after
-    `before_kill(pid)`); checks that it was restarted once and the run finished; returns the log."""
-    args = [*DQN, "train.steps=30000", "actorq.log_interval_s=0.5", f"actorq.backend={backend}", *overrides]
+def run_killing_actor_0(scratch, backend: str, *overrides: str, before_kill=None, steps: int = 30000,
+                        kill_at: int = 0) -> str:
+    """A DQN ActorQ run of `steps` env steps whose actor 0 process is SIGKILLed once training is under
+    way (a progress line with more than `kill_at` env steps; after `before_kill(pid)`); checks that it
+    was restarted once and the run finished; returns the log."""
+    args = [*DQN, f"train.steps={steps}", "actorq.log_interval_s=0.5", f"actorq.backend={backend}", *overrides]
     proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args], cwd=scratch, env=ENV, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     lines, victim = [], None
@@ -93,7 +96,8 @@ def run_killing_actor_0(scratch, backend: str, *overrides: str, before_kill=None
         lines.append(line)
         if "Actor 0 started (" in line:  # local: "(pid N)", ray: "(Ray actor ID on HOST, pid N)"
             victim = int(line.split("pid ")[1].split(")")[0])
-        if victim and "env steps" in line:  # training is under way
+        done = re.search(r"(\d+)/\d+ env steps", line)
+        if victim and done and int(done.group(1)) >= kill_at:  # training is under way
             if before_kill:
                 before_kill(victim)
             os.kill(victim, signal.SIGKILL)
@@ -112,7 +116,10 @@ def run_killing_actor_0(scratch, backend: str, *overrides: str, before_kill=None
 def test_killed_actor_is_restarted_and_the_run_finishes(scratch):
     # On Ray the same run is tests/test_cluster.py's, joined to a running Ray cluster (a Ray started
     # for one run is covered by the tiny runs above).
-    run_killing_actor_0(scratch, "local")
+    # Killed once its first life has sent experience (1000 of 10000 env steps: the 64-step chunks of
+    # both actors are in by then), so actor 0 has a row even if its restarted life came up only as
+    # the run ended; the 9000 steps left give that life several seconds to come up and act.
+    run_killing_actor_0(scratch, "local", steps=10000, kill_at=1000)
 
 
 @pytest.mark.parametrize("comm_bits", [8, 32])
@@ -222,14 +229,15 @@ def test_store_from_before_actorq_gets_the_new_curve_columns(tmp_path):
     ],
 )
 def test_bad_input_gets_one_clear_line(scratch, overrides, message):
-    env = ENV
-    if "actorq.backend=ray" in overrides:  # a Python on which `import ray` fails
+    args = ["algo=dqn", "quant=actorq", *overrides]
+    if "actorq.backend=ray" in overrides:  # a fresh Python on which `import ray` fails
         fake = scratch / "noray" / "ray"
         fake.mkdir(parents=True)
         (fake / "__init__.py").write_text("raise ImportError('No module named ray')\n")
-        env = {**ENV, "PYTHONPATH": str(fake.parent)}
-    done = subprocess.run([sys.executable, str(ROOT / "run.py"), "algo=dqn", "quant=actorq", *overrides], cwd=scratch,
-                          env=env, capture_output=True, text=True, timeout=120)
+        done = subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=scratch, capture_output=True,
+                              env={**ENV, "PYTHONPATH": str(fake.parent)}, text=True, timeout=120)
+    else:  # `python run.py ARGS` as a process forked from a warm one (tests/warm_run.py): no imports to wait for
+        done = run_quarl(scratch, *args, check=False)
     out = done.stdout + done.stderr
     assert done.returncode == 1 and message in out and "Traceback" not in out, out
 
