@@ -21,9 +21,27 @@ from quarl.train.cache import cached
 from tests.conftest import FAST, run_quarl
 
 
-def _record(scratch: Path, shared_policies: Path):
-    run_quarl(scratch, *FAST, policies=shared_policies)
-    df = results.load(scratch / "outputs/results.sqlite", quant="ptq")
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory, shared_policies: Path) -> Path:
+    """A launch folder holding the default PTQ cell's record (FAST budget): the tests below read it
+    and export from it, each into its own folder, and none writes into it."""
+    folder = tmp_path_factory.mktemp("stored")
+    run_quarl(folder, *FAST, policies=shared_policies)
+    return folder
+
+
+def _cli(cwd: Path, monkeypatch, caplog, *args: str) -> int:
+    """`quarl ARGS` in `cwd`, in this process (for refusals: they end before any export is written)."""
+    from quarl.cli import main
+
+    monkeypatch.chdir(cwd)
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        return main(list(args))
+
+
+def _record(stored: Path):
+    df = results.load(stored / "outputs/results.sqlite", quant="ptq")
     cfg = OmegaConf.create(json.loads(df.iloc[0]["config"]))
     policy = cached(policy_config(cfg), Path(cfg.store.policies))
     model = policy.load()
@@ -31,8 +49,8 @@ def _record(scratch: Path, shared_policies: Path):
     return cfg, policy, model
 
 
-def test_a_records_calibration_states_are_its_fp32_policys_calibration_episodes(scratch, shared_policies):
-    cfg, policy, _ = _record(scratch, shared_policies)
+def test_a_records_calibration_states_are_its_fp32_policys_calibration_episodes(stored):
+    cfg, policy, _ = _record(stored)
     states = calibration_states(cfg, policy)
     assert states.shape[1:] == (4,) and len(states) >= 5 * 8  # five CartPole episodes
     seeds = calibration_seeds(int(cfg.seed), int(cfg.quant.calibration_episodes), int(cfg.eval.episodes))
@@ -43,10 +61,10 @@ def test_a_records_calibration_states_are_its_fp32_policys_calibration_episodes(
 
 
 @pytest.mark.parametrize("fmt", ["c", "tflite"])
-def test_export_from_a_record_writes_a_checked_policy(fmt, scratch, shared_policies):
+def test_export_from_a_record_writes_a_checked_policy(fmt, scratch, stored):
     if fmt == "tflite":
         pytest.importorskip("ai_edge_litert", reason="ai-edge-litert is not installed: pip install 'quarl[edge]'")
-    cfg, policy, model = _record(scratch, shared_policies)
+    cfg, policy, model = _record(stored)
     states = calibration_states(cfg, policy)
     out = scratch / ("policy.tflite" if fmt == "tflite" else "policy")
     report = export_edge(
@@ -64,7 +82,9 @@ def test_export_from_a_record_writes_a_checked_policy(fmt, scratch, shared_polic
 
 
 @pytest.mark.parametrize("fmt", ["c", "tflite"])
-def test_quarl_export_format_writes_from_the_store_and_refuses_an_existing_path(fmt, scratch, shared_policies):
+def test_quarl_export_format_writes_from_the_store_and_refuses_an_existing_path(
+    fmt, scratch, stored, monkeypatch, caplog, capsys
+):
     import subprocess
     import sys
 
@@ -72,15 +92,16 @@ def test_quarl_export_format_writes_from_the_store_and_refuses_an_existing_path(
 
     if fmt == "tflite":
         pytest.importorskip("ai_edge_litert", reason="ai-edge-litert is not installed: pip install 'quarl[edge]'")
-    run_quarl(scratch, *FAST, policies=shared_policies)
     out = scratch / ("policy.tflite" if fmt == "tflite" else "policy")
-    cli = [sys.executable, "-m", "quarl.cli", "export", "quant=ptq", "--format", fmt, "--out", str(out)]
-    done = subprocess.run(cli, cwd=scratch, capture_output=True, text=True, env=ENV, timeout=600)
+    args = ["export", "quant=ptq", "--format", fmt, "--out", str(out)]
+    done = subprocess.run([sys.executable, "-m", "quarl.cli", *args], cwd=stored, capture_output=True, text=True,
+                          env=ENV, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "identical to the integer reference on 10000 states" in done.stdout  # record's states, then random
     assert out.exists()
-    again = subprocess.run(cli, cwd=scratch, capture_output=True, text=True, env=ENV, timeout=600)
-    assert again.returncode == 1 and "already exists" in again.stderr and "Traceback" not in again.stderr
+    before = sorted(p.name for p in out.parent.iterdir())
+    assert _cli(stored, monkeypatch, caplog, *args) == 1 and "already exists" in caplog.text
+    assert "Traceback" not in capsys.readouterr().err and sorted(p.name for p in out.parent.iterdir()) == before
 
 
 def test_a_record_without_activation_ranges_executes_on_the_c_backend(scratch, shared_policies):
@@ -96,7 +117,8 @@ def test_a_record_without_activation_ranges_executes_on_the_c_backend(scratch, s
     assert row["backend"] == "c" and row["backend_reward"] > 0 and 0 <= row["backend_action_agreement"] <= 1
 
 
-def test_16x8_and_huffman_from_the_command_line_export_and_backend(scratch, shared_policies):
+def test_16x8_and_huffman_from_the_command_line_export_and_backend(scratch, shared_policies, monkeypatch, caplog,
+                                                                  capsys):
     """`quarl export --activations int16` writes the 16x8 C policy of a record and refuses ONNX with it;
     `--weight-coding huffman` writes the Huffman-coded C policy and is refused for LiteRT;
     `quant.backend=c_16x8` records the executed 16x8 policy."""
@@ -117,16 +139,21 @@ def test_16x8_and_huffman_from_the_command_line_export_and_backend(scratch, shar
     assert done.returncode == 0, done.stderr
     assert "int16 (16x8) activations" in done.stdout and "identical to the integer reference" in done.stdout
     assert "#define POLICY_ACTIVATION_BITS 16" in (out / "policy.h").read_text()
-    onnx = export(str(scratch / "p.onnx"), "--activations", "int16")
-    assert onnx.returncode == 1 and "--activations chooses the full-integer formats' activations" in onnx.stderr
-    assert "Traceback" not in onnx.stderr and not (scratch / "p.onnx").exists()
+    def refused(*args: str) -> str:  # in this process: a refusal writes nothing
+        assert _cli(scratch, monkeypatch, caplog, "export", "quant=ptq", "--out", *args) == 1
+        assert "Traceback" not in capsys.readouterr().err
+        return caplog.text
+
+    assert "--activations chooses the full-integer formats' activations" in refused(
+        str(scratch / "p.onnx"), "--activations", "int16")
+    assert not (scratch / "p.onnx").exists()
     coded = export(str(scratch / "coded"), "--format", "c", "--precision", "int4", "--weight-coding", "huffman")
     assert coded.returncode == 0, coded.stderr
     assert "Huffman-coded stream" in coded.stdout and "identical to the integer reference" in coded.stdout
     assert "HUFF = {" in (scratch / "coded" / "policy.c").read_text() and "coded in pairs" in coded.stdout
-    refused = export(str(scratch / "p.tflite"), "--format", "tflite", "--weight-coding", "huffman")
-    assert refused.returncode == 1 and "weight_coding=huffman is not supported for format=tflite" in refused.stderr
-    assert "Traceback" not in refused.stderr and not (scratch / "p.tflite").exists()
+    assert "weight_coding=huffman is not supported for format=tflite" in refused(
+        str(scratch / "p.tflite"), "--format", "tflite", "--weight-coding", "huffman")
+    assert not (scratch / "p.tflite").exists()
 
 
 # --- a C export runs the policy's firmware on every installed microcontroller target ------------------------
