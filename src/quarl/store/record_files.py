@@ -109,8 +109,4 @@ def record_problem(record: Any) -> str | None:
 
 def rebuild(root: Path, store: Store) -> int:
     """Write every record found under `root` into `store`; returns how many."""
-    count = 0
-    for record in find_records(root):
-        store.write(record)
-        count += 1
-    return count
+    return store.write_many(find_records(root))
