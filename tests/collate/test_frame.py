@@ -22,7 +22,8 @@ def test_filters_match_as_text_and_lists(store: Path):
     assert select(runs, {"eval.deterministic": "true"}).shape[0] == len(runs)
 
 
-def test_notebook_executes_against_the_sweep(store: Path, tmp_path: Path, monkeypatch):
+def executed_notebook(store: Path, monkeypatch) -> list:
+    """Every output of notebooks/results.ipynb run on `store`; none of them an error."""
     nb = nbformat.read(ROOT / "notebooks/results.ipynb", as_version=4)
     monkeypatch.setenv("QUARL_STORE", str(store))
     client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
@@ -30,6 +31,11 @@ def test_notebook_executes_against_the_sweep(store: Path, tmp_path: Path, monkey
     client.execute()
     outputs = [o for cell in nb.cells for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
+    return outputs
+
+
+def test_notebook_executes_against_the_sweep(store: Path, tmp_path: Path, monkeypatch):
+    outputs = executed_notebook(store, monkeypatch)
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) >= len(ENVS) + 3  # sweet spots, aggregate, heat map, weights
     text = "".join(o.get("text", "") for o in outputs)
@@ -39,13 +45,7 @@ def test_notebook_executes_against_the_sweep(store: Path, tmp_path: Path, monkey
 def test_notebook_keeps_trainings_apart(tmp_path: Path, monkeypatch):
     """The notebook (prepare(select(...))) on a store of two trainings: separate series and the note."""
     path = stored(tmp_path, two_trainings())
-    nb = nbformat.read(ROOT / "notebooks/results.ipynb", as_version=4)
-    monkeypatch.setenv("QUARL_STORE", str(path))
-    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                                     resources={"metadata": {"path": str(ROOT / "notebooks")}})
-    client.execute()
-    outputs = [o for cell in nb.cells for o in cell.get("outputs", [])]
-    assert not [o for o in outputs if o.output_type == "error"]
+    outputs = executed_notebook(path, monkeypatch)
     text = "".join(o.get("text", "") for o in outputs)
     shown = "".join(str(o.get("data", {}).get("text/markdown", "")) for o in outputs)
     assert "ppo/cartpole holds 2 trainings that differ in train.steps" in text
