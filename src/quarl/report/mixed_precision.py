@@ -17,49 +17,62 @@ RATES = ["updates/s fp32", "updates/s bf16", "env steps/s fp32", "env steps/s bf
 SPEEDUPS = ["update speedup", "end-to-end speedup"]
 FP16 = ["updates/s fp16", "env steps/s fp16", "update speedup fp16", "end-to-end speedup fp16"]
 SKIPPED = ["fp16 skipped (timed)", "fp16 skipped (end to end)"]
+PAPER_HEADER = ["policy", "architecture", "paper: fp32 / mixed min", "paper speedup"]
 
 
 def section(folder: Path) -> str:
-    """The AMP table with the device it ran on, each size beside the paper's speedup: quarl's
-    throughputs are the mean over the file's runs, its speedups the mean with the runs' range; fp16's
-    columns over the runs that measured it, where any did."""
+    """The paper's table, then quarl's beside it once per GPU (timings from different cards are never
+    averaged): each size's throughputs are the mean over that card's runs, its speedups the mean with
+    the runs' range; fp16's columns over the runs that measured it, where any did."""
     paper = packaged("mixed_precision_training.csv", "algo_env").set_index("policy")
     measured = pd.read_csv(folder / AMP_FILE) if (folder / AMP_FILE).exists() else None
-    header = ["policy", "architecture", "paper: fp32 / mixed min", "paper speedup"]
-    fp16 = measured is not None and set(FP16) <= set(measured) and bool(measured[FP16].notna().all(axis=1).any())
-    if measured is not None:
-        measured = measured.assign(run=measured["run"] if "run" in measured else 1)
-    if measured is not None and fp16:
+    if measured is None:
+        return note("amp", devices=0) + "\n\n" + markdown(PAPER_HEADER, [_published(n, p) for n, p in paper.iterrows()])
+    measured = measured.assign(run=measured["run"] if "run" in measured else 1, device=measured["device"].astype(str))
+    cards = [_card(device, runs, paper) for device, runs in measured.groupby("device", sort=True)]
+    return note("amp", devices=len(cards)) + "\n\n" + "\n\n".join(cards)
+
+
+def _card(device: str, measured: pd.DataFrame, paper: pd.DataFrame) -> str:
+    """One GPU's runs beside the paper's: the sentence saying how many, then the table."""
+    fp16 = set(FP16) <= set(measured) and bool(measured[FP16].notna().all(axis=1).any())
+    header = list(PAPER_HEADER)
+    if fp16:
         header += ["quarl runs", "quarl: updates/s fp32 / bf16 / fp16", "update speedup bf16 / fp16"]
         header += ["env steps/s fp32 / bf16 / fp16", "end-to-end speedup bf16 / fp16", "fp16 skipped updates"]
-    elif measured is not None:
+    else:
         header += ["quarl runs", "quarl: updates/s fp32 / bf16", "update speedup", "env steps/s fp32 / bf16"]
         header += ["end-to-end speedup"]
     rows = []
     for name, published in paper.iterrows():
-        row = [
-            str(name),
-            str(published["architecture"]),
-            f"{published['fp32_runtime_min']:.0f} / {published['mp_runtime_min']:.0f}",
-            _published_speedup(published),
-        ]
-        if fp16 and measured is not None:
-            row += _fp16_cells(measured[measured["policy"] == name])
-        elif measured is not None:
-            runs = measured[measured["policy"] == name]
-            mean = runs[RATES].mean()
-            row += [
-                str(runs["run"].nunique()),
-                f"{fmt(mean['updates/s fp32'], 1)} / {fmt(mean['updates/s bf16'], 1)}",
-                _speedup(runs["update speedup"]),
-                f"{fmt(mean['env steps/s fp32'], 0)} / {fmt(mean['env steps/s bf16'], 0)}",
-                _speedup(runs["end-to-end speedup"]),
-            ]
-        rows.append(row)
-    device = ", ".join(sorted(measured["device"].astype(str).unique())) if measured is not None else None
-    runs_n = int(measured["run"].nunique()) if measured is not None else 0
-    fp16_runs = int(measured.dropna(subset=FP16)["run"].nunique()) if fp16 and measured is not None else 0
-    return note("amp", device=device, runs=runs_n, fp16_runs=fp16_runs) + "\n\n" + markdown(header, rows)
+        runs = measured[measured["policy"] == name]
+        rows.append(_published(name, published) + (_fp16_cells(runs) if fp16 else _bf16_cells(runs)))
+    fp16_runs = int(measured.dropna(subset=FP16)["run"].nunique()) if fp16 else 0
+    return note("amp_device", device=device, runs=int(measured["run"].nunique()), fp16_runs=fp16_runs) + (
+        "\n\n" + markdown(header, rows)
+    )
+
+
+def _published(name: object, published: pd.Series) -> list[str]:
+    """A size's paper cells: its name, architecture, runtimes and speedup."""
+    return [
+        str(name),
+        str(published["architecture"]),
+        f"{published['fp32_runtime_min']:.0f} / {published['mp_runtime_min']:.0f}",
+        _published_speedup(published),
+    ]
+
+
+def _bf16_cells(runs: pd.DataFrame) -> list[str]:
+    """A size's quarl cells from runs that measured bf16 only."""
+    mean = runs[RATES].mean()
+    return [
+        str(runs["run"].nunique()),
+        f"{fmt(mean['updates/s fp32'], 1)} / {fmt(mean['updates/s bf16'], 1)}",
+        _speedup(runs["update speedup"]),
+        f"{fmt(mean['env steps/s fp32'], 0)} / {fmt(mean['env steps/s bf16'], 0)}",
+        _speedup(runs["end-to-end speedup"]),
+    ]
 
 
 def _fp16_cells(runs: pd.DataFrame) -> list[str]:
