@@ -100,3 +100,38 @@ def test_a_checkpoint_on_a_really_full_disk_is_called_disk_full(tmp_path):
     assert done.returncode == 0 and "Traceback" not in log, log
     assert f"refused: {FULL}/" in log and "left: ['filler']" in log, log
     assert log.count("\n") == 2  # the refusal is one line
+
+
+@pytest.mark.parametrize(("size", "steps", "kw"), [
+    (100_000, 300, {}),  # partly filled: its 300 rows (and the next) are written, not 100,000
+    (100, 250, {}),  # wrapped: all 100 rows, pos 50
+    (100_000, 300, {"optimize_memory_usage": True, "replay_buffer_kwargs": {"handle_timeout_termination": False}}),
+])
+def test_a_checkpoint_keeps_the_filled_replay_rows_and_restores_them_exactly(tmp_path, size, steps, kw):
+    import numpy as np
+
+    model = DQN("MlpPolicy", "CartPole-v1", buffer_size=size, learning_starts=10_000, seed=0, device="cpu", **kw)
+    model.learn(steps)
+    checkpoint.save(tmp_path / "p.ckpt", model, {})
+    with np.load(tmp_path / "p.ckpt" / checkpoint.REPLAY_FILE) as saved:
+        assert len(saved["observations"]) == (size if model.replay_buffer.full else model.replay_buffer.pos + 1)
+    fresh = DQN("MlpPolicy", "CartPole-v1", buffer_size=size, learning_starts=10_000, seed=1, device="cpu", **kw)
+    checkpoint.restore(tmp_path / "p.ckpt", fresh)
+    old, new = model.replay_buffer, fresh.replay_buffer
+    assert (new.pos, new.full) == (old.pos, old.full) and old.full == (size < steps) and old.pos > 0
+    names = ["observations", "actions", "rewards", "dones", "timeouts"] + ["next_observations"] * (not kw)
+    for name in names:
+        assert np.array_equal(getattr(new, name), getattr(old, name)), name
+
+
+def test_an_older_checkpoint_with_sb3s_pickled_buffer_still_restores(tmp_path):
+    import numpy as np
+
+    model = small_dqn()
+    model.learn(200)
+    checkpoint.save(tmp_path / "p.ckpt", model, {})
+    (tmp_path / "p.ckpt" / checkpoint.REPLAY_FILE).unlink()
+    model.save_replay_buffer(tmp_path / "p.ckpt" / checkpoint.PICKLED_REPLAY_FILE)  # as quarl wrote them before
+    fresh = small_dqn()
+    checkpoint.restore(tmp_path / "p.ckpt", fresh)
+    assert fresh.replay_buffer.pos == 200 and np.array_equal(fresh.replay_buffer.actions, model.replay_buffer.actions)

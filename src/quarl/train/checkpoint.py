@@ -19,6 +19,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.buffers import DictReplayBuffer, ReplayBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecNormalize
@@ -27,7 +28,8 @@ from quarl.errors import QuarlError, disk_full
 
 log = logging.getLogger(__name__)
 
-STATE_FILE, PARAMS_FILE, REPLAY_FILE, NORMALIZE_FILE = "state.pt", "params.pt", "replay.pkl", "vecnormalize.pkl"
+STATE_FILE, PARAMS_FILE, REPLAY_FILE, NORMALIZE_FILE = "state.pt", "params.pt", "replay.npz", "vecnormalize.pkl"
+PICKLED_REPLAY_FILE = "replay.pkl"  # SB3's whole pickled buffer: other buffer kinds, and older checkpoints
 COUNTERS = ("num_timesteps", "_episode_num", "_n_updates", "_n_calls")
 
 
@@ -57,7 +59,7 @@ def save(folder: Path, model: BaseAlgorithm, extra: dict[str, Any]) -> None:
         tmp.mkdir(parents=True)
         torch.save(model.get_parameters(), tmp / PARAMS_FILE)
         if isinstance(model, OffPolicyAlgorithm):
-            model.save_replay_buffer(tmp / REPLAY_FILE)
+            save_replay(model, tmp)
         venv = model.get_env()
         if isinstance(venv, VecNormalize):
             venv.save(str(tmp / NORMALIZE_FILE))
@@ -85,8 +87,8 @@ def save(folder: Path, model: BaseAlgorithm, extra: dict[str, Any]) -> None:
 def restore(folder: Path, model: BaseAlgorithm) -> dict[str, Any]:
     """Load a checkpoint into a freshly built `model` (QAT layers already attached); returns `extra`."""
     model.set_parameters(torch.load(folder / PARAMS_FILE, weights_only=False), exact_match=True)
-    if isinstance(model, OffPolicyAlgorithm) and (folder / REPLAY_FILE).exists():
-        model.load_replay_buffer(folder / REPLAY_FILE)
+    if isinstance(model, OffPolicyAlgorithm):
+        restore_replay(model, folder)
     venv = model.get_env()
     if isinstance(venv, VecNormalize) and (folder / NORMALIZE_FILE).exists():
         saved = VecNormalize.load(str(folder / NORMALIZE_FILE), venv.venv)
@@ -98,6 +100,44 @@ def restore(folder: Path, model: BaseAlgorithm) -> dict[str, Any]:
     np.random.set_state(state["rng"]["numpy"])
     torch.set_rng_state(state["rng"]["torch"])
     return state["extra"]
+
+
+def save_replay(model: OffPolicyAlgorithm, folder: Path) -> None:
+    """The replay buffer's filled rows only (a 1M-transition buffer holding 10k costs 10k rows, not
+    SB3's whole pickled arrays), with its position; other buffer kinds as SB3 pickles them."""
+    buffer = model.replay_buffer
+    if buffer is None or type(buffer) not in (ReplayBuffer, DictReplayBuffer):
+        model.save_replay_buffer(folder / PICKLED_REPLAY_FILE)
+        return
+    # one row past `pos` too: with optimize_memory_usage the next observation of the last transition is there
+    rows = buffer.buffer_size if buffer.full else min(buffer.pos + 1, buffer.buffer_size)
+    arrays: dict[str, Any] = {name: array[:rows] for name, array in _replay_arrays(buffer)}
+    np.savez(folder / REPLAY_FILE, pos=np.int64(buffer.pos), full=np.bool_(buffer.full), **arrays)
+
+
+def restore_replay(model: OffPolicyAlgorithm, folder: Path) -> None:
+    """Put a checkpoint's replay rows back into `model`'s freshly allocated buffer (or SB3's pickle)."""
+    if (folder / PICKLED_REPLAY_FILE).exists():
+        model.load_replay_buffer(folder / PICKLED_REPLAY_FILE)
+    if not (folder / REPLAY_FILE).exists():
+        return
+    buffer = model.replay_buffer
+    assert buffer is not None  # an off-policy model allocates it when built
+    with np.load(folder / REPLAY_FILE) as saved:
+        for name, array in _replay_arrays(buffer):
+            array[: len(saved[name])] = saved[name]
+        buffer.pos, buffer.full = int(saved["pos"]), bool(saved["full"])
+
+
+def _replay_arrays(buffer: ReplayBuffer | DictReplayBuffer) -> list[tuple[str, np.ndarray]]:
+    """The buffer's per-transition arrays by name (a dict observation's as `observations.<key>`)."""
+    arrays = []
+    for name, value in vars(buffer).items():
+        items = value.items() if isinstance(value, dict) else [("", value)]
+        for key, array in items:
+            if isinstance(array, np.ndarray) and array.shape[:1] == (buffer.buffer_size,):
+                arrays.append((f"{name}.{key}" if key else name, array))
+    return arrays
 
 
 class Checkpointer(BaseCallback):
