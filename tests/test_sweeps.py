@@ -58,12 +58,14 @@ def test_every_named_sweep_has_a_plan_and_a_cost_comment():
 
 
 def test_smoke_sweep_runs_every_method_then_plan_and_status_see_it(scratch):
-    run_quarl(scratch, "+sweep=smoke", "hydra.callbacks.collate.enabled=false")
+    # every method end to end: the trainings' length (the sweep's 1000 steps) is not what this checks
+    short = ["+sweep=smoke", "train.steps=300"]
+    run_quarl(scratch, *short, "hydra.callbacks.collate.enabled=false")
     df = results.load(scratch / "outputs/results.sqlite")
     assert set(df["status"]) == {"done", "skipped"}
     assert set(df[df["status"] == "done"]["quant"]) == {"fp32", "fp16", "ptq", "qat"}
     assert (df["status"] == "skipped").sum() == 6 and (df["quant"] != "fp32").sum() == 24
-    planned = plan(CONF_DIR, ["+sweep=smoke"], scratch / "outputs/results.sqlite")
+    planned = plan(CONF_DIR, short, scratch / "outputs/results.sqlite")
     assert planned["state"].value_counts().to_dict() == {"done": 18, "n/a": 6}
     grid, failed = status(scratch / "outputs/results.sqlite", {"algo": "ddpg"})
     assert failed.empty and set(grid.loc[("ddpg", "cartpole", 0)]) == {"skipped", "-"}

@@ -83,8 +83,8 @@ def test_pinned_actors_leave_the_learner_its_cores(monkeypatch, cores, actors, e
     assert transport.actor_cores(actors) == expected
 
 
-def run_killing_actor_0(scratch, backend: str, *overrides: str, before_kill=None, steps: int = 30000,
-                        kill_at: int = 0) -> str:
+def run_killing_actor_0(scratch, backend: str, *overrides: str, before_kill=None, steps: int = 10000,
+                        kill_at: int = 1000) -> str:
     """A DQN ActorQ run of `steps` env steps whose actor 0 process is SIGKILLed once training is under
     way (a progress line with more than `kill_at` env steps; after `before_kill(pid)`); checks that it
     was restarted once and the run finished; returns the log."""
@@ -119,7 +119,7 @@ def test_killed_actor_is_restarted_and_the_run_finishes(scratch):
     # Killed once its first life has sent experience (1000 of 10000 env steps: the 64-step chunks of
     # both actors are in by then), so actor 0 has a row even if its restarted life came up only as
     # the run ended; the 9000 steps left give that life several seconds to come up and act.
-    run_killing_actor_0(scratch, "local", steps=10000, kill_at=1000)
+    run_killing_actor_0(scratch, "local")
 
 
 @pytest.mark.parametrize("comm_bits", [8, 32])
