@@ -1,10 +1,11 @@
 """`python run.py ARGS` without paying its imports each time.
 
-A server process imports quarl's pipeline (torch, SB3, Hydra: about 4 s of CPU) once, then forks one
-child per run. The child is a process of its own, as `python run.py` would be: its own working
-folder, stdout, stderr, exit code, Hydra and logging state; it runs run.py as `__main__` and ends the
-way the interpreter does (threads joined, atexit handlers run, streams flushed). The server is
-single-threaded when it forks, and one per test process (pytest-xdist worker).
+A server process imports quarl's pipeline (torch, SB3, Hydra, and torch._dynamo, which building an
+optimizer imports: about 5 s of CPU) once, then forks one child per run. The child is a process of
+its own, as `python run.py` would be: its own working folder, stdout, stderr, exit code, Hydra and
+logging state; it runs run.py as `__main__` and ends the way the interpreter does (threads joined,
+atexit handlers run, streams flushed). The server is single-threaded when it forks, and one per test
+process (pytest-xdist worker).
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ def serve() -> None:
     import hydra_plugins.quarl_sweeper.quarl_sweeper  # noqa: F401
     import quarl.app
     import quarl.collate.callback
-    import quarl.pipeline  # noqa: F401
+    import quarl.pipeline
+    import torch._dynamo  # noqa: F401  # what torch imports when a run builds its first optimizer: about 1 s a run
 
     for line in sys.stdin:
         sys.stdout.flush()

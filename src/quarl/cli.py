@@ -14,7 +14,6 @@ import pandas as pd
 
 from quarl.config import backend_registry
 from quarl.errors import QuarlError
-from quarl.rl.envs import SUITES
 from quarl.store import record_files, sqlite, studies
 from quarl.store.flags import FLAG_LEGEND, with_flags
 from quarl.store.listing import one_record, pack, shorten, shown, status_lines, summary_columns, terminal_width
@@ -427,7 +426,8 @@ def _sensitivity_command(sub: Any) -> None:
 
 def _matrix_command(sub: Any) -> None:
     mx = sub.add_parser("matrix", help="which algorithm runs on which env (tuned, default, n/a)")
-    mx.add_argument("--suite", default=None, help=f"only this suite: {', '.join(SUITES)}")
+    # the suites' names come with quarl.rl.envs, which every other command would then import (torch, SB3)
+    mx.add_argument("--suite", default=None, help="only this suite's envs (an unknown one lists the suites)")
     mx.set_defaults(func=cmd_matrix)
 
 
