@@ -38,7 +38,7 @@ from quarl.train.pruning import Pruned
 log = logging.getLogger(__name__)
 
 
-def _evaluate(cfg: DictConfig, policy: CachedPolicy, desc: str, **kw: Any) -> tuple[Evaluation, int, Any]:
+def evaluate_quantized(cfg: DictConfig, policy: CachedPolicy, desc: str, **kw: Any) -> tuple[Evaluation, int, Any]:
     """Evaluate the (fake-)quantized policy; returns the evaluation, its bytes and the model."""
     model = fresh_model(policy)  # a QAT policy comes quantized: its own fake-quant graph, ranges frozen
     size = policy_bytes(model, cfg.quant)  # counted on the fp32 weights (QuaRL's formulas count their levels)
@@ -131,7 +131,7 @@ def _baseline(ctx: Context, store: Store, policy: CachedPolicy, started: str) ->
         if reward is not None and states_file.exists():
             with np.load(states_file) as data:
                 return Baseline(reward, model_bytes, policy, data["states"])
-        ev, _, _ = _evaluate(cfg, policy, "fp32 eval", keep_states=STATES)
+        ev, _, _ = evaluate_quantized(cfg, policy, "fp32 eval", keep_states=STATES)
         assert ev.states is not None
         _save_states(states_file, ev.states)
         if reward is None:
@@ -293,7 +293,7 @@ def _run(ctx: Context, store: Store, started: str) -> None:
         log.info("%s: fp32 reward %.2f%s", name, baseline.reward, f" (fp32 policy {flag})" if flag else "")
         return
     policy = obtain(cfg, policies, progress=progress) if method.trains_policy else fp32_policy
-    ev, size, model = _evaluate(cfg, policy, f"{cfg.quant.method} eval")
+    ev, size, model = evaluate_quantized(cfg, policy, f"{cfg.quant.method} eval")
     fidelity = baseline.fidelity(model, policy)
     executed = {} if cfg.quant.backend == "fake" else _execute(cfg, model, baseline, loaded(policy)[1])
     error, note = relative_error(baseline.reward, ev.mean, cfg.env.return_scale)

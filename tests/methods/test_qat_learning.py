@@ -18,7 +18,7 @@ import logging
 import pytest
 
 from quarl.config.cells import resolve
-from quarl.pipeline import _evaluate
+from quarl.pipeline import evaluate_quantized
 from quarl.train.cache import obtain
 from tests.conftest import compose_cfg
 
@@ -35,7 +35,7 @@ def test_four_bit_qat_from_the_first_step_learns_cartpole(tmp_path):
         assert cfg.train.threads == 1 and cfg.quant.bits == 4 and cfg.quant.delay == 0
         policy = obtain(cfg, tmp_path / "policies")
         assert policy.trained and policy.folder.name.startswith(f"ppo-cartpole-seed{seed}-qat4-")
-        ev, _, _ = _evaluate(cfg, policy, "qat eval")
+        ev, _, _ = evaluate_quantized(cfg, policy, "qat eval")
         assert len(ev.rewards) == 10
         rewards[seed] = ev.mean
         log.info("QAT 4-bit PPO, seed %d: reward %.2f over %d episodes", seed, ev.mean, len(ev.rewards))
