@@ -1,6 +1,7 @@
 """`python run.py` end to end: records land, sweeps reuse policies, bad input gets one sentence."""
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -33,6 +34,11 @@ def test_single_run_records_fp32_baseline_and_quantized_cell(scratch, shared_pol
     assert copies["record.json"]["run"]["cell_key"] == ptq["cell_key"]
     assert copies["baseline.record.json"]["run"]["cell_key"] == fp32["cell_key"]
     assert "E = " in log_of(done)  # the one-line summary
+    # a second run at once (the cell is done: it skips in well under a second) keeps its own run dir,
+    # named to the microsecond: two runs started in one second once shared one, and a record.json
+    run_quarl(scratch, *FAST, "quant.bits=4", policies=shared_policies)
+    dirs = sorted(p.name for p in (scratch / "outputs/runs").glob("*/*"))
+    assert len(dirs) == 2 and all(re.fullmatch(r"\d\d-\d\d-\d\d\.\d{6}", d) for d in dirs), dirs
 
 
 def test_sweep_trains_one_policy_per_algo_and_reuses_it(scratch):
