@@ -3,8 +3,9 @@
 `Transport` is the learner's side: start actors, publish packed weights with a version, receive
 chunks of experience, find actors that died, restart them, stop everything. The actor's side is
 `actor.Link`. `LocalTransport` (the default) needs no server: actors are `torch.multiprocessing`
-processes (spawned), the weights live in one shared-memory buffer guarded by a lock with a version
-counter (an actor copies them only when the version moved), and chunks travel through a queue.
+processes (forked from multiprocessing's forkserver, which imports this module once), the weights
+live in one shared-memory buffer guarded by a lock with a version counter (an actor copies them only
+when the version moved), and chunks travel through a queue.
 `quarl.actorq.ray_transport.RayTransport` runs the same actor loop as Ray actors.
 """
 
@@ -105,7 +106,10 @@ class LocalTransport(Transport):
 
     def __init__(self, spec: ActorSpec, capacity: int, cores: Optional[list[int]] = None) -> None:
         self.spec, self.cores = spec, cores
-        self.mp = mp.get_context("spawn")
+        # each actor forks from a server that imported its module (torch, gymnasium, quarl) once: a spawned
+        # actor imported them anew, seconds of start-up each on a loaded machine
+        self.mp = mp.get_context("forkserver")
+        self.mp.set_forkserver_preload([__name__])
         self.weights = torch.zeros(capacity, dtype=torch.uint8).share_memory_()
         self.version, self.size = self.mp.Value("q", -1, lock=False), self.mp.Value("q", 0, lock=False)
         self.lock = self.mp.Lock()
