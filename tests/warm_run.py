@@ -69,11 +69,13 @@ def serve() -> None:
     """Read one JSON request a line from stdin; answer the child's pid, then its exit code."""
     # The imports every run would repeat: the app, its pipeline, the sweeper and the collate callback
     # (Hydra imports the last two from config.yaml on every run).
+    # torch._dynamo: what torch imports when a run builds its first optimizer (about 1 s a run)
+    import torch._dynamo  # noqa: F401
+
     import hydra_plugins.quarl_sweeper.quarl_sweeper  # noqa: F401
     import quarl.app
     import quarl.collate.callback
-    import quarl.pipeline
-    import torch._dynamo  # noqa: F401  # what torch imports when a run builds its first optimizer: about 1 s a run
+    import quarl.pipeline  # noqa: F401
 
     for line in sys.stdin:
         sys.stdout.flush()

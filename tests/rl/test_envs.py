@@ -95,7 +95,7 @@ def test_matrix_marks_tuned_default_and_na() -> None:
     assert set(table["suite"]) == {"classic", "box2d", "atari", "bullet", "mujoco", "dmc"}
 
 
-# One env per suite, trained 300 steps (updates included) and evaluated 2 short episodes: what lands is checked, not learning.
+# One env per suite, trained 300 steps and evaluated 2 short episodes: what lands is checked, not learning.
 SUITE_RUNS = {
     "atari": ["algo=ppo", "env=atari/pong", "algo.n_envs=2", "quant.granularity=per_channel"],  # CNN policy
     "box2d": ["algo=td3", "env=box2d/bipedalwalker"],
