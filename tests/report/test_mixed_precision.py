@@ -47,3 +47,20 @@ def test_several_runs_give_the_mean_with_their_range_and_say_how_many(tmp_path):
         "| 350 / 380 | 1.10x (1.00-1.20) |"
     )
     assert row in text and "H100 (`benchmarks/device/gpu.sh`), 2 runs\n" in text
+
+
+def test_runs_on_two_gpus_get_a_table_each_and_are_never_averaged(tmp_path):
+    rows = [
+        {"policy": p, "updates/s fp32": fp32, "updates/s bf16": fp32 * 1.5, "update speedup": 1.5,
+         "env steps/s fp32": 400.0, "env steps/s bf16": 480.0, "end-to-end speedup": 1.2, "device": device, "run": run}
+        for run, device, fp32 in [(1, "NVIDIA H100", 100.0), (2, "NVIDIA H200", 300.0)]
+        for p in ["Policy A", "Policy B", "Policy C"]
+    ]
+    pd.DataFrame(rows).to_csv(tmp_path / AMP_FILE, index=False)
+    text = section(tmp_path)
+    assert "ran on NVIDIA H100 (`benchmarks/device/gpu.sh`), 1 run\n" in text
+    assert "ran on NVIDIA H200 (`benchmarks/device/gpu.sh`), 1 run\n" in text
+    # each card's own 100 / 150 and 300 / 450; the two cards' mean (200 / 300) appears nowhere
+    assert "| 1 | 100.0 / 150.0 |" in text and "| 1 | 300.0 / 450.0 |" in text and "200.0 / 300.0" not in text
+    order = [text.index(s) for s in ("NVIDIA H100", "100.0 / 150.0", "NVIDIA H200", "300.0 / 450.0")]
+    assert order == sorted(order)
