@@ -43,6 +43,7 @@ def _child(request: dict) -> None:
     code = 1
     try:
         os.chdir(request["cwd"])
+        os.environ.update(request["env"])
         for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, request["out"], os.O_WRONLY | os.O_TRUNC),
                                 (2, request["err"], os.O_WRONLY | os.O_TRUNC)):
             opened = os.open(path, flags)
@@ -114,15 +115,18 @@ class WarmRun:
             raise RuntimeError("the warm run.py server ended")
         return json.loads(line)
 
-    def __call__(self, cwd: Path, args: list[str], timeout: float) -> subprocess.CompletedProcess:
-        """Run `python run.py ARGS` in `cwd`; like subprocess.run(..., capture_output=True, text=True)."""
+    def __call__(self, cwd: Path, args: list[str], timeout: float, env: dict[str, str] | None = None
+                 ) -> subprocess.CompletedProcess:
+        """Run `python run.py ARGS` in `cwd` with `env` added to the server's environment; like
+        subprocess.run(..., capture_output=True, text=True)."""
         with self.lock, tempfile.TemporaryDirectory() as tmp:
             out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
             out.touch()
             err.touch()
             server = self._started()
             assert server.stdin is not None
-            server.stdin.write(json.dumps({"cwd": str(cwd), "args": args, "out": str(out), "err": str(err)}) + "\n")
+            request = {"cwd": str(cwd), "args": args, "env": env or {}, "out": str(out), "err": str(err)}
+            server.stdin.write(json.dumps(request) + "\n")
             server.stdin.flush()
             pid = self._reply(server, None)["pid"]
             try:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ENV, run_quarl
+from tests.conftest import ENV, WARM, run_quarl
 
 QUIET = ["hydra.callbacks.collate.enabled=false", "eval.n_envs=2"]
 
@@ -82,10 +82,8 @@ def test_bad_pretrained_models_get_one_clear_line(zoo_logs: Path, tmp_path: Path
         "needs policy.path": ["policy.source=path"],
         "could not be fetched from the model hub": ["policy.source=hub", "policy.repo=sb3/ppo-CartPole-v1"],
     }
-    offline = {**ENV, "HF_HUB_OFFLINE": "1"}  # the hub is never reached from tests
-    for message, args in cases.items():
-        done = subprocess.run([sys.executable, str(Path(__file__).parents[2] / "run.py"), *args, *QUIET],
-                              cwd=tmp_path, capture_output=True, text=True, env=offline, timeout=300)
+    for message, args in cases.items():  # the hub is never reached from tests
+        done = WARM(tmp_path, [*args, *QUIET], timeout=300, env={"HF_HUB_OFFLINE": "1"})
         assert done.returncode == 1, (args, done.stdout, done.stderr)
         output = done.stdout + done.stderr
         assert message in output and "Traceback" not in output, (args, output)
