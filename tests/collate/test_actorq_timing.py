@@ -15,14 +15,14 @@ from tests.collate.studies import stored
 from tests.records import record
 
 
-def _actorq_record(bits: int, seed: int, reach_at: float | None, end: float = 100.0) -> dict:
+def _actorq_record(bits: int, seed: int, reach_at: float | None, end: float = 100.0, **run: float) -> dict:
     """An ActorQ DQN Acrobot record whose training return jumps from -300 to -50 at `reach_at` seconds
-    (None: never; the paper's target there is -107.45)."""
+    (None: never; the paper's target there is -107.45); `run`: more of its run fields."""
     times = np.linspace(1, end, 60)
     returns = [-50.0 if reach_at is not None and t >= reach_at else -300.0 for t in times]
     rec = record("dqn", "acrobot", "actorq", seed=seed, reward=-60.0, fp32=None,
                  config={"quant.actor_bits": bits, "actorq.update_period": 100},
-                 run={"train_time_s": end}, actor_action_agreement=0.95 if bits == 8 else None)
+                 run={"train_time_s": end, **run}, actor_action_agreement=0.95 if bits == 8 else None)
     rec["curve"] = [{"step": int(10 * t), "reward": r, "length": 10, "wall_s": float(t), "actor": 0}
                     for t, r in zip(times, returns)]
     return rec
@@ -51,6 +51,19 @@ def test_actorq_time_to_reward_is_censored_not_averaged_over_survivors(tmp_path:
     collate(study.store, out)
     assert ("≥ " in (out / "actorq/time_to_reward.md").read_text()
             and "Censored" in (out / "actorq/time_to_reward.md").read_text())
+
+
+def test_a_target_reached_in_the_first_episodes_gives_no_ratio(tmp_path: Path):
+    """int8's seeds return -50 from their first episode, as their first experience arrives: a time of
+    0 s, which no speedup divides (it was shown as "inf"); the table says "–"."""
+    fp32 = [_actorq_record(32, s, reach_at=30.0) for s in (0, 1)]
+    int8 = [_actorq_record(8, s, reach_at=0.0, first_experience_s=1.0) for s in (0, 1)]
+    study = load(stored(tmp_path, fp32 + int8))
+    with np.errstate(all="raise"):  # no division by zero on the way
+        ttr = actorq_timing.time_to_reward(study, Store(study.store).curves()).set_index("precision")
+    assert ttr.loc["int8", "time_s"] == 0.0 and ttr.loc["int8", "reached"] == "2/2"
+    assert np.isnan(ttr.loc["int8", "speedup_vs_fp32"]) and ttr.loc["int8", "speedup_bound"] == ""
+    assert actorq_timing.ttr_display(ttr.reset_index()).set_index("precision").loc["int8", "speedup_vs_fp32"] == "–"
 
 
 def test_actorq_runs_with_other_networks_are_not_pooled_as_seeds(tmp_path: Path):

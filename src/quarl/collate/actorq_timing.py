@@ -139,8 +139,9 @@ def _startup(curve: pd.DataFrame, rate: float, record: pd.Series) -> float:
 
 
 def _speedup(fp32: float, fp32_censored: bool, this: float, this_censored: bool) -> tuple[float, str]:
-    """fp32 time / this precision's time and its kind: '=' exact, '>=' / '<=' a bound, '' none."""
-    if pd.isna(fp32) or pd.isna(this) or (fp32_censored and this_censored):
+    """fp32 time / this precision's time and its kind: '=' exact, '>=' / '<=' a bound, '' none (also
+    where a time is 0: the target was reached in the first training episodes, before learning)."""
+    if pd.isna(fp32) or pd.isna(this) or (fp32_censored and this_censored) or min(fp32, this) <= 0:
         return np.nan, ""
     kind = ">=" if fp32_censored else "<=" if this_censored else "="
     return fp32 / this, kind
@@ -230,7 +231,8 @@ TTR_CAPTION = (
     "at its whole run time, so the value is a lower bound (≥; CSV: censored = True), never a mean over the seeds "
     "that happened to reach it. speedup_vs_fp32: fp32 actors' time / this precision's, a number only when every "
     "seed of both reached the target; ≥ x when fp32's time is a bound, ≤ x when this precision's is, – when both "
-    "are (CSV: speedup_bound). actor_agreement: the actors' quantized policy's action agreement with the fp32 "
+    "are or a time is 0 (the target reached in the first training episodes: no ratio) (CSV: speedup_bound). "
+    "actor_agreement: the actors' quantized policy's action agreement with the fp32 "
     "learner's (where measured). speedup (paper): QuaRL's int8 speedup (arXiv 1910.01055)."
 )
 
