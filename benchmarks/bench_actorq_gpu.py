@@ -35,7 +35,7 @@ Writes under `--out`: the store `results.sqlite`, the records as `records.tar.gz
 cell, for `docs/reproduction/records`), `actorq_gpu.md` and `amp.csv`, and `log.txt`.
 
 `--rehearse`: the same parts on this machine's CPU with tiny budgets (`train.device=cpu`, 64x64
-networks, 2 actors, 10 s caps, learning from the first batch (`actorq.min_replay=0`), CartPole with
+networks, 2 actors, 5 s caps, learning from the first batch (`actorq.min_replay=0`), CartPole with
 one seed, one ablation rate, the smoke's timings over a few updates (REHEARSE_REPEATS), tiny AMP
 networks on a small buffer): the test suite runs it. The caps count from the learner's start, so
 they hold the actors' start-up (a spawned process importing torch: 2 s alone, 8 s on a loaded
@@ -73,7 +73,7 @@ GRAPH_GAP = 1e-6  # the graph's and the eager learner's weights after 50 updates
 AMP_S = 120  # the mixed-precision part's cap on a device (about 60 s measured in the plan: 3 sizes)
 REPEATS = {"alone": 500, "batch": 100, "trace": 200}  # the smoke's timed updates: alone, per batch size, traced
 REHEARSE_REPEATS = {"alone": 20, "batch": 5, "trace": 20}  # --rehearse: enough to run each timing once
-REHEARSE_CAP_S = 10.0  # --rehearse: each ActorQ run's cap, actor start-up included
+REHEARSE_CAP_S = 5.0  # --rehearse: each ActorQ run's cap, actor start-up included (2 actors start in about 1 s)
 
 
 class Clock:
@@ -495,7 +495,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "outputs/gpu")
     ap.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget of the whole script")
-    ap.add_argument("--cap-s", type=float, help="wall-clock cap of each ActorQ run (default 45 s; 10 s rehearsing)")
+    ap.add_argument("--cap-s", type=float, help="wall-clock cap of each ActorQ run (default 45 s; 5 s rehearsing)")
     ap.add_argument("--envs", nargs="+", default=list(TARGETS), choices=list(TARGETS))
     ap.add_argument("--smoke-only", action="store_true", help="the CUDA smoke part alone (learner figures, trace)")
     ap.add_argument("--rehearse", action="store_true", help="on the CPU with tiny budgets (the test suite's run)")
