@@ -307,10 +307,9 @@ def _learn(run: _Training) -> None:
                 callback.leave()  # also when the training broke off mid-update
         run.bar.close()
         run.curves.close()
+    run.seconds = run.logged.wall_s()
     how = method_registry.of(run.cfg).policy_kind(run.cfg.quant)
-    log.info(
-        "Trained %s %s for %d steps in %.0f s", how, run.cfg.algo.name, run.model.num_timesteps, run.logged.wall_s()
-    )
+    log.info("Trained %s %s for %d steps in %.0f s", how, run.cfg.algo.name, run.model.num_timesteps, run.seconds)
 
 
 def _keep_the_best(run: _Training) -> Optional[dict[str, Any]]:
