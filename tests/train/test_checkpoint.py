@@ -33,7 +33,7 @@ def test_a_failed_checkpoint_save_leaves_no_debris_and_keeps_the_previous_one(tm
     model.num_timesteps = 2048
     if failure == "torch's writer":  # what torch.save raises on a full disk: no OS error in it
         error: BaseException = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534")
-        monkeypatch.setattr("quarl.errors.nearly_full", lambda where: True)
+        monkeypatch.setattr("quarl.store.disk.nearly_full", lambda where: True)
     elif failure == "ENOSPC":
         error = OSError(errno.ENOSPC, "No space left on device")
     else:

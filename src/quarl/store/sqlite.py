@@ -24,7 +24,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
-from quarl.errors import QuarlError, disk_full, nearly_full
+from quarl.errors import QuarlError
+from quarl.store.disk import disk_full, nearly_full
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -24,7 +24,8 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecNormalize
 
-from quarl.errors import QuarlError, disk_full
+from quarl.errors import QuarlError
+from quarl.store.disk import disk_full
 
 log = logging.getLogger(__name__)
 
