@@ -138,10 +138,10 @@ def _hyper(cfg: Any) -> dict[str, Any]:
 def resolve(cfg: Any) -> Settings:
     """The run's settings from its config (opens the env once to read its spaces)."""
     a, algo = cfg.actorq, cfg.algo.name
-    hyper = _hyper(cfg)
     env = make_env(cfg.env)
     obs_space, act_space = env.observation_space, env.action_space
     env.close()
+    hyper = _hyper(cfg)
     if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
         raise QuarlError(
             f"quant=actorq acts with MLP policies on flat observations; env {cfg.env.id} has "

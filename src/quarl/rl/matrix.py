@@ -62,8 +62,9 @@ def zoo_pairs(zoo: str, conf_dir: Path = CONF_DIR) -> list[str]:
 def check_runnable(cfg: DictConfig) -> None:
     """Raise IncompatibleCell (the paper's n/a: a sweep records it as skipped) where the cell's
     algorithm cannot act in its env's action space, or its zoo has no hyperparameters for the pair."""
-    check_action_kind(cfg.algo.name, cfg.env.id, action_kind(cfg.env), cfg.quant.method)
+    kind = action_kind(cfg.env)
     check_zoo(cfg)
+    check_action_kind(cfg.algo.name, cfg.env.id, kind, cfg.quant.method)
 
 
 def check_zoo(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> None:

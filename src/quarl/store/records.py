@@ -52,6 +52,7 @@ def make_record(cfg: DictConfig, status: str, started: str, run_dir: Path, **fie
     commit, dirty = provenance.git_state()
     ev: Evaluation | None = fields.pop("evaluation", None)
     curve: list[dict[str, float]] = fields.pop("curve", [])
+    config = _budget_resolved(cfg, OmegaConf.to_container(cfg, resolve=True))
     run = {
         "cell_key": cell_key(cfg),
         "status": status,
@@ -83,8 +84,7 @@ def make_record(cfg: DictConfig, status: str, started: str, run_dir: Path, **fie
             {"episode": i, "seed": s, "reward": r, "length": n}
             for i, (s, r, n) in enumerate(zip(ev.seeds, ev.rewards, ev.lengths))
         ]
-    config = OmegaConf.to_container(cfg, resolve=True)
-    return {"run": run, "config": _budget_resolved(cfg, config), "episodes": episodes, "curve": curve}
+    return {"run": run, "config": config, "episodes": episodes, "curve": curve}
 
 
 def _budget_resolved(cfg: DictConfig, config: Any) -> Any:
