@@ -94,6 +94,8 @@ def training_spec(cfg: Any) -> dict[str, Any]:
         spec[cfg.quant.method] = quant_spec(cfg)
     if cfg.train.get("keep_best"):  # the saved policy is the best evaluated one, not the last
         spec["keep_best"] = {"every": keep_best_every(cfg), "episodes": int(cfg.train.eval_episodes)}
+    if cfg.train.get("stop_at_return") is not None:  # ends once it has learned: fewer steps, another policy
+        spec["stop_at_return"] = float(cfg.train.stop_at_return)
     if cfg.train.get("robust"):  # trained for quantization robustness (quarl.rl.robust)
         spec["robust"] = robust_spec(cfg.train)
     if cfg.train.get("amp"):  # updates in bfloat16 (quarl.train.amp): another policy

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib.util
+import math
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -125,6 +126,7 @@ class TrainConfig:
     keep_best: bool = False  # evaluate during training and keep the best model (rl-zoo3's EvalCallback)
     eval_every: Optional[int] = None  # keep_best: env steps between evaluations; None: a twentieth of the budget
     eval_episodes: int = 10  # keep_best: episodes per evaluation (seeds disjoint from the study's)
+    stop_at_return: Optional[float] = None  # end once the last 10 training episodes average this (null: whole budget)
     # training for quantization robustness (quarl.rl.robust): null, sam (sharpness-aware minimisation)
     # or noise (pseudo-quantization noise); the policy is then its own (part of its key)
     robust: Optional[str] = None
@@ -211,6 +213,11 @@ def _check_policy(cfg: Any, method: method_registry.QuantMethod) -> None:
         raise QuarlError(
             f"train.amp=true shapes a training; policy.source={p.source} trains nothing: "
             "use policy.source=train, or train.amp=false."
+        )
+    if p.source != "train" and cfg.train.get("stop_at_return") is not None:
+        raise QuarlError(
+            f"train.stop_at_return={cfg.train.stop_at_return} ends a training; policy.source={p.source} trains "
+            "nothing: use policy.source=train, or train.stop_at_return=null."
         )
     if p.source != "train" and method.trains_policy:
         quantizers = "/".join(
@@ -300,6 +307,11 @@ def _check_train(cfg: Any) -> None:
         raise QuarlError(f"train.eval_every={t.eval_every} must be a positive number of env steps (or null).")
     if t.eval_episodes < 1:
         raise QuarlError(f"train.eval_episodes={t.eval_episodes} must be a positive number of episodes.")
+    if t.get("stop_at_return") is not None and not math.isfinite(t.stop_at_return):
+        raise QuarlError(
+            f"train.stop_at_return={t.stop_at_return} must be a finite mean return to stop at "
+            "(or null: the whole budget)."
+        )
     one_of("train.robust", t.robust, (None, *ROBUST))
     if t.robust_rho <= 0:
         raise QuarlError(f"train.robust_rho={t.robust_rho} must be positive (SAM's radius; 0.05 is usual).")

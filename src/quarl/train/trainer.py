@@ -32,6 +32,7 @@ from quarl.train.amp import AutocastWhileTraining
 from quarl.train.curves import CURVES_DIR, Curves, CurvesOutput, RunName, launch_dir, open_curves, sweep_group
 from quarl.train.keep_best import KeepBest
 from quarl.train.pruning import pruning_callback
+from quarl.train.stopping import StopAtReturn
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +192,7 @@ class _Training:
     bar: Progress
     logged: TrainingLog
     keeper: Optional[KeepBest]
+    stopper: Optional[StopAtReturn]  # train.stop_at_return
     callbacks: list[BaseCallback]
     done: int  # env steps done before (a resumed checkpoint)
     seconds: float = 0.0  # wall time of the training (a resumed one's included), once it ran
@@ -263,7 +265,12 @@ def _start(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None) -> 
         callbacks.insert(0, AutocastWhileTraining())
     keeper = _keep_best(cfg, hook, curves, bar) if cfg.train.keep_best else None
     callbacks += [keeper] if keeper is not None else []
-    run = _Training(cfg, steps, venv, normalizer, model, hook, live, curves, bar, logged, keeper, callbacks, done)
+    target = cfg.train.get("stop_at_return")  # ends once the training return reaches it (QAT: with fake quant on)
+    stopper = StopAtReturn(target, eligible=hook.ready if hook is not None else None) if target is not None else None
+    callbacks += [stopper] if stopper is not None else []
+    run = _Training(
+        cfg, steps, venv, normalizer, model, hook, live, curves, bar, logged, keeper, stopper, callbacks, done
+    )
     if resuming:
         _resume(run, extra)
     return run
@@ -277,6 +284,14 @@ def _resume(run: _Training, extra: dict[str, Any]) -> None:
         run.hook.load_state(extra.get("hook", extra.get("qat")))  # "qat": a checkpoint written before hooks
     if run.keeper is not None and extra.get("best") is not None:
         run.keeper.load_state(extra["best"])
+    if run.stopper is not None:
+        run.stopper.counted = int(extra.get("stop") or 0)
+    # SB3 starts a resumed run with no finished episodes: the curve's last ones back, as an uninterrupted run has them
+    # (SB3 then keeps both buffers as they are; successes are not in the curve)
+    window = run.model._stats_window_size
+    recent = ({"r": p["reward"], "l": p["length"]} for p in run.logged.points[-window:])
+    run.model.ep_info_buffer = collections.deque(recent, maxlen=window)
+    run.model.ep_success_buffer = collections.deque(maxlen=window)
     log.info("Resuming from the checkpoint at step %d of %d", run.done, run.steps)
 
 
@@ -288,6 +303,7 @@ def _state(run: _Training) -> dict[str, Any]:
         "dumped": run.logged.last_dump,
         "hook": run.hook.state() if run.hook is not None else None,
         "best": run.keeper.state() if run.keeper is not None else None,
+        "stop": run.stopper.counted if run.stopper is not None else None,
     }
 
 
@@ -353,6 +369,9 @@ def _save(run: _Training, folder: Path, kept: Optional[dict[str, Any]]) -> None:
     }
     if kept is not None and run.keeper is not None:
         meta.update(kept=kept, evaluations=run.keeper.evaluations)
+    if run.stopper is not None:  # train.stop_at_return: the step it stopped at (null: it trained the whole budget)
+        stopped = {"stopped_at": run.stopper.stopped_at, "mean_return": run.stopper.mean}
+        meta["stop_at_return"] = {"target": run.stopper.target, **stopped}
     (folder / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
 
 
