@@ -10,7 +10,7 @@ import pytest
 
 from quarl.errors import QuarlError
 from quarl.store import query as results
-from tests.conftest import ENV, FAST, ROOT, run_quarl
+from tests.conftest import ENV, FAST, ROOT, WARM, run_quarl
 
 
 def log_of(done: subprocess.CompletedProcess) -> str:
@@ -60,9 +60,7 @@ def test_sweep_trains_one_policy_per_algo_and_reuses_it(scratch):
 
 
 def test_parallel_jobs_train_a_shared_policy_once(scratch):
-    cmd = [sys.executable, str(ROOT / "run.py"), *FAST, "algo=a2c"]
-    procs = [subprocess.Popen([*cmd, f"quant.bits={b}"], cwd=scratch, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, env=ENV) for b in (3, 5, 6)]
+    procs = [WARM.start(scratch, [*FAST, "algo=a2c", f"quant.bits={b}"], merged=True) for b in (3, 5, 6)]
     logs = [p.communicate(timeout=600)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), logs
     assert sum(log.count("Training fp32 ") for log in logs) == 1
@@ -126,9 +124,8 @@ def test_float_methods_record_the_width_they_use(scratch, shared_policies):
 
 
 def test_two_identical_sweeps_started_together_run_each_cell_once(scratch, shared_policies):
-    cmd = [sys.executable, str(ROOT / "run.py"), "-m", *FAST, "quant.bits=3,5", f"store.policies={shared_policies}"]
-    procs = [subprocess.Popen(cmd, cwd=scratch, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
-             for _ in range(2)]
+    sweep = ["-m", *FAST, "quant.bits=3,5", f"store.policies={shared_policies}"]
+    procs = [WARM.start(scratch, sweep, merged=True) for _ in range(2)]
     logs = [p.communicate(timeout=600)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), logs
     assert sum(log.count("E = ") for log in logs) == 2, logs  # each quantized cell evaluated once
@@ -140,11 +137,8 @@ def test_ctrl_c_ends_in_one_line_and_leaves_no_marker(scratch):
     import signal
     import time
 
-    # the child starts with Ctrl-C's default disposition, as from a shell: an ignored SIGINT is inherited, and
-    # another test in this worker (a Ray driver) may have left it ignored
-    proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), "train.steps=200000", "train.progress=false"],
-                            cwd=scratch, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # the run starts with Ctrl-C's default disposition, as from a shell (tests/warm_run.py sees to it)
+    proc = WARM.start(scratch, ["train.steps=200000", "train.progress=false"], merged=True)
     store = scratch / "outputs/results.sqlite"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (not store.exists() or results.load(store).empty):
@@ -165,14 +159,7 @@ SIGNALLED = ["algo=dqn", "train.steps=12288", "train.checkpoint_every=1024", "tr
 
 def _start_run(scratch, *args):
     """`python run.py ARGS` in its own process, with the default dispositions a shell gives it."""
-    import signal
-
-    def defaults():
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, signal.SIG_DFL)
-
-    return subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args], cwd=scratch, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=ENV, preexec_fn=defaults)
+    return WARM.start(scratch, list(args), merged=True)
 
 
 def _wait_for(what, found, proc, timeout=180):
@@ -291,8 +278,7 @@ def test_killed_training_resumes_from_its_checkpoint_and_finishes_the_budget(scr
     import time
 
     args = [*FAST[1:], "algo=dqn", "train.steps=4096", "train.checkpoint_every=1024"]  # 16 chunks of 256
-    proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args], cwd=scratch,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    proc = WARM.start(scratch, args)
     policies = scratch / "outputs/policies"
     deadline = time.time() + 300
     while not list(policies.glob("*.ckpt/state.pt")):
@@ -318,8 +304,7 @@ def test_killed_sweep_reruns_only_its_missing_cells_and_duplicates_nothing(scrat
     import time
 
     sweep = ["-m", "quant.bits=2,3,4,5,6,7,8", *FAST[:1], "eval.episodes=10", *FAST[2:]]
-    proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *sweep], cwd=scratch,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    proc = WARM.start(scratch, sweep)
     store, deadline, done_before = scratch / "outputs/results.sqlite", time.time() + 300, []
     while not done_before:
         assert proc.poll() is None, "the sweep ended before it could be killed"

@@ -2,10 +2,12 @@
 
 A server process imports quarl's pipeline (torch, SB3, Hydra, and torch._dynamo, which building an
 optimizer imports: about 5 s of CPU) once, then forks one child per run. The child is a process of
-its own, as `python run.py` would be: its own working folder, stdout, stderr, exit code, Hydra and
-logging state; it runs run.py as `__main__` and ends the way the interpreter does (threads joined,
-atexit handlers run, streams flushed). The server is single-threaded when it forks, and one per test
-process (pytest-xdist worker).
+its own, as `python run.py` would be: its own working folder, stdout, stderr, exit code, signal
+dispositions, Hydra and logging state; it runs run.py as `__main__` and ends the way the interpreter
+does (threads joined, atexit handlers run, streams flushed). Runs go side by side: the server reaps
+each and writes its exit code to a file the client polls, and the client's handle is used as
+subprocess.Popen's is (signals, wait, communicate). The server is single-threaded when it forks, and
+one per test process (pytest-xdist worker).
 """
 
 from __future__ import annotations
@@ -44,9 +46,16 @@ def _child(request: dict) -> None:
     try:
         os.chdir(request["cwd"])
         os.environ.update(request["env"])
-        for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, request["out"], os.O_WRONLY | os.O_TRUNC),
-                                (2, request["err"], os.O_WRONLY | os.O_TRUNC)):
-            opened = os.open(path, flags)
+        # the dispositions a shell gives `python run.py`, whatever the server inherited (a Ray driver in
+        # the test process may have left SIGINT ignored)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(signum, signal.SIG_DFL)
+        for fd, path in ((0, os.devnull), (1, request["out"]), (2, request["err"])):
+            if fd == 2 and path == request["out"]:  # stderr=STDOUT
+                os.dup2(1, 2)
+                continue
+            opened = os.open(path, os.O_RDONLY if fd == 0 else os.O_WRONLY | os.O_TRUNC)
             os.dup2(opened, fd)
             os.close(opened)
         sys.argv = [RUN_PY, *request["args"]]
@@ -66,8 +75,23 @@ def _child(request: dict) -> None:
         os._exit(code)
 
 
+def _reap(exit_files: dict[int, str]) -> None:
+    """Collect every child that ended; write its exit code (negative: the signal) where its client looks."""
+    while exit_files:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        path = exit_files.pop(pid)
+        Path(path + ".tmp").write_text(str(os.waitstatus_to_exitcode(status)))
+        os.replace(path + ".tmp", path)
+
+
 def serve() -> None:
-    """Read one JSON request a line from stdin; answer the child's pid, then its exit code."""
+    """Read one JSON request a line from stdin and answer the pid of the child that runs it; children
+    run side by side, and each one's exit code lands in its request's `exit` file when it ends."""
     # The imports every run would repeat: the app, its pipeline, the sweeper and the collate callback
     # (Hydra imports the last two from config.yaml on every run).
     # torch._dynamo: what torch imports when a run builds its first optimizer (about 1 s a run)
@@ -78,15 +102,59 @@ def serve() -> None:
     import quarl.collate.callback
     import quarl.pipeline  # noqa: F401
 
-    for line in sys.stdin:
+    exit_files: dict[int, str] = {}
+    while True:
+        ready, _, _ = select.select([sys.stdin], [], [], 0.05)
+        _reap(exit_files)
+        if not ready:
+            continue
+        line = sys.stdin.readline()
+        if not line:
+            return
+        request = json.loads(line)
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            _child(json.loads(line))
+            _child(request)
+        exit_files[pid] = request["exit"]
         print(json.dumps({"pid": pid}), flush=True)
-        _, status = os.waitpid(pid, 0)
-        print(json.dumps({"rc": os.waitstatus_to_exitcode(status)}), flush=True)
+
+
+class WarmProcess:
+    """One forked run, used as subprocess.Popen's result is (text output, stderr merged or apart)."""
+
+    def __init__(self, pid: int, args: list[str], folder: tempfile.TemporaryDirectory, merged: bool) -> None:
+        self.pid, self.args, self.returncode = pid, [sys.executable, RUN_PY, *args], None
+        self._folder, self._merged = folder, merged
+        self._out, self._err, self._exit = (Path(folder.name) / n for n in ("stdout", "stderr", "exit"))
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self._exit.exists():
+            self.returncode = int(self._exit.read_text())
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            time.sleep(0.05)
+        return self.returncode  # type: ignore[return-value]
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str | None]:
+        self.wait(timeout)
+        return self._out.read_text(), None if self._merged else self._err.read_text()
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
 
 
 class WarmRun:
@@ -104,38 +172,38 @@ class WarmRun:
             atexit.register(self.server.kill)
         return self.server
 
-    def _reply(self, server: subprocess.Popen, deadline: float | None) -> dict:
-        assert server.stdout is not None
-        if deadline is not None:
-            ready, _, _ = select.select([server.stdout], [], [], max(0.0, deadline - time.time()))
-            if not ready:
-                raise TimeoutError
-        line = server.stdout.readline()
+    def start(self, cwd: Path, args: list[str], env: dict[str, str] | None = None, merged: bool = False
+              ) -> WarmProcess:
+        """Start `python run.py ARGS` in `cwd`, `env` added to the server's environment; with `merged`,
+        stderr goes to stdout (subprocess.STDOUT)."""
+        folder = tempfile.TemporaryDirectory()
+        out, err, exit_file = (str(Path(folder.name) / n) for n in ("stdout", "stderr", "exit"))
+        for path in (out, err):
+            Path(path).touch()
+        request = {"cwd": str(Path(cwd).resolve()), "args": args, "env": env or {}, "out": out,
+                   "err": out if merged else err, "exit": exit_file}
+        with self.lock:
+            server = self._started()
+            assert server.stdin is not None and server.stdout is not None
+            server.stdin.write(json.dumps(request) + "\n")
+            server.stdin.flush()
+            line = server.stdout.readline()
         if not line:
             raise RuntimeError("the warm run.py server ended")
-        return json.loads(line)
+        return WarmProcess(json.loads(line)["pid"], args, folder, merged)
 
     def __call__(self, cwd: Path, args: list[str], timeout: float, env: dict[str, str] | None = None
                  ) -> subprocess.CompletedProcess:
         """Run `python run.py ARGS` in `cwd` with `env` added to the server's environment; like
         subprocess.run(..., capture_output=True, text=True)."""
-        with self.lock, tempfile.TemporaryDirectory() as tmp:
-            out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
-            out.touch()
-            err.touch()
-            server = self._started()
-            assert server.stdin is not None
-            request = {"cwd": str(cwd), "args": args, "env": env or {}, "out": str(out), "err": str(err)}
-            server.stdin.write(json.dumps(request) + "\n")
-            server.stdin.flush()
-            pid = self._reply(server, None)["pid"]
-            try:
-                rc = self._reply(server, time.time() + timeout)["rc"]
-            except TimeoutError:
-                os.kill(pid, signal.SIGKILL)
-                self._reply(server, None)
-                raise subprocess.TimeoutExpired([RUN_PY, *args], timeout, out.read_text(), err.read_text()) from None
-            return subprocess.CompletedProcess([sys.executable, RUN_PY, *args], rc, out.read_text(), err.read_text())
+        proc = self.start(cwd, args, env)
+        try:
+            out, err = proc.communicate(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            raise subprocess.TimeoutExpired(proc.args, timeout, out, err) from None
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 if __name__ == "__main__":
