@@ -13,18 +13,7 @@ from quarl.store.record_files import find_records, rebuild, write_json
 from quarl.store.sqlite import ACTOR_COLUMNS, Store, flatten
 from tests.conftest import ROOT
 from tests.full_disk import FILL, run_on_a_small_disk
-
-
-def make_record(key: str, bits: int = 8, reward: float = 100.0) -> dict:
-    config = {"algo": {"name": "dqn", "hyperparams": {"net": [64, 64]}}, "quant": {"method": "ptq", "bits": bits},
-              "seed": 0}
-    return {
-        "run": {"cell_key": key, "status": "done", "algo": "dqn", "env": "cartpole", "quant": "ptq",
-                "reward_mean": reward, "n_episodes": 2, "versions": {"torch": "x"}},
-        "config": config,
-        "episodes": [{"episode": 0, "seed": 11, "reward": reward - 1, "length": 9},
-                     {"episode": 1, "seed": 12, "reward": reward + 1, "length": 10}],
-    }
+from tests.store.writers import make_record, writer
 
 
 def test_flatten_dots_nested_keys():
@@ -64,19 +53,11 @@ def test_load_filters_by_config_keys(tmp_path):
         results.load(tmp_path / "missing.sqlite")
 
 
-def _writer(path: str, worker: int, count: int) -> None:
-    store = Store(path)
-    for i in range(count):
-        record = make_record(f"w{worker}-{i}", bits=2 + i % 7)
-        record["config"][f"only_worker_{worker}"] = i  # new columns appear concurrently too
-        store.write(record)
-
-
 def test_eight_processes_writing_at_once_lose_no_row(tmp_path):
     path = str(tmp_path / "r.sqlite")
     Store(path)
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_writer, args=(path, w, 25)) for w in range(8)]
+    procs = [ctx.Process(target=writer, args=(path, w, 25)) for w in range(8)]
     for p in procs:
         p.start()
     for p in procs:
