@@ -51,6 +51,11 @@ def run_quarl(cwd: Path, *args: str, check: bool = True, policies: Path | None =
     return done
 
 
+def quarl_cli(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`python -m quarl.cli ARGS` in `cwd`, as a process forked from the warm one (its torch imported)."""
+    return WARM(Path(cwd).resolve(), list(args), timeout=timeout, module="quarl.cli")
+
+
 @pytest.fixture
 def scratch(tmp_path: Path) -> Path:
     return tmp_path

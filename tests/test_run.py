@@ -10,7 +10,7 @@ import pytest
 
 from quarl.errors import QuarlError
 from quarl.store import query as results
-from tests.conftest import ENV, FAST, ROOT, WARM, run_quarl
+from tests.conftest import ENV, FAST, ROOT, WARM, quarl_cli, run_quarl
 
 
 def log_of(done: subprocess.CompletedProcess) -> str:
@@ -389,15 +389,15 @@ def test_schema_backends_are_the_deploy_backends():
 
 def test_quarl_export_writes_a_standalone_int8_policy_from_the_store(scratch, shared_policies):
     run_quarl(scratch, *FAST, policies=shared_policies)  # the record names the cache export loads from
-    cli = [sys.executable, "-m", "quarl.cli", "export", "quant=ptq", "--out", "policy.onnx"]
-    done = subprocess.run(cli, cwd=scratch, capture_output=True, text=True, env=ENV)
+    cli = ["export", "quant=ptq", "--out", "policy.onnx"]
+    done = quarl_cli(scratch, *cli)
     assert done.returncode == 0 and (scratch / "policy.onnx").stat().st_size > 0
-    again = subprocess.run(cli, cwd=scratch, capture_output=True, text=True, env=ENV)
+    again = quarl_cli(scratch, *cli)
     assert again.returncode == 1 and "already exists" in again.stderr
     act = subprocess.run([sys.executable, str(ROOT / "examples/act_onnx.py"), "policy.onnx", "--episodes", "2"],
                          cwd=scratch, capture_output=True, text=True, env=ENV)
     assert act.returncode == 0, act.stderr
-    ambiguous = subprocess.run([*cli[:4], "--out", "x.onnx"], cwd=scratch, capture_output=True, text=True, env=ENV)
+    ambiguous = quarl_cli(scratch, "export", "--out", "x.onnx")  # no filter: the fp32 and the ptq record match
     assert ambiguous.returncode == 1 and "2 finished records match" in ambiguous.stderr
 
 

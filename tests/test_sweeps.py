@@ -1,8 +1,6 @@
 """Sweeps at scale: named sweeps, the submitit launcher, plan and status."""
 
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -10,13 +8,7 @@ from quarl.app import CONF_DIR
 from quarl.config import schema
 from quarl.store import query as results
 from quarl.sweeps import expand, plan, status
-from tests.conftest import ENV, FAST, ROOT, run_quarl
-
-
-def quarl_cli(cwd, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "quarl.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          env=ENV, timeout=300)
-
+from tests.conftest import FAST, ROOT, quarl_cli, run_quarl
 
 PLANNED = [("smoke", 24, 6), ("ptq_classic", 120, 0), ("ptq_table_classic", 80, 20), ("qat_classic", 126, 0),
            ("ptq_table_atari", 126, 0), ("ptq_table_ddpg", 24, 0), ("ptq_atari", 504, 0), ("ptq_continuous", 72, 0),

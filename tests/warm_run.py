@@ -58,10 +58,15 @@ def _child(request: dict) -> None:
             opened = os.open(path, os.O_RDONLY if fd == 0 else os.O_WRONLY | os.O_TRUNC)
             os.dup2(opened, fd)
             os.close(opened)
-        sys.argv = [RUN_PY, *request["args"]]
-        sys.path[0] = str(ROOT)  # as for `python run.py`
+        module = request["module"]
         try:
-            runpy.run_path(RUN_PY, run_name="__main__")
+            if module is None:
+                sys.argv, sys.path[0] = [RUN_PY, *request["args"]], str(ROOT)  # as for `python run.py`
+                runpy.run_path(RUN_PY, run_name="__main__")
+            else:  # as for `python -m MODULE`
+                sys.argv, sys.path[0] = [module, *request["args"]], os.getcwd()
+                sys.modules.pop(module, None)
+                runpy.run_module(module, run_name="__main__", alter_sys=True)
             code = 0
         except SystemExit as exc:
             code = _exit_code(exc.code)
@@ -125,7 +130,7 @@ class WarmProcess:
     """One forked run, used as subprocess.Popen's result is (text output, stderr merged or apart)."""
 
     def __init__(self, pid: int, args: list[str], folder: tempfile.TemporaryDirectory, merged: bool) -> None:
-        self.pid, self.args, self.returncode = pid, [sys.executable, RUN_PY, *args], None
+        self.pid, self.args, self.returncode = pid, [sys.executable, *args], None
         self._folder, self._merged = folder, merged
         self._out, self._err, self._exit = (Path(folder.name) / n for n in ("stdout", "stderr", "exit"))
 
@@ -172,15 +177,15 @@ class WarmRun:
             atexit.register(self.server.kill)
         return self.server
 
-    def start(self, cwd: Path, args: list[str], env: dict[str, str] | None = None, merged: bool = False
-              ) -> WarmProcess:
-        """Start `python run.py ARGS` in `cwd`, `env` added to the server's environment; with `merged`,
-        stderr goes to stdout (subprocess.STDOUT)."""
+    def start(self, cwd: Path, args: list[str], env: dict[str, str] | None = None, merged: bool = False,
+              module: str | None = None) -> WarmProcess:
+        """Start `python run.py ARGS` (with `module`, `python -m MODULE ARGS`) in `cwd`, `env` added to
+        the server's environment; with `merged`, stderr goes to stdout (subprocess.STDOUT)."""
         folder = tempfile.TemporaryDirectory()
         out, err, exit_file = (str(Path(folder.name) / n) for n in ("stdout", "stderr", "exit"))
         for path in (out, err):
             Path(path).touch()
-        request = {"cwd": str(Path(cwd).resolve()), "args": args, "env": env or {}, "out": out,
+        request = {"cwd": str(Path(cwd).resolve()), "args": args, "module": module, "env": env or {}, "out": out,
                    "err": out if merged else err, "exit": exit_file}
         with self.lock:
             server = self._started()
@@ -190,13 +195,14 @@ class WarmRun:
             line = server.stdout.readline()
         if not line:
             raise RuntimeError("the warm run.py server ended")
-        return WarmProcess(json.loads(line)["pid"], args, folder, merged)
+        command = [RUN_PY, *args] if module is None else ["-m", module, *args]
+        return WarmProcess(json.loads(line)["pid"], command, folder, merged)
 
-    def __call__(self, cwd: Path, args: list[str], timeout: float, env: dict[str, str] | None = None
-                 ) -> subprocess.CompletedProcess:
-        """Run `python run.py ARGS` in `cwd` with `env` added to the server's environment; like
-        subprocess.run(..., capture_output=True, text=True)."""
-        proc = self.start(cwd, args, env)
+    def __call__(self, cwd: Path, args: list[str], timeout: float, env: dict[str, str] | None = None,
+                 module: str | None = None) -> subprocess.CompletedProcess:
+        """Run `python run.py ARGS` (or `python -m MODULE ARGS`) in `cwd` with `env` added to the server's
+        environment; like subprocess.run(..., capture_output=True, text=True)."""
+        proc = self.start(cwd, args, env, module=module)
         try:
             out, err = proc.communicate(timeout)
         except subprocess.TimeoutExpired:

@@ -3,8 +3,6 @@ cell keys, bad input, and a tiny sweep that lands its ranges and its precision g
 
 import json
 import sqlite3
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -21,7 +19,7 @@ from quarl.evaluate.greedy import GreedyActor
 from quarl.quantize import calibration
 from quarl.quantize.calibration import CalibratedFakeQuant, RangeObserver, calibration_seeds, quantize_activations
 from quarl.quantize.weights import inference_layers, policy_bytes, quantize_policy
-from tests.conftest import ENV, FAST, compose_cfg, run_quarl
+from tests.conftest import FAST, compose_cfg, quarl_cli, run_quarl
 
 
 def test_fake_quant_of_a_calibrated_range_on_hand_worked_numbers():
@@ -183,8 +181,7 @@ def test_tiny_sweep_lands_records_with_ranges_and_precision_grids(scratch):
             assert r["bits"] == (inp if r["role"] == "input" else act)
         if act < 32:  # activations after ReLU: ranges start at 0
             assert all(r["lo"] == 0 for r in ranges.values() if r["role"] == "activation")
-    done = subprocess.run([sys.executable, "-m", "quarl.cli", "collate", "--out", "coll"], cwd=scratch,
-                          capture_output=True, text=True, env=ENV)
+    done = quarl_cli(scratch, "collate", "--out", "coll")
     assert done.returncode == 0, done.stderr
     grid = (scratch / "coll" / "precision" / "dqn_cartpole.md").read_text()
     assert "weight bits x activation bits" in grid and "input bits x activation bits (weights 8 bits)" in grid

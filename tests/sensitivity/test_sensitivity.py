@@ -4,23 +4,20 @@ command line to a run.py cell that meets the bound on its own evaluation."""
 import json
 import shlex
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 
 from quarl.errors import QuarlError
 from quarl.sensitivity.measure import Bound, Measure, check_bits, check_bound
 from quarl.sensitivity.outputs import run_command
-from tests.conftest import ENV, run_quarl
+from tests.conftest import quarl_cli, run_quarl
 
 CELL = ["algo=ppo", "env=cartpole", "train.steps=8192", "eval.episodes=3", "eval.n_envs=3", "seed=0",
         "train.progress=false", "eval.progress=false"]
 
 
 def quarl(cwd, *args):
-    return subprocess.run([sys.executable, "-m", "quarl.cli", *args], cwd=cwd, capture_output=True, text=True, env=ENV,
-                          timeout=1200)
+    return quarl_cli(cwd, *args, timeout=1200)
 
 
 def test_bound_and_bits():

@@ -85,17 +85,13 @@ def test_export_from_a_record_writes_a_checked_policy(fmt, scratch, stored):
 def test_quarl_export_format_writes_from_the_store_and_refuses_an_existing_path(
     fmt, scratch, stored, monkeypatch, caplog, capsys
 ):
-    import subprocess
-    import sys
-
-    from tests.conftest import ENV
+    from tests.conftest import quarl_cli
 
     if fmt == "tflite":
         pytest.importorskip("ai_edge_litert", reason="ai-edge-litert is not installed: pip install 'quarl[edge]'")
     out = scratch / ("policy.tflite" if fmt == "tflite" else "policy")
     args = ["export", "quant=ptq", "--format", fmt, "--out", str(out)]
-    done = subprocess.run([sys.executable, "-m", "quarl.cli", *args], cwd=stored, capture_output=True, text=True,
-                          env=ENV, timeout=600)
+    done = quarl_cli(stored, *args)
     assert done.returncode == 0, done.stderr
     assert "identical to the integer reference on 10000 states" in done.stdout  # record's states, then random
     assert out.exists()
@@ -123,17 +119,15 @@ def test_16x8_and_huffman_from_the_command_line_export_and_backend(scratch, shar
     `--weight-coding huffman` writes the Huffman-coded C policy and is refused for LiteRT;
     `quant.backend=c_16x8` records the executed 16x8 policy."""
     import subprocess
-    import sys
 
-    from tests.conftest import ENV
+    from tests.conftest import quarl_cli
 
     run_quarl(scratch, *FAST, "quant.backend=c_16x8", policies=shared_policies)
     row = results.load(scratch / "outputs/results.sqlite", quant="ptq").iloc[0]
     assert row["backend"] == "c_16x8" and row["backend_precision"] == "16x8" and row["backend_reward"] > 0
     out = scratch / "policy16"
     def export(*args: str) -> subprocess.CompletedProcess:
-        cli = [sys.executable, "-m", "quarl.cli", "export", "quant=ptq", "--out", *args]
-        return subprocess.run(cli, cwd=scratch, capture_output=True, text=True, env=ENV, timeout=600)
+        return quarl_cli(scratch, "export", "quant=ptq", "--out", *args)
 
     done = export(str(out), "--format", "c", "--activations", "int16")
     assert done.returncode == 0, done.stderr
