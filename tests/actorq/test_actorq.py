@@ -62,11 +62,11 @@ def test_tiny_run_completes_and_records_curve_and_breakdown(scratch, algo, backe
 
 
 def test_a_time_limit_ends_the_run_and_pinned_actors_each_have_a_core(scratch):
-    done = run_quarl(scratch, *DQN, "train.steps=1000000", "actorq.time_limit_s=12", "actorq.pin_actors=true")
+    done = run_quarl(scratch, *DQN, "train.steps=1000000", "actorq.time_limit_s=6", "actorq.pin_actors=true")
     log = done.stdout + done.stderr
     run, _, _ = stored(scratch)
     assert run["status"] == "done" and run["stopped_by"] == "time_limit" and run["env_steps"] < 1_000_000
-    assert "actorq.time_limit_s=12 s" in log and "Actor 0 started (pid" in log and ", core " in log
+    assert "actorq.time_limit_s=6 s" in log and "Actor 0 started (pid" in log and ", core " in log
 
 
 @pytest.mark.parametrize("cores, actors, expected", [
