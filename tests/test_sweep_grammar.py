@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +9,7 @@ import pytest
 from quarl.app import CONF_DIR
 from quarl.errors import QuarlError
 from quarl.sweeps import plan
-from tests.conftest import ENV, ROOT
+from tests.conftest import ENV, WARM
 
 PLUGINS = Path(__file__).parent / "plugins"  # hydra_plugins.quarl_recording_launcher: records jobs, runs none
 
@@ -64,11 +62,10 @@ def test_plan_lists_the_jobs_run_py_launches_in_order(scratch, sweeper):
     args = ["+sweep=smoke", "algo=choice(ppo,a2c)", "env=glob(*,exclude=[mountaincar*])", "seed=range(0,2)"]
     planned = plan(CONF_DIR, args, scratch / "outputs/results.sqlite")
     assert len(planned) == 2 * (len(TOP_ENVS) - 2) * 3 * 2
-    env = {**ENV, "PYTHONPATH": os.pathsep.join(filter(None, [str(PLUGINS), ENV.get("PYTHONPATH")]))}
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(PLUGINS), ENV.get("PYTHONPATH")]))}
     launch = ["hydra.launcher._target_=hydra_plugins.quarl_recording_launcher.RecordingLauncher",
               "hydra.callbacks.collate.enabled=false", *sweeper]
-    done = subprocess.run([sys.executable, str(ROOT / "run.py"), "-m", *args, *launch], check=False, cwd=scratch,
-                          capture_output=True, text=True, env=env, timeout=300)
+    done = WARM(scratch, ["-m", *args, *launch], timeout=300, env=env)
     assert done.returncode == 0, done.stderr
     launched = [" ".join(json.loads(line)) for line in (scratch / "launched.jsonl").read_text().splitlines()]
     assert launched == list(planned["overrides"])

@@ -46,6 +46,8 @@ def _child(request: dict) -> None:
     try:
         os.chdir(request["cwd"])
         os.environ.update(request["env"])
+        if request["env"].get("PYTHONPATH"):  # where python would look first, after the script's folder
+            sys.path[1:1] = request["env"]["PYTHONPATH"].split(os.pathsep)
         # the dispositions a shell gives `python run.py`, whatever the server inherited (a Ray driver in
         # the test process may have left SIGINT ignored)
         signal.signal(signal.SIGINT, signal.default_int_handler)
