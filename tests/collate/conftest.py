@@ -1,4 +1,4 @@
-"""The real sweep that collation tests share: run once for all xdist workers, collated once per worker."""
+"""The real sweep that collation tests share: run and collated once for all xdist workers."""
 
 from __future__ import annotations
 
@@ -36,8 +36,13 @@ def store(sweep: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def collated(sweep: Path, store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`quarl collate` on the sweep's store (no filters), into a fresh folder."""
-    out = tmp_path_factory.mktemp("collate") / "out"
-    assert cli.main(["collate", "--store", str(store), "--out", str(out)]) == 0
+def collated(sweep: Path, store: Path) -> Path:
+    """`quarl collate` on the sweep's store (no filters), into a fresh folder; once for all xdist
+    workers, as the sweep (the tests only read it)."""
+    out, done = sweep / "collated", sweep / "collated.done"
+    with FileLock(str(out) + ".lock"):
+        if not done.exists():
+            shutil.rmtree(out, ignore_errors=True)
+            assert cli.main(["collate", "--store", str(store), "--out", str(out)]) == 0
+            done.touch()
     return out
