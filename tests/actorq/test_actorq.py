@@ -224,6 +224,9 @@ def test_store_from_before_actorq_gets_the_new_curve_columns(tmp_path):
         (["actorq.actors=0"], "actorq.actors=0 must be at least 1"),
         (["quant.actor_bits=4"], "quant.actor_bits=4 cannot be executed by an actor: use 8 (int8), 16 (fp16) or 32"),
         (["algo=d4pg"], "algo=d4pg needs continuous actions but env CartPole-v1 has discrete actions"),
+        (["train.stop_at_return=100"],
+         "train.stop_at_return=100.0 ends SB3 and QAT trainings; quant=actorq ends at its own target: use "
+         "actorq.stop_at_return instead"),
         (["actorq.backend=ray"], "actorq.backend=ray needs Ray, which is not installed"),
         (["actorq.time_limit_s=0"], "actorq.time_limit_s=0.0 must be positive (or null)"),
     ],

@@ -91,6 +91,9 @@ def test_what_counts_as_another_training(tmp_path: Path):
     sam = {"train.robust": "sam", "train.robust_rho": 0.05}
     assert labels(sam, {**sam, "train.robust_rho": 0.1}) == [
         "dqn (train.robust_rho=0.05)", "dqn (train.robust_rho=0.1)"]
+    assert labels({}, {"train.stop_at_return": 475.0}) == [  # ended at its target: another policy
+        "dqn (train.stop_at_return=null)", "dqn (train.stop_at_return=475)"]
+    assert labels({}, {"train.stop_at_return": None}) == ["dqn", "dqn"]  # a record from before the option
     old = record("dqn", "cartpole", "fp32", seed=0, steps=10_000)  # written before train.keep_best existed
     new = record("dqn", "cartpole", "fp32", seed=1, steps=10_000, config={"train.keep_best": False,
                                                                          "algo.normalize": False})

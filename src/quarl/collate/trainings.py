@@ -17,7 +17,8 @@ seed and less the quantization method's own settings (they are what collation co
   ``train``) only these and the env count, as in `training_spec`;
 - ``zoo`` (whose hyperparameters: rl-zoo3's or the published agents'; it implies the ``algo.*``
   values and the budget it sets, so a label names the zoo alone) and ``train.robust`` with its
-  setting (``train.robust_rho`` for sam, ``train.robust_bits`` for noise), and ``train.amp``;
+  setting (``train.robust_rho`` for sam, ``train.robust_bits`` for noise), ``train.amp`` and
+  ``train.stop_at_return`` (a training that ended at its target is another policy);
 - the training device, where a record holds it (a ``training_device`` run field);
 - for ActorQ records, which train their own policy, the ``actorq.*`` settings too (not those that
   only watch or place the run: log interval, stall timeout, restarts, Ray address, transport).
@@ -84,11 +85,13 @@ ABSENT_MEANS: dict[str, Any] = {
     "zoo": "rl_zoo3",
     "train.robust": None,
     "train.amp": False,
+    "train.stop_at_return": None,
     CUDA_GRAPH: False,
 }
 ZOO = "zoo"  # whose hyperparameters (conf/zoo): it implies the algo.* values and the budget it sets
 ROBUST, ROBUST_SETTING = "train.robust", {"sam": "train.robust_rho", "noise": "train.robust_bits"}
 AMP = "train.amp"  # mixed-precision updates (quarl.train.amp)
+STOP = "train.stop_at_return"  # the training ended once its return reached this (quarl.train.stopping)
 NOT_APPLICABLE = "n/a"  # a training key that does not apply to a record (a pretrained policy's budget)
 
 
@@ -152,6 +155,7 @@ def identity(flat: Mapping[str, Any]) -> dict[str, Any]:
     if spec[ROBUST] in ROBUST_SETTING:  # quarl.rl.robust: the technique and its one setting
         spec[ROBUST_SETTING[spec[ROBUST]]] = flat.get(ROBUST_SETTING[spec[ROBUST]], ABSENT)
     spec[AMP] = flat.get(AMP, ABSENT_MEANS[AMP])
+    spec[STOP] = flat.get(STOP, ABSENT_MEANS[STOP])
     steps, every = _budgets(flat)
     spec[BUDGET] = steps
     spec[KEEP_BEST] = flat.get(KEEP_BEST, ABSENT_MEANS[KEEP_BEST])

@@ -63,6 +63,11 @@ class ActorQ(QuantMethod):
                 f"train.robust={cfg.train.robust} trains SB3 and QAT policies; quant=actorq trains its own "
                 "learner: use train.robust=null with quant=actorq."
             )
+        if cfg.train.get("stop_at_return") is not None:
+            raise QuarlError(
+                f"train.stop_at_return={cfg.train.stop_at_return} ends SB3 and QAT trainings; quant=actorq "
+                "ends at its own target: use actorq.stop_at_return instead."
+            )
         if cfg.train.get("amp"):
             raise QuarlError(
                 "train.amp=true trains SB3 and QAT policies in mixed precision; quant=actorq's learner trains "
