@@ -14,6 +14,7 @@ import pytest
 from quarl.config.keys import policy_key, training_spec
 from quarl.train.stopping import StopAtReturn, recent_mean
 from tests.conftest import compose_cfg
+from tests.train.interrupted import Killed, KilledAfterCheckpoint
 
 
 class Loop:
@@ -115,10 +116,6 @@ def test_a_training_with_a_reachable_target_ends_before_its_budget(tmp_path):
     assert meta["train_time_s"] > 0
 
 
-class Killed(Exception):
-    pass
-
-
 def test_a_resumed_training_counts_the_episodes_before_its_checkpoint(tmp_path, monkeypatch):
     """Killed after its first checkpoint, the training resumes with the checkpoint's finished episodes
     (SB3 itself starts a resumed run with none), so it stops where the curve first reaches the target."""
@@ -131,31 +128,18 @@ def test_a_resumed_training_counts_the_episodes_before_its_checkpoint(tmp_path, 
                       "train.progress=false")
     folder, ckpt = tmp_path / "policy", tmp_path / "policy.ckpt"
     folder.mkdir()
-    saved: list[int] = []
-    save, dump = checkpoint.save, training.TrainingLog.dump
-
-    def save_and_note(where, model, extra):
-        save(where, model, extra)
-        saved.append(model.num_timesteps)
-
-    def killed_after_checkpoint(self):
-        if saved and self.num_timesteps >= saved[0] + 512:
-            raise Killed
-        dump(self)
-
+    kill = KilledAfterCheckpoint(monkeypatch)
     started: list[tuple[int, list[float]]] = []  # what the stopper knows when a training (re)starts
     monkeypatch.setattr(StopAtReturn, "_on_training_start",
                         lambda self: started.append((self.counted, [e["r"] for e in self.model.ep_info_buffer])))
-    monkeypatch.setattr(checkpoint, "save", save_and_note)
-    monkeypatch.setattr(training.TrainingLog, "dump", killed_after_checkpoint)
     with pytest.raises(Killed):
         training.train(cfg, folder, progress=False, checkpoints=ckpt)
     extra = torch.load(ckpt / checkpoint.STATE_FILE, weights_only=False)["extra"]
-    monkeypatch.setattr(training.TrainingLog, "dump", dump)
+    kill.lift()
     training.train(cfg, folder, progress=False, checkpoints=ckpt)
     assert extra["stop"] == len(extra["curve"]) > 10  # every episode before the checkpoint counted
     assert started == [(0, []), (extra["stop"], [p["reward"] for p in extra["curve"][-100:]])]
     meta = json.loads((folder / "meta.json").read_text())
     curve = json.loads((folder / "curve.json").read_text())
-    assert meta["resumed_at"] == saved[0] == 1024 and meta["timesteps"] < 50_000
+    assert meta["resumed_at"] == kill.saved[0] == 1024 and meta["timesteps"] < 50_000
     assert first_reached(curve, 60) == meta["stop_at_return"]["stopped_at"] == meta["timesteps"]

@@ -19,6 +19,7 @@ from quarl.train import trainer as training
 from quarl.train.cache import cached, obtain
 from quarl.train.keep_best import STUDY_SEEDS, eval_seed
 from tests.conftest import FAST, compose_cfg, run_quarl
+from tests.train.interrupted import Killed, KilledAfterCheckpoint
 
 KEEP_BEST = ["train.keep_best=true", "train.eval_every=512", "train.eval_episodes=5"]
 
@@ -117,37 +118,20 @@ def test_keep_best_is_part_of_the_policy_key_and_its_seeds_avoid_the_studys():
         assert not set(chosen) & set(episode_seeds(seed, STUDY_SEEDS)) and len(set(chosen)) == 100
 
 
-class Killed(Exception):
-    pass
-
-
 @pytest.mark.slow
 def test_a_resumed_training_keeps_the_best_model_so_far(tmp_path, monkeypatch):
     cfg = compose_cfg("algo=ppo", "train.steps=3000", "train.checkpoint_every=1024", *KEEP_BEST,
                       "train.tracking.tensorboard=true")
     folder, ckpt = tmp_path / "policy", tmp_path / "policy.ckpt"
     folder.mkdir()
-    saved: list[int] = []
-    save, dump = checkpoint.save, training.TrainingLog.dump
-
-    def save_and_note(where, model, extra):
-        save(where, model, extra)
-        saved.append(model.num_timesteps)
-
-    def killed_after_checkpoint(self):  # killed 512 steps after the first checkpoint, curve points past it
-        if saved and self.num_timesteps >= saved[0] + 512:
-            raise Killed
-        dump(self)
-
-    monkeypatch.setattr(checkpoint, "save", save_and_note)
-    monkeypatch.setattr(training.TrainingLog, "dump", killed_after_checkpoint)
+    kill = KilledAfterCheckpoint(monkeypatch)
     with pytest.raises(Killed):
         training.train(cfg, folder, progress=False, checkpoints=ckpt)
     before = torch.load(ckpt / checkpoint.STATE_FILE, weights_only=False)["extra"]["best"]
-    monkeypatch.setattr(training.TrainingLog, "dump", dump)
+    kill.lift()
     training.train(cfg, folder, progress=False, checkpoints=ckpt)
     meta = json.loads((folder / policy_files.META_FILE).read_text())
-    assert meta["resumed_at"] == saved[0] == 1024
+    assert meta["resumed_at"] == kill.saved[0] == 1024
     evaluations = meta["evaluations"]
     assert evaluations[: len(before["evaluations"])] == before["evaluations"]  # the evaluations before the kill stay
     assert [e["step"] for e in evaluations] == [512 * i for i in range(1, 7)]
