@@ -25,8 +25,13 @@ TINY = FAST[1:]  # two evaluation episodes, no collation
 # DQN trains in chunks of 256 env steps and checkpoints on chunk boundaries: 64 chunks, a checkpoint every 8.
 # Long enough that a cell is still training when the test requeues or signals it after a checkpoint
 # (with 4096 steps, a cell on an idle core could finish in the second between checkpoint and requeue).
+# A requeued job ignores SLURM's SIGTERM (submitit bypasses it) and trains on until it is killed, about
+# 5000 env steps later here; a job signalled for its time limit checkpoints and exits at once, so half
+# the budget leaves that test as much margin.
 STEPS = 16384
 LONG_CELL = ["algo=dqn", f"train.steps={STEPS}", "train.checkpoint_every=2048"]
+TIMED_OUT_STEPS = 8192
+TIMED_OUT_CELL = ["algo=dqn", f"train.steps={TIMED_OUT_STEPS}", "train.checkpoint_every=1024"]
 
 
 def _registry(tmp_path_factory) -> Path:
@@ -212,7 +217,7 @@ def test_timed_out_cell_is_resubmitted_up_to_max_num_timeout_then_rerun_by_the_s
     runs exactly it. Every run resumes the training checkpoint. (submitit takes the signal for a
     timeout once the job ran min(0.8 * timeout_min, timeout_min - 10) minutes, at once below 10
     minutes; before that it is a preemption, requeued without limit.)"""
-    sweep = [*LONG_CELL, *TINY, "hydra.launcher.timeout_min=5", "hydra.launcher.max_num_timeout=1"]
+    sweep = [*TIMED_OUT_CELL, *TINY, "hydra.launcher.timeout_min=5", "hydra.launcher.max_num_timeout=1"]
     proc = start_sweep(scratch, slurm, *sweep)
     first = wait_until("a training checkpoint", lambda: checkpoint_step(scratch), proc, scratch)
     (job,) = job_ids(scratch)
@@ -233,7 +238,7 @@ def test_timed_out_cell_is_resubmitted_up_to_max_num_timeout_then_rerun_by_the_s
     assert "Call #" in again  # it went through SLURM again
     steps = resumed_steps(job_logs(scratch))
     assert len(steps) == 2 and 0 < steps[0] < steps[1]  # each run went on from the last checkpoint
-    check_one_cell_finished_whole(scratch, STEPS)
+    check_one_cell_finished_whole(scratch, TIMED_OUT_STEPS)
 
 
 # ----------------------------------------------------------------------------- Ray
