@@ -156,13 +156,15 @@ def check_one_cell_finished_whole(scratch: Path, steps: int) -> None:
 
 
 def test_slurm_sweep_lands_every_record_collates_and_shows_in_status(scratch, slurm):
-    out = finish(start_sweep(scratch, slurm, "algo=ppo,a2c", *FAST[:3]), scratch)
+    png_only = "hydra.callbacks.collate.formats=[png]"
+    out = finish(start_sweep(scratch, slurm, "algo=ppo,a2c", *FAST[:3], png_only), scratch)
     store = scratch / "outputs/results.sqlite"
     df = results.load(store)
     assert sorted(zip(df["algo"], df["quant"])) == [("a2c", "fp32"), ("a2c", "ptq"), ("ppo", "fp32"), ("ppo", "ptq")]
     assert (df["status"] == "done").all()
     assert len(job_ids(scratch)) == 2 and events(job_logs(scratch), "Starting with JobEnvironment(job_id=") == 2
     (collated,) = scratch.glob("outputs/multirun/*/*/collate/README.md")  # the end-of-sweep callback
+    assert list(collated.parent.rglob("*.png")) and not list(collated.parent.rglob("*.pdf"))  # its formats
     assert "Collated 4 records" in out
     # no accounting database here: submitit's sacct error is shown once, not on every poll
     assert "Call #1 - Bypassing sacct error" in out and "Call #2 - Bypassing sacct error" not in out

@@ -58,7 +58,7 @@ def test_a_search_stores_its_trials_as_cells_and_resumes_its_study(scratch, shar
 
     database = scratch / "outputs/optuna.db"
     before = database.read_bytes()
-    written = collate(scratch / "outputs/results.sqlite", scratch / "collated")
+    written = collate(scratch / "outputs/results.sqlite", scratch / "collated", formats=["png"])
     assert database.read_bytes() == before  # reading the searches writes nothing into them
     drawn = [p for p in written if p.name.startswith("search_") and p.name.endswith("_history.png")]
     assert len(drawn) == 1 and drawn[0].stat().st_size > 0

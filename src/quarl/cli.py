@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from quarl.collate import FIGURE_FORMATS
 from quarl.config import backend_registry
 from quarl.errors import QuarlError
 from quarl.store import record_files, sqlite, studies
@@ -65,6 +66,7 @@ def cmd_collate(args: argparse.Namespace) -> None:
         f"--out {args.out}",
         f"--bits {args.bits}",
         *(["--log-y"] if args.log_y else []),
+        *([f"--formats {args.formats}"] if args.formats != ",".join(FIGURE_FORMATS) else []),
         *args.filters,
     ]
     written = collate(
@@ -77,6 +79,7 @@ def cmd_collate(args: argparse.Namespace) -> None:
         overwrite=args.overwrite,
         log_y=args.log_y,
         force=args.force,
+        formats=args.formats.split(","),
     )
     for path in written:
         print(path)
@@ -299,6 +302,12 @@ def _collate_command(sub: Any) -> None:
         "--bits", type=int, default=8, help="bit width of the grid in the weight report, 2..16 (default: %(default)s)"
     )
     co.add_argument("--log-y", action="store_true", help="weight histograms on a log count axis")
+    co.add_argument(
+        "--formats",
+        default=",".join(FIGURE_FORMATS),
+        metavar="LIST",
+        help="the files each figure is saved as: png, pdf or png,pdf (default: %(default)s)",
+    )
     co.add_argument("--force", action="store_true", help="draw again even when --out is up to date")
     co.set_defaults(func=cmd_collate)
 

@@ -287,7 +287,7 @@ def test_collation_writes_convergence_time_to_reward_and_breakdown(tmp_path):
         for period in (10, 1000):
             store.write(fake_actorq_record(32, seed, period, 0.004))
             store.write(fake_actorq_record(8, seed, period, 0.001))
-    written = collate(tmp_path / "r.sqlite", tmp_path / "out")
+    written = collate(tmp_path / "r.sqlite", tmp_path / "out", formats=["png"])
     names = {p.relative_to(tmp_path / "out").as_posix() for p in written}
     assert {"actorq/convergence_dqn_cartpole.png", "actorq/time_to_reward.csv", "actorq/breakdown.csv",
             "actorq/breakdown_dqn_cartpole.png"} <= names

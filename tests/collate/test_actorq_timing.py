@@ -48,7 +48,7 @@ def test_actorq_time_to_reward_is_censored_not_averaged_over_survivors(tmp_path:
     assert shown.loc["int8", "time_s"].startswith("≥ ") and shown.loc["int8", "speedup_vs_fp32"].startswith("≤ ")
     assert not shown.loc["fp32", "time_s"].startswith("≥")
     out = tmp_path / "out"
-    collate(study.store, out)
+    collate(study.store, out, formats=["png"])
     assert ("≥ " in (out / "actorq/time_to_reward.md").read_text()
             and "Censored" in (out / "actorq/time_to_reward.md").read_text())
 

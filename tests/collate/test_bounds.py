@@ -23,7 +23,7 @@ def test_reward_intervals_are_clipped_to_the_env_return_range_and_say_so(tmp_pat
     assert bounds.return_range("LunarLander-v3") is None and bounds.return_range("CartPole-v1", 200).high == 200
     path = stored(tmp_path, activation_sweep())
     out = tmp_path / "out"
-    collate(path, out)
+    collate(path, out, formats=["png"])
     points = pd.read_csv(out / "sweet_spot/points.csv")
     cartpole = points[points["env"] == "cartpole"]
     raw = stats.seed_interval([500.0, 480.0, 420.0])

@@ -48,7 +48,7 @@ def test_missing_fp32_baseline_gives_a_message_and_every_other_output(store: Pat
         con.execute("UPDATE runs SET fp32_reward = NULL, rel_error = NULL WHERE algo='ppo' AND env='mountaincar'")
     out = tmp_path / "out"
     with caplog.at_level(logging.WARNING):
-        assert cli.main(["collate", "--store", str(copy), "--out", str(out), "algo=ppo"]) == 0
+        assert cli.main(["collate", "--store", str(copy), "--out", str(out), "--formats", "png", "algo=ppo"]) == 0
     assert "No fp32 record in the selection for ppo/cartpole seeds 0,1" in caplog.text
     assert "No fp32 baseline at all for ppo/mountaincar seeds 0,1" in caplog.text
     table = pd.read_csv(out / "tables/errors_ppo.csv").set_index("env")
@@ -95,7 +95,7 @@ def test_e_na_is_shown_with_its_note_and_never_enters_a_mean(tmp_path: Path):
             records.append(record("ddpg", "mountaincar_continuous", "ptq", b, seed, reward=-0.5, fp32=-0.03,
                                   run={"rel_error": None, "rel_error_note": note}, action_agreement=0.9))
     out = tmp_path / "out"
-    collate(stored(tmp_path, records), out)
+    collate(stored(tmp_path, records), out, formats=["png"])
     md = (out / "tables/errors_ddpg.md").read_text()
     row = next(line for line in md.splitlines() if line.startswith("| mountaincar_continuous"))
     assert row.count("n/a") == 1 and note in md  # E_int8 n/a (E_fp16: no fp16 record there, a dash)
@@ -118,7 +118,7 @@ def test_e_na_is_shown_with_its_note_and_never_enters_a_mean(tmp_path: Path):
 def test_every_table_and_plot_names_its_quantizer_and_table_names_stay_stable(tmp_path: Path):
     path = stored(tmp_path, ptq_study(schemes=("affine", "quarl_code")))
     out = tmp_path / "out"
-    written = collate(path, out)
+    written = collate(path, out, formats=["png"])
     tables_written = sorted(p.name for p in written if p.parent.name == "tables")
     assert tables_written == (
         sorted(f"{t}_{a}.{x}" for t in ("errors", "e_by_bits", "agreement") for a in ("dqn", "ppo")

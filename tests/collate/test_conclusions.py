@@ -52,7 +52,7 @@ def test_an_unlearned_baseline_is_flagged_in_errors_tables_plots_and_quarl_resul
                 for s, r, f in ((0, 16.2, 18.3), (1, 500.0, 500.0))]
     path = stored(tmp_path, records)
     out = tmp_path / "out"
-    collate(path, out)
+    collate(path, out, formats=["png"])
     md = (out / "tables/errors_dqn.md").read_text()
     csv = pd.read_csv(out / "tables/errors_dqn.csv").set_index("env")
     assert csv.loc["cartpole", "fp32 flag"] == "† fp32 not learned in 1 of 2 seeds"
@@ -154,7 +154,7 @@ def test_intervals_stay_inside_what_reward_and_e_can_be_and_the_verdicts_table_s
     records = [record("dqn", "cartpole", "fp32", seed=s, reward=500.0, fp32=500.0) for s in range(5)]
     records += [record("dqn", "cartpole", "ptq", 8, seed=s, reward=r, fp32=500.0) for s, r in enumerate(rewards)]
     out = tmp_path / "out"
-    collate(stored(tmp_path, records), out)
+    collate(stored(tmp_path, records), out, formats=["png"])
     point = pd.read_csv(out / "sweet_spot/points.csv").set_index("bits").loc[8]
     low, high = sps.t.interval(0.95, 4, loc=np.mean(rewards), scale=sps.sem(rewards))
     assert high > 500 and point["reward_high"] == 500.0 and point["reward_low"] == pytest.approx(low)

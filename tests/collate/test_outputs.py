@@ -17,10 +17,10 @@ from tests.records import write as write_records
 def test_collate_out_is_a_clean_folder(tmp_path: Path, caplog):
     path = stored(tmp_path, ptq_study(algos=("ppo",), envs=("cartpole", "acrobot")))
     out = tmp_path / "out"
-    first = collate(path, out)
+    first = collate(path, out, formats=["png"])
     assert (out / "sweet_spot/ppo_acrobot.png").is_file()
     (out / "notes.txt").write_text("mine")  # a user's file beside the collation stays
-    second = collate(path, out, {"env": "cartpole"})
+    second = collate(path, out, {"env": "cartpole"}, formats=["png"])
     on_disk = {p for p in out.rglob("*") if p.is_file()}
     assert on_disk == set(second) | {out / ".quarl-collate.json", out / "notes.txt"}
     assert not (out / "sweet_spot/ppo_acrobot.png").exists() and len(first) > len(second)
@@ -31,23 +31,23 @@ def test_collate_out_is_a_clean_folder(tmp_path: Path, caplog):
     other.mkdir()
     (other / "thesis.tex").write_text("keep")
     with caplog.at_level(logging.ERROR):
-        assert cli.main(["collate", "--store", str(path), "--out", str(other)]) == 1
+        assert cli.main(["collate", "--store", str(path), "--out", str(other), "--formats", "png"]) == 1
     assert "non-empty folder that no collation wrote" in caplog.text and "--overwrite" in caplog.text
     assert (other / "thesis.tex").read_text() == "keep" and len(list(other.iterdir())) == 1
-    assert cli.main(["collate", "--store", str(path), "--out", str(other), "--overwrite"]) == 0
+    assert cli.main(["collate", "--store", str(path), "--out", str(other), "--overwrite", "--formats", "png"]) == 0
     assert not (other / "thesis.tex").exists() and (other / "README.md").is_file()
 
 
 def test_an_unchanged_collation_is_not_drawn_again(tmp_path: Path, caplog):
     """The same records, settings and code: the files stay as they are; a new record, other
-    settings or force draw again."""
+    settings (bits, formats) or force draw again."""
     records = ptq_study(algos=("ppo",), envs=("cartpole", "acrobot"))
     path = stored(tmp_path, records[:-1])
     out, readme = tmp_path / "out", tmp_path / "out" / "README.md"
 
     def drawn(**kw) -> bool:
         before = readme.stat().st_mtime_ns if readme.exists() else None
-        written = collate(path, out, **kw)
+        written = collate(path, out, **{"formats": ["png"], **kw})
         assert readme in written and all(p.is_file() for p in written)
         return readme.stat().st_mtime_ns != before
 
@@ -61,3 +61,18 @@ def test_an_unchanged_collation_is_not_drawn_again(tmp_path: Path, caplog):
     assert drawn(bits=4) and not drawn(bits=4) and drawn(bits=4, force=True)
     (out / "sweet_spot/ppo_acrobot.png").unlink()  # a file of the collation gone: drawn again
     assert drawn(bits=4) and (out / "sweet_spot/ppo_acrobot.png").is_file()
+    assert drawn(bits=4, formats=["png", "pdf"]) and (out / "sweet_spot/ppo_acrobot.pdf").is_file()
+    assert not drawn(bits=4, formats=["pdf", "png"])  # the same formats in another order
+
+
+def test_formats_choose_the_figure_files_and_an_unknown_one_is_refused(tmp_path: Path, caplog):
+    path = stored(tmp_path, ptq_study(algos=("ppo",), envs=("cartpole",), seeds=(0, 1), bits=(4, 8)))
+    out, refused = tmp_path / "out", tmp_path / "refused"
+    assert cli.main(["collate", "--store", str(path), "--out", str(out), "--formats", "png"]) == 0
+    figures = [p for p in out.rglob("*") if p.suffix in (".png", ".pdf")]
+    assert figures and {p.suffix for p in figures} == {".png"}
+    assert "--formats png" in (out / "README.md").read_text()  # the command that writes it again
+    with caplog.at_level(logging.ERROR):
+        assert cli.main(["collate", "--store", str(path), "--out", str(refused), "--formats", "png,svg"]) == 1
+    assert "--formats png,svg: figures are written as png and/or pdf." in caplog.text
+    assert not refused.exists()

@@ -49,7 +49,7 @@ def test_sweep_collation_takes_the_sweep_own_cells(tmp_path: Path):
     write_records(Store(path), [r for r in sweep if r["run"]["quant"] == "fp32"])  # baselines from before
     write_records(Store(path), [r for r in sweep if r["run"]["quant"] != "fp32"], run_root=tmp_path / "sweep")
     out = tmp_path / "sweep/collate"
-    collate(path, out, sweep=tmp_path / "sweep")
+    collate(path, out, sweep=tmp_path / "sweep", formats=["png"])
     study = load(path, cells={r["run"]["cell_key"] for r in sweep if r["run"]["quant"] != "fp32"})
     assert set(study.done["algo"]) == {"ppo"} and (study.done["quant"] == "fp32").sum() == 2
     assert not list(out.rglob("*dqn*")) and not list(out.rglob("*acrobot*"))

@@ -90,10 +90,10 @@ def test_agreement_table_and_plot(tmp_path: Path):
     fig = plots.agreement(study, "cartpole", "ppo")
     assert len(fig.axes) == 2 and "agreement" in fig.axes[1].get_ylabel()
     out = tmp_path / "out"
-    written = {p.relative_to(out).as_posix() for p in collate(path, out)}
+    written = {p.relative_to(out).as_posix() for p in collate(path, out, formats=["png"])}
     assert {"agreement/ppo_cartpole.png", "tables/agreement_ppo.md"} <= written
     old = stored(tmp_path, [record("ppo", "cartpole", "fp32"), record("ppo", "cartpole", bits=4)], "old.sqlite")
-    written = {p.relative_to(tmp_path / "o2").as_posix() for p in collate(old, tmp_path / "o2")}
+    written = {p.relative_to(tmp_path / "o2").as_posix() for p in collate(old, tmp_path / "o2", formats=["png"])}
     assert not [w for w in written if "agreement" in w] and "tables/errors_ppo.md" in written
 
 

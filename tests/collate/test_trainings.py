@@ -38,7 +38,7 @@ def test_two_trainings_of_one_algo_and_env_are_separate_series_named_by_what_dif
     assert len(load(path, {"train.steps": "null"}).done) == 4  # the stored null still selects the default budget
 
     out = tmp_path / "out"
-    collate(path, out)
+    collate(path, out, formats=["png"])
     errors = {s: pd.read_csv(out / f"tables/errors_ppo-train-steps-{s}.csv").set_index("env").loc[["cartpole"]]
               for s in ("100000", "8192")}  # ptq at 8 bits with fp32 activations (act_bits=32) in both
     errors = {s: rows[rows["quantizer"].str.startswith("ptq (act_bits=32)")].iloc[0] for s, rows in errors.items()}

@@ -181,7 +181,7 @@ def test_tiny_sweep_lands_records_with_ranges_and_precision_grids(scratch):
             assert r["bits"] == (inp if r["role"] == "input" else act)
         if act < 32:  # activations after ReLU: ranges start at 0
             assert all(r["lo"] == 0 for r in ranges.values() if r["role"] == "activation")
-    done = quarl_cli(scratch, "collate", "--out", "coll")
+    done = quarl_cli(scratch, "collate", "--out", "coll", "--formats", "png")
     assert done.returncode == 0, done.stderr
     grid = (scratch / "coll" / "precision" / "dqn_cartpole.md").read_text()
     assert "weight bits x activation bits" in grid and "input bits x activation bits (weights 8 bits)" in grid

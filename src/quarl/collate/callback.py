@@ -15,10 +15,12 @@ import logging
 import os
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
+
+from quarl.collate import FIGURE_FORMATS
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +28,10 @@ log = logging.getLogger(__name__)
 class CollateCallback(Callback):
     """Collate the sweep's own cells into ``<sweep dir>/<subdir>`` at the end of a multirun."""
 
-    def __init__(self, subdir: str = "collate", bits: int = 8, enabled: bool = True) -> None:
-        self.subdir, self.bits, self.enabled = subdir, int(bits), bool(enabled)
+    def __init__(
+        self, subdir: str = "collate", bits: int = 8, enabled: bool = True, formats: Sequence[str] = FIGURE_FORMATS
+    ) -> None:
+        self.subdir, self.bits, self.enabled, self.formats = subdir, int(bits), bool(enabled), list(formats)
         self._sweep_dir: str | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -72,7 +76,8 @@ class CollateCallback(Callback):
                 str(out),
                 "--bits",
                 str(self.bits),
+                *(["--formats", ",".join(self.formats)] if tuple(self.formats) != FIGURE_FORMATS else []),
             ]
         )
-        written = collate(store, out, bits=self.bits, command=command, sweep=sweep_dir)
+        written = collate(store, out, bits=self.bits, command=command, sweep=sweep_dir, formats=self.formats)
         log.info("Collated the sweep into %s (%d files); the same output again: %s", out, len(written), command)

@@ -9,6 +9,7 @@ the figure says so instead of drawing one.
 from __future__ import annotations
 
 import contextlib
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -20,7 +21,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from quarl.collate import stats
+from quarl.collate import FIGURE_FORMATS, stats
 from quarl.collate.frame import Study, is_float
 from quarl.collate.trainings import title
 
@@ -50,10 +51,24 @@ def new_figure(width: float, height: float, nrows: int = 1, ncols: int = 1, **kw
     return fig, axes
 
 
+_formats: ContextVar[tuple[str, ...]] = ContextVar("formats", default=FIGURE_FORMATS)
+
+
+@contextlib.contextmanager
+def formats(chosen: tuple[str, ...]) -> Iterator[None]:
+    """Figures saved inside are written in the `chosen` formats only (of FIGURE_FORMATS)."""
+    token = _formats.set(chosen)
+    try:
+        yield
+    finally:
+        _formats.reset(token)
+
+
 def save(fig: Figure, stem: Path) -> list[Path]:
-    """`stem`.png and `stem`.pdf; returns the paths. The layout is computed once, for the first."""
+    """`stem`.png and `stem`.pdf (or the `formats` chosen around it); returns the paths. The layout is computed
+    once, for the first."""
     stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [stem.with_suffix(".png"), stem.with_suffix(".pdf")]
+    paths = [stem.with_suffix(f".{f}") for f in _formats.get()]
     for path in paths:
         fig.savefig(path, bbox_inches="tight", pad_inches=0.1)  # nothing drawn past the edges is cut off
         fig.set_layout_engine("none")  # keeps the positions constrained layout just computed
