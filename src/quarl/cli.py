@@ -12,7 +12,6 @@ from typing import Any
 
 import pandas as pd
 
-from quarl.collate import FIGURE_FORMATS
 from quarl.config import backend_registry
 from quarl.errors import QuarlError
 from quarl.store import record_files, sqlite, studies
@@ -59,16 +58,9 @@ def cmd_collate(args: argparse.Namespace) -> None:
     from quarl.collate import collate
 
     filters = _filters(args.filters)
-    parts = [
-        "quarl collate",
-        f"--store {args.store}",
-        *([f"--sweep {args.sweep}"] if args.sweep else []),
-        f"--out {args.out}",
-        f"--bits {args.bits}",
-        *(["--log-y"] if args.log_y else []),
-        *([f"--formats {args.formats}"] if args.formats != ",".join(FIGURE_FORMATS) else []),
-        *args.filters,
-    ]
+    parts = ["quarl collate", f"--store {args.store}", *([f"--sweep {args.sweep}"] if args.sweep else [])]
+    parts += [f"--out {args.out}", f"--bits {args.bits}", *(["--log-y"] if args.log_y else [])]
+    parts += [*([f"--formats {args.formats}"] if args.formats else []), *args.filters]
     written = collate(
         args.store,
         args.out,
@@ -79,7 +71,7 @@ def cmd_collate(args: argparse.Namespace) -> None:
         overwrite=args.overwrite,
         log_y=args.log_y,
         force=args.force,
-        formats=args.formats.split(","),
+        formats=args.formats.split(",") if args.formats else None,
     )
     for path in written:
         print(path)
@@ -302,12 +294,7 @@ def _collate_command(sub: Any) -> None:
         "--bits", type=int, default=8, help="bit width of the grid in the weight report, 2..16 (default: %(default)s)"
     )
     co.add_argument("--log-y", action="store_true", help="weight histograms on a log count axis")
-    co.add_argument(
-        "--formats",
-        default=",".join(FIGURE_FORMATS),
-        metavar="LIST",
-        help="the files each figure is saved as: png, pdf or png,pdf (default: %(default)s)",
-    )
+    co.add_argument("--formats", metavar="LIST", help="each figure's files: png, pdf or png,pdf (the default)")
     co.add_argument("--force", action="store_true", help="draw again even when --out is up to date")
     co.set_defaults(func=cmd_collate)
 

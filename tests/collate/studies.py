@@ -15,7 +15,7 @@ ALGOS, ENVS, BITS, SEEDS = ("a2c", "ppo"), ("cartpole", "mountaincar"), (2, 4, 8
 SWEEP = [
     "-m", f"algo={','.join(ALGOS)}", f"env={','.join(ENVS)}", "quant=ptq,fp16",
     f"quant.bits={','.join(map(str, BITS))}", f"seed={','.join(map(str, SEEDS))}", "train.steps=500", "algo.n_envs=4",
-    "eval.episodes=2", "eval.n_envs=2",
+    "eval.episodes=2", "eval.n_envs=2", "hydra.callbacks.collate.formats=[png]",  # its tables are what is compared
 ]
 
 

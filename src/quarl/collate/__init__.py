@@ -40,9 +40,7 @@ from quarl.collate.frame import Notes, Study, prepare, select
 from quarl.errors import QuarlError
 from quarl.store.query import read_runs
 
-__all__ = ["collate", "load", "prepare", "select", "Study", "FIGURE_FORMATS"]
-
-FIGURE_FORMATS = ("png", "pdf")  # every figure is saved in each, unless collate's `formats` names fewer
+__all__ = ["collate", "load", "prepare", "select", "Study"]
 
 log = logging.getLogger(__name__)
 
@@ -93,15 +91,15 @@ def collate(
     overwrite: bool = False,
     log_y: bool = False,
     force: bool = False,
-    formats: Sequence[str] = FIGURE_FORMATS,
+    formats: Sequence[str] | None = None,
 ) -> list[Path]:
     """Write every plot and table of the selected records under `out_dir`; returns the files written.
 
     `filters` select records by config key (the grammar of `quarl.store.query`; ``"dqn,ppo"`` means
     either); `sweep` (a sweep dir) keeps only that sweep's own cells (`quarl.collate.sweep.sweep_cells`);
     `bits` is the bit width of the grid in the weight report (2..16); `log_y` draws the weight
-    histograms on a log count axis; `formats` are the files each figure is saved as (png, pdf or
-    both); `command` is recorded in the README (the command that makes the same output). `out_dir`
+    histograms on a log count axis; `formats` are the files each figure is saved as (png, pdf or,
+    by default, both); `command` is recorded in the README (the command that makes the same output). `out_dir`
     ends up holding this collation only: the files of an earlier collation there are replaced, and a
     non-empty folder quarl did not write is refused unless `overwrite` (which empties it first). A
     collation of the very same records with the same settings and code is not drawn again (its files
@@ -109,20 +107,20 @@ def collate(
     """
     if not 2 <= int(bits) <= 16:
         raise QuarlError(f"--bits={bits} is out of range: the weight grid needs 2..16 bits.")
-    formats = [formats] if isinstance(formats, str) else list(formats)
-    chosen = tuple(f for f in FIGURE_FORMATS if f in formats)
-    if not chosen or len(chosen) != len(set(formats)):
-        raise QuarlError(
-            f"--formats {','.join(formats) or '(none)'}: figures are written as {' and/or '.join(FIGURE_FORMATS)}."
-        )
     from quarl.collate import outputs, plots  # matplotlib and seaborn load only when something is drawn
+
+    formats = [formats] if isinstance(formats, str) else list(formats or plots.FIGURE_FORMATS)
+    chosen = tuple(f for f in plots.FIGURE_FORMATS if f in formats)
+    if not chosen or len(chosen) != len(set(formats)):
+        every = " and/or ".join(plots.FIGURE_FORMATS)
+        raise QuarlError(f"--formats {','.join(formats) or '(none)'}: figures are written as {every}.")
     from quarl.collate.sweep import sweep_cells
 
     cells = sweep_cells(Path(sweep)) if sweep is not None else None
     study = load(store, filters, cells)
     out = Path(out_dir)
     settings = {"filters": dict(filters or {}), "bits": int(bits), "command": command, "log_y": log_y}
-    if chosen != FIGURE_FORMATS:  # a default collation keeps the digest it had before formats existed
+    if chosen != plots.FIGURE_FORMATS:  # a default collation keeps the digest it had before formats existed
         settings["formats"] = list(chosen)
     digest = outputs.inputs_digest(study, settings)
     unchanged = None if force else outputs.up_to_date(out, digest)

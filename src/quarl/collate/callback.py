@@ -20,8 +20,6 @@ from typing import Any, Sequence
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from quarl.collate import FIGURE_FORMATS
-
 log = logging.getLogger(__name__)
 
 
@@ -29,9 +27,10 @@ class CollateCallback(Callback):
     """Collate the sweep's own cells into ``<sweep dir>/<subdir>`` at the end of a multirun."""
 
     def __init__(
-        self, subdir: str = "collate", bits: int = 8, enabled: bool = True, formats: Sequence[str] = FIGURE_FORMATS
+        self, subdir: str = "collate", bits: int = 8, enabled: bool = True, formats: Sequence[str] | None = None
     ) -> None:
-        self.subdir, self.bits, self.enabled, self.formats = subdir, int(bits), bool(enabled), list(formats)
+        self.subdir, self.bits, self.enabled = subdir, int(bits), bool(enabled)
+        self.formats = list(formats) if formats else None  # None: every format
         self._sweep_dir: str | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -76,7 +75,7 @@ class CollateCallback(Callback):
                 str(out),
                 "--bits",
                 str(self.bits),
-                *(["--formats", ",".join(self.formats)] if tuple(self.formats) != FIGURE_FORMATS else []),
+                *(["--formats", ",".join(self.formats)] if self.formats else []),
             ]
         )
         written = collate(store, out, bits=self.bits, command=command, sweep=sweep_dir, formats=self.formats)

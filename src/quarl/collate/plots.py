@@ -21,7 +21,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from quarl.collate import FIGURE_FORMATS, stats
+from quarl.collate import stats
 from quarl.collate.frame import Study, is_float
 from quarl.collate.trainings import title
 
@@ -51,6 +51,7 @@ def new_figure(width: float, height: float, nrows: int = 1, ncols: int = 1, **kw
     return fig, axes
 
 
+FIGURE_FORMATS = ("png", "pdf")  # every figure is saved in each, unless `formats` names fewer
 _formats: ContextVar[tuple[str, ...]] = ContextVar("formats", default=FIGURE_FORMATS)
 
 
