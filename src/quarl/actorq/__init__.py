@@ -12,6 +12,7 @@ One module per role:
 - `execution`: the actors' policy at `quant.actor_bits`, executed for real (int8, fp16, fp32).
 - `actor`: the actor loop (act, explore, add, send chunks, pull weights) with its time breakdown.
 - `transport`, `ray_transport`: how weights reach the actors and experience reaches the learner;
-  a local one (torch.multiprocessing, shared memory, no server) and one on Ray.
+  a local one (torch.multiprocessing, shared memory, no server) and one on Ray, whose parameter
+  server is `ray_server` (a light module: the Ray worker that hosts it imports no torch).
 - `learner`: the learner loop that ties them together; `cell`: the pipeline's entry point.
 """

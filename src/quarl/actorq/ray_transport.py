@@ -20,6 +20,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from quarl.actorq.actor import run_actor
+from quarl.actorq.ray_server import ParameterServer
 from quarl.actorq.replay import Chunk
 from quarl.actorq.settings import ActorSpec
 from quarl.actorq.transport import JOIN_S, QUEUE_CHUNKS, Transport
@@ -61,25 +62,6 @@ class RayLink:
         return self.ray.get(self.server.stopped.remote())
 
 
-class _ParameterServer:
-    """Holds the latest published version and its object reference (wrapped, so Ray does not fetch it)."""
-
-    def __init__(self) -> None:
-        self.version, self.ref, self.stop = -1, None, False
-
-    def publish(self, version: int, wrapped: list) -> None:
-        self.version, self.ref = version, wrapped[0]
-
-    def pull(self, have: int) -> Optional[tuple[int, list]]:
-        return None if self.version <= have else (self.version, [self.ref])
-
-    def request_stop(self) -> None:
-        self.stop = True
-
-    def stopped(self) -> bool:
-        return self.stop
-
-
 class _RayActor:
     def ready(self, spec: ActorSpec) -> str:
         """Make (and close) the actor's env once, so its suite is imported before the run starts;
@@ -116,7 +98,7 @@ class RayTransport(Transport):
             self.owns_ray = True
         else:
             self.owns_ray = False
-        self.server = ray.remote(num_cpus=0)(_ParameterServer).remote()
+        self.server = ray.remote(num_cpus=0)(ParameterServer).remote()
         self.chunks = Queue(QUEUE_CHUNKS * actors, actor_options={"num_cpus": 0})
         self.actor_cls = ray.remote(num_cpus=1, max_restarts=0)(_RayActor)
         self.actors: dict[int, Any] = {}
