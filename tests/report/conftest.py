@@ -3,7 +3,8 @@ store from them in a temporary folder, one connection and commit a record (about
 with its syncs, 8 s on tmpfs). Here that store lives on tmpfs where there is one, and the campaign
 read from a folder of records is kept for the test process, keyed by every record file's name and
 bytes: a test that reads the same records again (or a copy of them) gets an equal campaign, and an
-edited record is read afresh."""
+edited record is read afresh. A whole report is kept the same way (`built_report`), keyed by every
+input the build reads."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from quarl.report import campaign
+from quarl.report import build, campaign
 
 _read = campaign.load_campaign
 _campaigns: dict[str, campaign.Campaign] = {}
+_build = build.build
+_reports: dict[tuple, str] = {}
 TMPFS = Path("/dev/shm")
 
 
@@ -31,6 +34,21 @@ def contents(folder: Path, skip: tuple[str, ...] = ()) -> str:
             continue
         digest.update(str(relative).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+def report_inputs(records: Path, folder: Path, sweeps: Path, figures: bool) -> tuple:
+    """A key of every input a report's build reads: the records, the folder's files but the report
+    itself and its figures (written, never read), the sweeps, and whether figures are drawn."""
+    return contents(records), contents(folder, skip=(campaign.REPORT, campaign.FIGURES)), contents(sweeps), figures
+
+
+def built_report(records: Path, folder: Path, sweeps: Path, figures: bool = True, fresh: bool = False) -> str:
+    """`build.build(...)`, built once for the test process per `report_inputs` (built anew and kept
+    with `fresh`): the same inputs, or a copy of them, give the report built before."""
+    key = report_inputs(records, folder, sweeps, figures)
+    if fresh or key not in _reports:
+        _reports[key] = _build(records, folder, sweeps, figures)
+    return _reports[key]
 
 
 def _on_tmpfs(records: Path) -> campaign.Campaign:
