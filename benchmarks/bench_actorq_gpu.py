@@ -454,7 +454,7 @@ def int4_on_vnni(rehearse: bool, clock: Clock) -> None:
 
 def mixed_precision(a: argparse.Namespace, clock: Clock, device: str) -> None:
     """bench_amp on the device, stopped at AMP_S or the end of the budget (its CSV keeps the sizes done)."""
-    tiny = ["--tiny", "--updates", "3", "--rounds", "1", "--train-steps", "64"] if a.rehearse else []
+    tiny = ["--tiny", "--updates", "3", "--rounds", "1", "--train-steps", "32"] if a.rehearse else []
     if not clock.allows("Mixed precision", 20 if a.rehearse else 60):
         return
     command = [

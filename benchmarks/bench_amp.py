@@ -20,7 +20,7 @@ fp16 updates the scaler skipped (an inf or a nan in the scaled gradients; the sc
 are counted in both parts. Prints the table with the paper's speedup beside each size (the paper
 ran fp16 with loss scaling: compare it with the fp16 columns), and writes it as CSV with `--csv`
 (the columns of older runs unchanged: `update speedup` and `end-to-end speedup` are bf16's).
-`--tiny` shrinks the networks to 8/16/32 filters and part 1's buffer to TINY_FILL frames (a CPU
+`--tiny` shrinks the networks to 4/8/16 filters and part 1's buffer to TINY_FILL frames (a CPU
 rehearsal of the script, not a measurement).
 
 Usage: python benchmarks/bench_amp.py [--device cuda] [--updates 100] [--rounds 3] [--train-steps 2000] [--csv F]
@@ -50,7 +50,7 @@ from quarl.train.amp import DTYPE, AutocastWhileTraining
 from quarl.train.fp16 import FP16DQN
 
 SIZES = {"Policy A": (128, 128), "Policy B": (512, 512), "Policy C": (1024, 2048)}  # filters, FC units
-TINY = {"Policy A": (8, 16), "Policy B": (16, 32), "Policy C": (32, 64)}
+TINY = {"Policy A": (4, 16), "Policy B": (8, 32), "Policy C": (16, 64)}
 BUFFER = 2000  # Pong transitions in the replay buffer of part 1
 TINY_FILL = 64  # --tiny: frames collected into it (two batches of 32), instead of BUFFER // 2
 PRECISIONS = ("fp32", "bf16", "fp16")
