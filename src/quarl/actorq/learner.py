@@ -239,8 +239,8 @@ class _Loop:
         return self.stop
 
     def start_actors(self) -> None:
-        for actor_id in range(self.settings.actors):
-            log.info("Actor %d started (%s)", actor_id, self.transport.start(actor_id))
+        for actor_id, where in enumerate(self.transport.start(list(range(self.settings.actors)))):
+            log.info("Actor %d started (%s)", actor_id, where)
         self.publish()  # after every start: the actors wait for the first weights, so none gets a head start
         self.last_progress = time.perf_counter()
 
@@ -376,7 +376,7 @@ def _watch(settings: Settings, transport: Transport, book: ActorBook) -> None:
         restarts = book.restarts.get(actor_id, 0)
         if restarts < settings.max_restarts:
             book.restarts[actor_id] = restarts + 1
-            where = transport.start(actor_id)
+            (where,) = transport.start([actor_id])
             log.warning(
                 "Actor %d died (%s); restarted it (%s), restart %d of at most %d.",
                 actor_id,

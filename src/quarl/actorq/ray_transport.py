@@ -106,12 +106,14 @@ class RayTransport(Transport):
         self.ref = None
         self.stopping = False
 
-    def start(self, actor_id: int) -> str:
-        handle = self.actor_cls.remote()
-        where = self.ray.get(handle.ready.remote(self.spec))  # before `run`, which holds the actor until it stops
-        self.actors[actor_id] = handle
-        self.runs[actor_id] = handle.run.remote(actor_id, self.spec, self.server, self.chunks)
-        return f"Ray actor {handle._actor_id.hex()[:8]} on {where}"
+    def start(self, actor_ids: list[int]) -> list[str]:
+        handles = [self.actor_cls.remote() for _ in actor_ids]
+        # every actor's process starts at once; each is ready before its `run`, which holds it until it stops
+        places = self.ray.get([handle.ready.remote(self.spec) for handle in handles])
+        for actor_id, handle in zip(actor_ids, handles):
+            self.actors[actor_id] = handle
+            self.runs[actor_id] = handle.run.remote(actor_id, self.spec, self.server, self.chunks)
+        return [f"Ray actor {handle._actor_id.hex()[:8]} on {where}" for handle, where in zip(handles, places)]
 
     def publish(self, version: int, packed: np.ndarray) -> None:
         self.ref = self.ray.put(packed)

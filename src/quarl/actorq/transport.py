@@ -48,8 +48,8 @@ class Transport(ABC):
     """The learner's side of a transport."""
 
     @abstractmethod
-    def start(self, actor_id: int) -> str:
-        """Start actor `actor_id` (again, after it died); returns where it runs (for the log)."""
+    def start(self, actor_ids: list[int]) -> list[str]:
+        """Start these actors (again, after one died), side by side; returns where each runs (for the log)."""
 
     @abstractmethod
     def publish(self, version: int, packed: np.ndarray) -> None:
@@ -118,7 +118,10 @@ class LocalTransport(Transport):
         self.procs: dict[int, Any] = {}
         self.reported: set[int] = set()
 
-    def start(self, actor_id: int) -> str:
+    def start(self, actor_ids: list[int]) -> list[str]:
+        return [self._start(actor_id) for actor_id in actor_ids]  # a fork each: no wait
+
+    def _start(self, actor_id: int) -> str:
         link = LocalLink(self.weights, self.version, self.size, self.lock, self.chunks, self.stop_event)
         core = self.cores[actor_id] if self.cores is not None else None
         proc = self.mp.Process(
