@@ -15,6 +15,8 @@ from quarl.app import CONF_DIR
 from quarl.config import schema
 from tests.warm_run import WarmRun
 
+pytest_plugins = ["tests.cluster.fixtures"]  # the SLURM cluster and the Ray head, shared by the tests that need them
+
 ROOT = Path(__file__).resolve().parents[1]
 # One torch thread per process: the learning tests' numbers were measured so (thread count changes
 # float reductions), and two xdist workers on two cores do not oversubscribe.
@@ -37,11 +39,13 @@ def compose_cfg(*overrides: str):
 
 def run_quarl(cwd: Path, *args: str, check: bool = True, policies: Path | None = None) -> subprocess.CompletedProcess:
     """`python run.py ARGS` with `cwd` as the launch folder (so outputs/ lands there), as a process
-    forked from a warm one that imported quarl once (tests/warm_run.py), or a fresh one for Ray. With
-    `policies` (the `shared_policies` fixture), trained policies come from and go to that cache
-    instead of `cwd`'s: a test that checks nothing about training gets a policy another test trained."""
+    forked from a warm one that imported quarl once (tests/warm_run.py), or a fresh one for a run that
+    starts a Ray of its own. With `policies` (the `shared_policies` fixture), trained policies come
+    from and go to that cache instead of `cwd`'s: a test that checks nothing about training gets a
+    policy another test trained."""
     extra = [f"store.policies={policies}"] if policies is not None else []
-    if "actorq.backend=ray" in args:  # Ray's node start timed out in a forked child (never in a fresh one)
+    starts_ray = "actorq.backend=ray" in args and not any(a.startswith("actorq.ray_address=") for a in args)
+    if starts_ray:  # Ray's node start timed out in a forked child (never in a fresh one); joining one is fine
         done = subprocess.run([sys.executable, str(ROOT / "run.py"), *args, *extra], cwd=cwd, capture_output=True,
                               text=True, env=ENV, timeout=1200)
     else:

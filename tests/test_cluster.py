@@ -1,20 +1,18 @@
 """Real clusters on this machine: sweeps through a single-node SLURM (slurm-wlm + munge), a cell
 requeued mid-training and one past its time limit resume from their checkpoints, and ActorQ joins a
 running Ray cluster. The services are started once for all xdist workers (tests/cluster/services.py)
-and skipped, with the reason, without root or Debian's packages (.ci/run installs them)."""
+and skipped, with the reason, without root or Debian's packages (.ci/run installs them): the
+fixtures are in tests/cluster/fixtures.py."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Callable
-
-import pytest
 
 from quarl.store import query as results
 from tests.actorq.test_actorq import run_killing_actor_0
@@ -32,32 +30,6 @@ STEPS = 16384
 LONG_CELL = ["algo=dqn", f"train.steps={STEPS}", "train.checkpoint_every=2048"]
 TIMED_OUT_STEPS = 8192
 TIMED_OUT_CELL = ["algo=dqn", f"train.steps={TIMED_OUT_STEPS}", "train.checkpoint_every=1024"]
-
-
-def _registry(tmp_path_factory) -> Path:
-    """A folder all xdist workers of this pytest run share (the services are started once)."""
-    base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-
-
-@pytest.fixture(scope="session")
-def slurm(tmp_path_factory):
-    """munged, slurmctld and slurmd on this host (partition `quarl`); stopped by the last worker."""
-    reason = services.slurm_missing()
-    if reason:
-        pytest.skip(reason)
-    with services.shared("slurm", _registry(tmp_path_factory)) as info:
-        yield info
-
-
-@pytest.fixture(scope="session")
-def ray_head(tmp_path_factory):
-    """`ray start --head --node-ip-address=127.0.0.1 --port=<free>`; stopped by the last worker."""
-    reason = services.ray_missing()
-    if reason:
-        pytest.skip(reason)
-    with services.shared("ray", _registry(tmp_path_factory)) as info:
-        yield info
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -54,8 +54,10 @@ def check_record(scratch, min_learner_steps: int) -> None:
 
 @pytest.mark.parametrize("backend", ["local", "ray"])
 @pytest.mark.parametrize("algo", ["dqn", "d4pg"])
-def test_tiny_run_completes_and_records_curve_and_breakdown(scratch, algo, backend):
+def test_tiny_run_completes_and_records_curve_and_breakdown(scratch, algo, backend, request):
     overrides = {"dqn": DQN, "d4pg": D4PG}[algo]
+    if backend == "ray" and algo == "d4pg":  # joins the test run's Ray head; the DQN run starts a Ray of its own
+        overrides = [*overrides, f"actorq.ray_address={request.getfixturevalue('ray_head')['address']}"]
     done = run_quarl(scratch, *overrides, f"actorq.backend={backend}")
     check_record(scratch, min_learner_steps=100)
     assert "int8 actor policy" in done.stdout + done.stderr

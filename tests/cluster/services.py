@@ -256,7 +256,12 @@ def stop_slurm(info: dict[str, Any]) -> None:
 # ----------------------------------------------------------------------------- Ray
 
 
-def start_ray(root: Path, cpus: Optional[int] = None) -> dict[str, Any]:
+#: The Ray head's logical CPUs: two ActorQ runs of two actors (a CPU each) side by side, one per
+#: xdist worker, so that neither waits for the other's actors to end.
+RAY_CPUS = 4
+
+
+def start_ray(root: Path, cpus: int = RAY_CPUS) -> dict[str, Any]:
     """`ray start --head --node-ip-address=127.0.0.1 --port=<free> --block` with its own temp folder.
 
     Its own temp folder keeps it out of /tmp/ray, where a plain `ray.init()` elsewhere on the machine
@@ -267,7 +272,7 @@ def start_ray(root: Path, cpus: Optional[int] = None) -> dict[str, Any]:
     ray = str(Path(sys.executable).parent / "ray")
     out = root / "ray.out"
     pid = _daemon([ray, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
-                   f"--num-cpus={cpus or os.cpu_count() or 1}", "--include-dashboard=false",
+                   f"--num-cpus={cpus}", "--include-dashboard=false",
                    f"--dashboard-agent-listen-port={free_port()}", "--disable-usage-stats",
                    f"--temp-dir={temp}", "--block"], out, env={**os.environ, **RAY_ENV})
     info = {"pids": {"ray": pid}, "address": f"127.0.0.1:{port}", "temp_dir": str(temp), "folder": str(root)}
