@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 import pytest
 
@@ -19,21 +19,22 @@ def _registry(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
+def _service(kind: str, missing: Callable[[], Optional[str]], factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """The shared `kind` service for the session, or the test skipped with why it cannot run here."""
+    reason = missing()
+    if reason:
+        pytest.skip(reason)
+    with services.shared(kind, _registry(factory)) as info:
+        yield info
+
+
 @pytest.fixture(scope="session")
 def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """munged, slurmctld and slurmd on this host (partition `quarl`); stopped by the last worker."""
-    reason = services.slurm_missing()
-    if reason:
-        pytest.skip(reason)
-    with services.shared("slurm", _registry(tmp_path_factory)) as info:
-        yield info
+    yield from _service("slurm", services.slurm_missing, tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
 def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """`ray start --head --node-ip-address=127.0.0.1 --port=<free>`; stopped by the last worker."""
-    reason = services.ray_missing()
-    if reason:
-        pytest.skip(reason)
-    with services.shared("ray", _registry(tmp_path_factory)) as info:
-        yield info
+    yield from _service("ray", services.ray_missing, tmp_path_factory)
