@@ -15,6 +15,7 @@ ONNX Runtime's quantizer, chosen by measurement (benchmarks/bench_deploy.py):
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.util
 import logging
@@ -89,28 +90,47 @@ def _quiet() -> Iterator[None]:
             root.removeHandler(guard)
 
 
+@functools.cache
+def _torchlib_registry() -> Any:
+    """torch.onnx's table of ATen-to-ONNX functions at its default opset. `torch.onnx.export` builds it
+    afresh on every call, parsing the source of about 500 onnxscript functions: 0.4 of a small
+    policy's 0.7 CPU s of export (benchmarks/bench_onnx_export.py). It never changes, so it is built
+    once a process and handed to the exporter that `torch.onnx.export` calls."""
+    from torch.onnx import _constants
+    from torch.onnx._internal.exporter import _registration
+
+    return _registration.ONNXRegistry.from_torchlib(opset_version=_constants.ONNX_DEFAULT_OPSET)
+
+
 def to_onnx(net: nn.Module, example: np.ndarray) -> bytes:
-    """`net` as a serialized ONNX model with input "obs" (any batch size) and output "action"."""
+    """`net` as a serialized ONNX model with input "obs" (any batch size) and output "action": what
+    `torch.onnx.export(net, dynamo=True, dynamic_shapes=...)` writes, the same bytes, with the
+    exporter's function table built once (`_torchlib_registry`)."""
     require("onnx", "Exporting to ONNX")
     require("onnxscript", "Exporting to ONNX")
+    from torch.onnx import _constants
+    from torch.onnx._internal.exporter import _core
+
     x = torch.from_numpy(np.repeat(example[:1], 2, axis=0))  # batch 2: the batch axis stays dynamic
-    batch = torch.export.Dim("batch")
+    dynamic = ({0: torch.export.Dim("batch")},)
     try:
         with _quiet(), torch.no_grad():
-            program = torch.onnx.export(
+            program = _core.export(
                 net.eval(),
                 (x,),
-                None,
+                {},
+                registry=_torchlib_registry(),
+                dynamic_shapes=dynamic,
                 input_names=[INPUT],
                 output_names=[OUTPUT],
-                dynamic_shapes=({0: batch},),
                 verbose=False,
                 optimize=True,
+                opset_version=_constants.ONNX_DEFAULT_OPSET,
             )
+            program._rename_dynamic_axes(dynamic)  # the batch axis is named "batch", not torch's symbol
     except Exception as exc:  # the exporter raises many types; name the cause in one line
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise QuarlError(f"This policy network cannot be exported to ONNX ({type(exc).__name__}: {first}).") from None
-    assert program is not None  # the dynamo exporter returns its program
     proto = program.model_proto
     _strip_annotations(proto)
     return proto.SerializeToString()
