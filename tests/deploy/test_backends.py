@@ -322,6 +322,23 @@ def test_auto_runs_int8_only_where_it_is_faster_and_says_why(trained, monkeypatc
         assert "running int8" in runner.reason
 
 
+def test_auto_exports_its_candidates_network_once(trained, monkeypatch):
+    """backend=auto builds onnx, onnx_int8, onnx_int4 and onnx_int2 runners of one network (a float policy:
+    int8 needs no copy without activation fake quants): one export; outside auto, every call exports."""
+    from torch.onnx._internal.exporter import _core
+
+    from quarl.deploy import onnx_io
+
+    exported = []
+    real = _core.export
+    monkeypatch.setattr(_core, "export", lambda net, *a, **k: exported.append(net) or real(net, *a, **k))
+    net = acting_network(trained["dqn_cartpole"])
+    runner = compile_network(net, "auto")
+    assert set(runner.timings_ms) >= {"onnx", "onnx_int8"} and exported == [net]
+    example = np.zeros((1, 4), np.float32)
+    assert onnx_io.to_onnx(net, example) == onnx_io.to_onnx(net, example) and exported == [net] * 3
+
+
 def test_measure_is_one_thread_and_restores_the_thread_count(trained):
     runner = compile_policy(trained["ppo_cartpole"], "torch")
     before = torch.get_num_threads()

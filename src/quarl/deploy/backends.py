@@ -306,27 +306,28 @@ def _auto(
         )
         log.warning(runner.reason)
         return runner
-    candidates: dict[str, Runner] = {
-        "torch": TorchRunner(net, "torch"),
-        "onnx": _build(net, "onnx", example, calibrated, threads),
-    }
-    problems: dict[str, str] = {}
-    quiet = logging.getLogger(__name__).level
-    log.setLevel(max(quiet, logging.ERROR))  # a candidate's own notes are not auto's choice
-    try:
-        for backend in LOW:
-            try:
-                runner = _build(net, backend, example, calibrated, threads)
-            except QuarlError as exc:  # a layer it cannot run, or a CNN without calibration data
-                problems[backend] = f"{backend} is not possible ({str(exc).rstrip('.')})"
-                continue
-            why = _eligible(net, runner, example, min_agreement)
-            if why is None:
-                candidates[backend] = runner
-            else:
-                problems[backend] = f"{backend} is not run: {why}"
-    finally:
-        log.setLevel(quiet)
+    with onnx_io.shared_exports():  # the candidates but int8 run the same network: exported once
+        candidates: dict[str, Runner] = {
+            "torch": TorchRunner(net, "torch"),
+            "onnx": _build(net, "onnx", example, calibrated, threads),
+        }
+        problems: dict[str, str] = {}
+        quiet = logging.getLogger(__name__).level
+        log.setLevel(max(quiet, logging.ERROR))  # a candidate's own notes are not auto's choice
+        try:
+            for backend in LOW:
+                try:
+                    runner = _build(net, backend, example, calibrated, threads)
+                except QuarlError as exc:  # a layer it cannot run, or a CNN without calibration data
+                    problems[backend] = f"{backend} is not possible ({str(exc).rstrip('.')})"
+                    continue
+                why = _eligible(net, runner, example, min_agreement)
+                if why is None:
+                    candidates[backend] = runner
+                else:
+                    problems[backend] = f"{backend} is not run: {why}"
+        finally:
+            log.setLevel(quiet)
     timings = quick_median_ms(candidates, example[:1])
     fp32 = min(("torch", "onnx"), key=timings.__getitem__)
     shown = ", ".join(f"{b} {t:.4f} ms" for b, t in timings.items())

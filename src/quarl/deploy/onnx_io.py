@@ -21,6 +21,7 @@ import importlib.util
 import logging
 import tempfile
 import warnings
+from contextvars import ContextVar
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterator, Optional
@@ -37,6 +38,8 @@ INPUT, OUTPUT = "obs", "action"
 CALIBRATION_BATCH = 32  # observations per calibration call
 CALIBRATION_MAX = 1024  # observations used for calibration at most
 PIP = {"onnxruntime": "onnxruntime", "onnx": "onnx", "onnxscript": "onnxscript"}
+# (id of the network, example shape, dtype) -> (the network, kept alive so that its id stays its own; its export)
+_shared_exports: ContextVar[Optional[dict[tuple, tuple[nn.Module, bytes]]]] = ContextVar("shared_exports", default=None)
 
 
 def require(package: str, purpose: str) -> ModuleType:
@@ -102,10 +105,26 @@ def _torchlib_registry() -> Any:
     return _registration.ONNXRegistry.from_torchlib(opset_version=_constants.ONNX_DEFAULT_OPSET)
 
 
+@contextlib.contextmanager
+def shared_exports() -> Iterator[None]:
+    """Inside, `to_onnx` of a network object it exported already (the same example shape and dtype)
+    returns that export's bytes: for a caller that builds several runners of one network it leaves
+    unchanged meanwhile (`backend=auto`'s candidates)."""
+    token = _shared_exports.set({})
+    try:
+        yield
+    finally:
+        _shared_exports.reset(token)
+
+
 def to_onnx(net: nn.Module, example: np.ndarray) -> bytes:
     """`net` as a serialized ONNX model with input "obs" (any batch size) and output "action": what
     `torch.onnx.export(net, dynamo=True, dynamic_shapes=...)` writes, the same bytes, with the
     exporter's function table built once (`_torchlib_registry`)."""
+    shared = _shared_exports.get()
+    key = (id(net), example.shape[1:], example.dtype.str)
+    if shared is not None and key in shared:
+        return shared[key][1]
     require("onnx", "Exporting to ONNX")
     require("onnxscript", "Exporting to ONNX")
     from torch.onnx import _constants
@@ -133,7 +152,10 @@ def to_onnx(net: nn.Module, example: np.ndarray) -> bytes:
         raise QuarlError(f"This policy network cannot be exported to ONNX ({type(exc).__name__}: {first}).") from None
     proto = program.model_proto
     _strip_annotations(proto)
-    return proto.SerializeToString()
+    exported = proto.SerializeToString()
+    if shared is not None:
+        shared[key] = (net, exported)
+    return exported
 
 
 def _strip_annotations(proto) -> None:
