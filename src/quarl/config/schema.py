@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import importlib.util
 import math
 import typing
@@ -334,11 +335,16 @@ def check_trackers(tracking: Any) -> None:
             )
 
 
+@functools.cache
+def _fields(schema: type) -> tuple[dict[str, Any], list[str]]:
+    """A settings dataclass's type hints and field names (get_type_hints evaluates every annotation anew)."""
+    return typing.get_type_hints(schema), [f.name for f in dataclasses.fields(schema)]
+
+
 def _unknown_keys(node: Any, schema: Any, prefix: str = "") -> list[tuple[str, list[str]]]:
     """(key, the keys allowed beside it) for every key of `node` its dataclass `schema` lacks (a
     key added with `+`); free-form mappings (`algo.hyperparams`, `env.kwargs`) take any key."""
-    hints = typing.get_type_hints(schema)
-    names = [f.name for f in dataclasses.fields(schema)]
+    hints, names = _fields(schema)
     found = []
     for key in node.keys():
         if key not in hints:
@@ -362,16 +368,21 @@ def _check_keys(cfg: Any, method: method_registry.QuantMethod) -> None:
     raise QuarlError(f"{key} is not a setting of {owner}{hint}: it takes {', '.join(allowed)}.")
 
 
-def _check_ints(node: Any, prefix: str = "") -> None:
-    """Every integer setting fits the store (a 64-bit integer)."""
-    for key in node.keys():
-        if (not prefix and key == "hydra") or OmegaConf.is_missing(node, key):  # Hydra's own settings
-            continue
-        value = node[key]
-        if isinstance(value, DictConfig):
-            _check_ints(value, f"{prefix}{key}.")
+def _check_ints(cfg: Any) -> None:
+    """Every integer setting fits the store (a 64-bit integer); Hydra's own settings aside."""
+
+    def walk(value: Any, key: str) -> None:
+        if isinstance(value, DictConfig):  # read as plain values at once: node by node took twice as long
+            value = OmegaConf.to_container(value, resolve=True, throw_on_missing=False)
+        if isinstance(value, dict):
+            for child, inner in value.items():
+                walk(inner, f"{key}.{child}")
         elif isinstance(value, int) and abs(value) > MAX_INT:
-            raise QuarlError(f"{prefix}{key}={value} is too large: at most {MAX_INT}.")
+            raise QuarlError(f"{key}={value} is too large: at most {MAX_INT}.")
+
+    for key in cfg:
+        if key != "hydra" and not OmegaConf.is_missing(cfg, key):
+            walk(cfg[key], str(key))
 
 
 def check_overrides(cfg: Any, overrides: list[str]) -> None:
