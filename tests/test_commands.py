@@ -1,20 +1,18 @@
-"""What a user reads first: `python run.py --help` and the n/a message of a cell that cannot run."""
+"""What a user reads first: `python run.py --help` and the n/a message of a cell that cannot run.
+The commands run as processes forked from a warm one (tests/warm_run.py); tests/actorq and the SLURM
+jobs run `python run.py` in fresh interpreters."""
 
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import pytest
 
 from quarl.errors import IncompatibleCell
 from quarl.rl.algos import check_action_kind, runnable
-from tests.conftest import ENV, ROOT
+from tests.conftest import WARM, quarl_cli
 
 
 def test_help_lists_the_groups_a_user_chooses_from(tmp_path):
-    done = subprocess.run([sys.executable, str(ROOT / "run.py"), "--help"], cwd=tmp_path, capture_output=True,
-                          text=True, env=ENV, timeout=300)
+    done = WARM(tmp_path, ["--help"], timeout=300)
     assert done.returncode == 0, done.stderr
     choices = done.stdout.split("== Config ==")[0]
     for line in ("algo=NAME", "env=NAME", "quant=NAME", "hydra/launcher=NAME", "+sweep=NAME"):
@@ -27,9 +25,7 @@ def test_help_lists_the_groups_a_user_chooses_from(tmp_path):
 def test_quarl_run_is_run_py_from_any_folder(tmp_path):
     """`quarl run ARGS` hands ARGS to run.py's Hydra app: --help and --cfg job print the same."""
     for args in (["--help"], ["--cfg", "job", "algo=dqn", "quant.bits=4"]):
-        outputs = [subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=ENV, timeout=300)
-                   for command in ([sys.executable, str(ROOT / "run.py"), *args],
-                                   [sys.executable, "-m", "quarl.cli", "run", *args])]
+        outputs = [WARM(tmp_path, args, timeout=300), quarl_cli(tmp_path, "run", *args, timeout=300)]
         assert [done.returncode for done in outputs] == [0, 0], outputs[1].stderr
         assert outputs[1].stdout == outputs[0].stdout and "algo" in outputs[1].stdout
     assert not list(tmp_path.iterdir())
