@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from quarl import CONF_DIR
@@ -12,6 +12,9 @@ from quarl.config import method_registry, schema
 from quarl.errors import IncompatibleCell, QuarlError
 from quarl.rl.algos import ALGOS, check_action_kind
 from quarl.rl.envs import SUITES, action_kind
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 LEGEND = {
     "tuned": "rl-zoo3's tuned hyperparameters (src/quarl/conf/tuned/<algo>/<env>.yaml)",
@@ -88,6 +91,8 @@ def applies(conf_dir: Path, algo: str, choice: str) -> bool:
 
 def matrix(conf_dir: Path, suite: str | None = None) -> pd.DataFrame:
     """One row per env choice (with its suite and action kind), one column per algorithm."""
+    import pandas as pd  # not at import: every run imports this module to check its cell
+
     if suite is not None and suite not in SUITES:
         raise QuarlError(f"--suite={suite} is not known: choose one of {', '.join(SUITES)}.")
     rows = []
