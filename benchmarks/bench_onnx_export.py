@@ -6,8 +6,8 @@ on every call; `to_onnx` builds it once a process and calls the exporter beneath
 policy (untrained SB3 policies of the QuaRL sizes: DQN and PPO on CartPole-v1, SAC on Pendulum-v1,
 DQN's Nature CNN on Pong), the table gives the median CPU seconds of an export each way (after one
 warm-up export of each, so the registry is built before timing) and whether the two wrote the same
-bytes. The export runs in the deploy backends (every `onnx*` runner; `backend=auto` exports the
-network for each candidate), `quarl export` and the LiteRT conversion.
+bytes. The export runs in the deploy backends (every `onnx*` runner; `backend=auto` exports a
+network once for all its candidates) and in `quarl export`'s ONNX files.
 
 Usage: python benchmarks/bench_onnx_export.py [--repeats 5]
 """
