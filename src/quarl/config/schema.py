@@ -189,13 +189,21 @@ class RunConfig:
     search: SearchConfig = field(default_factory=SearchConfig)
 
 
+_registered: list[tuple[Any, ...]] = []  # the ConfigStore and methods last registered
+
+
 def register() -> None:
-    """Put the schemas in Hydra's ConfigStore (the YAML files name them in their defaults)."""
+    """Put the schemas in Hydra's ConfigStore (the YAML files name them in their defaults). Again only
+    where the store or the methods changed: it costs a few milliseconds, and every composition calls it."""
     cs = ConfigStore.instance()
+    key = (id(cs), *((name, id(method)) for name, method in method_registry.registry().items()))
+    if key in _registered:
+        return
     cs.store(group="schema", name="config", node=RunConfig)
     cs.store(group="schema", name="algo", node=AlgoConfig)
     cs.store(group="schema", name="env", node=EnvConfig)
     method_registry.register_schemas()
+    _registered[:] = [key]
 
 
 def _check_policy(cfg: Any, method: method_registry.QuantMethod) -> None:
