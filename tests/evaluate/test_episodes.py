@@ -1,5 +1,7 @@
 """The evaluator: seeded episodes, batched inference, results independent of batching."""
 
+import signal
+
 import gymnasium as gym
 import numpy as np
 from omegaconf import OmegaConf
@@ -8,7 +10,9 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.monitor import Monitor
 
 from quarl.config.schema import EnvConfig
+from quarl.errors import raise_terminated
 from quarl.evaluate.episodes import episode_seeds, evaluate
+from quarl.evaluate.workers import play
 
 CARTPOLE = OmegaConf.structured(EnvConfig(name="cartpole", id="CartPole-v1"))
 
@@ -50,3 +54,21 @@ def test_agrees_with_sb3_evaluate_policy_in_distribution():
     env.reset(seed=0)
     theirs, _ = evaluate_policy(model, env, n_eval_episodes=20, deterministic=True)
     assert abs(np.mean(ours.rewards) - theirs) < 0.5 * max(theirs, 10)
+
+
+def test_evaluation_workers_end_at_the_pools_sigterm_as_by_default(tmp_path):
+    """A run turns SIGTERM into an exception (quarl.errors.ending_like_ctrl_c); the evaluation workers
+    it forks do not keep that handler, or the pool's SIGTERM at the end made each print a traceback."""
+    seen = tmp_path / "dispositions"
+
+    def act(observations):
+        with seen.open("a") as out:
+            out.write(f"{signal.getsignal(signal.SIGTERM) == signal.SIG_DFL}\n")
+        return [0] * len(observations)
+
+    previous = signal.signal(signal.SIGTERM, raise_terminated)  # as a run sets it
+    try:
+        played = list(play(act, CARTPOLE, episode_seeds(0, 2), workers=2, sample=None))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert len(played) == 2 and set(seen.read_text().split()) == {"True"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
@@ -39,6 +40,14 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def _quiet_end() -> None:
+    """A worker ends at the pool's SIGTERM as the signal's default does, at once and silently: the
+    run's handler (`quarl.errors.ending_like_ctrl_c`), inherited through the fork, would raise in the
+    worker and print its traceback."""
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def _episode(episode: int) -> tuple[int, float, int, list[np.ndarray]]:
     """Play one seeded episode in this worker: (episode, return, length, sampled observations)."""
     if not _ENV:
@@ -62,7 +71,7 @@ def play(
     them; `sample` is a `quarl.evaluate.episodes.StateSample` (its per-episode seeds make the draw the same)."""
     _JOB.update(act=act, env_cfg=env_cfg, seeds=seeds, sample=sample)
     try:
-        with mp.get_context("fork").Pool(workers) as pool:
+        with mp.get_context("fork").Pool(workers, initializer=_quiet_end) as pool:
             yield from pool.imap_unordered(_episode, range(len(seeds)))
     finally:
         _JOB.clear()
