@@ -48,7 +48,8 @@ def test_every_optimizer_of_a_model_perturbs_and_the_callback_takes_it_off(techn
     from quarl.rl.envs import training_envs
 
     env = "pendulum" if algo == "td3" else "cartpole"
-    cfg = compose_cfg(f"algo={algo}", f"env={env}", f"train.robust={technique}")
+    small = [] if algo == "a2c" else ["++algo.hyperparams.batch_size=32"]  # every update, on fewer samples
+    cfg = compose_cfg(f"algo={algo}", f"env={env}", f"train.robust={technique}", *small)
     model = build(cfg.algo, training_envs(cfg.env, 1, 0), seed=0, device="cpu", total_steps=600, train=cfg.train)
     opts = perturbing(model)
     assert len(opts) == (2 if algo == "td3" else 1)  # actor and critic, or the one policy optimizer
