@@ -85,12 +85,15 @@ def test_plan_on_the_command_line(scratch):
 
 
 def test_submitit_local_launcher_runs_cells_as_processes_and_records_them_all(scratch):
-    done = run_quarl(scratch, "-m", "hydra/launcher=local", "algo=ppo,a2c", "quant.bits=2,4", *FAST)
+    # two cells, each a process of its own, that share one fp32 policy: one trains it, the other waits for it
+    done = run_quarl(scratch, "-m", "hydra/launcher=local", "quant.bits=2,4", *FAST)
     assert "Submitit 'local' sweep output dir" in done.stdout + done.stderr
     df = results.load(scratch / "outputs/results.sqlite")
-    assert (df["quant"] == "ptq").sum() == 4 and (df["quant"] == "fp32").sum() == 2
+    assert (df["quant"] == "ptq").sum() == 2 and (df["quant"] == "fp32").sum() == 1
     assert set(df["status"]) == {"done"}
     assert list((scratch / "outputs/multirun").rglob(".submitit"))
+    logs = "".join(p.read_text() for p in (scratch / "outputs/multirun").rglob(".submitit/*/*_log.err"))
+    assert logs.count("Training fp32 ppo") == 1
 
 
 def test_plan_composes_each_job_exactly_as_hydra_does():
