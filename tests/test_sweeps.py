@@ -92,7 +92,7 @@ def test_submitit_local_launcher_runs_cells_as_processes_and_records_them_all(sc
     assert (df["quant"] == "ptq").sum() == 2 and (df["quant"] == "fp32").sum() == 1
     assert set(df["status"]) == {"done"}
     assert list((scratch / "outputs/multirun").rglob(".submitit"))
-    logs = "".join(p.read_text() for p in (scratch / "outputs/multirun").rglob(".submitit/*/*_log.err"))
+    logs = "".join(p.read_text() for p in (scratch / "outputs/multirun").rglob("*_log.out"))  # the jobs' stdout
     assert logs.count("Training fp32 ppo") == 1
 
 
