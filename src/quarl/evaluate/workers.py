@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import numpy as np
 import torch
 
+from quarl.errors import TERMINATING, raise_terminated
 from quarl.rl.envs import make_env
 
 Actor = Callable[[list[np.ndarray]], Sequence[Any]]
@@ -43,9 +44,10 @@ def cores() -> int:
 def _quiet_end() -> None:
     """A worker ends at the pool's SIGTERM as the signal's default does, at once and silently: the
     run's handler (`quarl.errors.ending_like_ctrl_c`), inherited through the fork, would raise in the
-    worker and print its traceback."""
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, signal.SIG_DFL)
+    worker and print its traceback. Other dispositions (an ignored SIGHUP under nohup) stay."""
+    for signum in TERMINATING:
+        if signal.getsignal(signum) is raise_terminated:
+            signal.signal(signum, signal.SIG_DFL)
 
 
 def _episode(episode: int) -> tuple[int, float, int, list[np.ndarray]]:
