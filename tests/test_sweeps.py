@@ -85,7 +85,7 @@ def test_plan_on_the_command_line(scratch):
 
 
 def test_submitit_local_launcher_runs_cells_as_processes_and_records_them_all(scratch):
-    # two cells, each a process of its own, that share one fp32 policy: one trains it, the other waits for it
+    # two cells, each a process of its own, sharing one fp32 policy: one trains it, the other waits or finds it cached
     done = run_quarl(scratch, "-m", "hydra/launcher=local", "quant.bits=2,4", *FAST)
     assert "Submitit 'local' sweep output dir" in done.stdout + done.stderr
     df = results.load(scratch / "outputs/results.sqlite")
