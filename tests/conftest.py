@@ -17,7 +17,8 @@ from quarl.config import method_registry, schema
 from quarl.sweeps import fresh_copy
 from tests.warm_run import WarmRun
 
-pytest_plugins = ["tests.cluster.fixtures"]  # the SLURM cluster and the Ray head, shared by the tests that need them
+# The SLURM cluster, the Ray head and the collation tests' sweep: shared by the tests that need them
+pytest_plugins = ["tests.cluster.fixtures", "tests.collate.shared_sweep"]
 
 ROOT = Path(__file__).resolve().parents[1]
 # One torch thread per process: the learning tests' numbers were measured so (thread count changes
