@@ -48,27 +48,29 @@ def compose_cfg(*overrides: str) -> DictConfig:
     return fresh_copy(_COMPOSED[key])
 
 
-def run_quarl(cwd: Path, *args: str, check: bool = True, policies: Path | None = None) -> subprocess.CompletedProcess:
+def run_quarl(cwd: Path, *args: str, check: bool = True, policies: Path | None = None,
+              nice: int = 0) -> subprocess.CompletedProcess:
     """`python run.py ARGS` with `cwd` as the launch folder (so outputs/ lands there), as a process
     forked from a warm one that imported quarl once (tests/warm_run.py), or a fresh one for a run that
     starts a Ray of its own. With `policies` (the `shared_policies` fixture), trained policies come
     from and go to that cache instead of `cwd`'s: a test that checks nothing about training gets a
-    policy another test trained."""
+    policy another test trained. `nice` lowers a warm-forked run's priority."""
     extra = [f"store.policies={policies}"] if policies is not None else []
     starts_ray = "actorq.backend=ray" in args and not any(a.startswith("actorq.ray_address=") for a in args)
     if starts_ray:  # Ray's node start timed out in a forked child (never in a fresh one); joining one is fine
         done = subprocess.run([sys.executable, str(ROOT / "run.py"), *args, *extra], cwd=cwd, capture_output=True,
                               text=True, env=ENV, timeout=1200)
     else:
-        done = WARM(Path(cwd).resolve(), [*args, *extra], timeout=1200)
+        done = WARM(Path(cwd).resolve(), [*args, *extra], timeout=1200, nice=nice)
     if check and done.returncode != 0:
         raise AssertionError(f"run.py {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     return done
 
 
-def quarl_cli(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    """`python -m quarl.cli ARGS` in `cwd`, as a process forked from the warm one (its torch imported)."""
-    return WARM(Path(cwd).resolve(), list(args), timeout=timeout, module="quarl.cli")
+def quarl_cli(cwd: Path, *args: str, timeout: float = 600, nice: int = 0) -> subprocess.CompletedProcess:
+    """`python -m quarl.cli ARGS` in `cwd`, as a process forked from the warm one (its torch imported);
+    `nice` lowers its priority."""
+    return WARM(Path(cwd).resolve(), list(args), timeout=timeout, module="quarl.cli", nice=nice)
 
 
 @pytest.fixture

@@ -1,6 +1,8 @@
 """The real sweep that collation tests share, as session fixtures (a pytest plugin of tests/conftest.py):
-run and collated once for all xdist workers. It is built in the background from each worker's first
-test, so a worker that reaches the collation tests finds it ready instead of waiting with a core idle."""
+run and collated once for all xdist workers. It is built in the background from the run's first test,
+at the lowest priority (nice 19): it takes the cores only while the tests leave one idle (a test
+waiting on SLURM, on Ray, on a timer), and slows no test that measures time. A worker that reaches
+the collation tests before it is done waits for the rest, as it would have waited for all of it."""
 
 from __future__ import annotations
 
@@ -26,18 +28,18 @@ def _lock(folder: Path) -> FileLock:
     return FileLock(str(folder) + ".lock")
 
 
-def _build(folder: Path) -> None:
-    """Run the sweep into `folder`, then `quarl collate` its store (no filters) into `collated/`; each
-    part unless already done. The caller holds the folder's lock."""
+def _build(folder: Path, nice: int = 0) -> None:
+    """Run the sweep into `folder`, then `quarl collate` its store (no filters) into `collated/`, each
+    part unless already done, at `nice` lower priority. The caller holds the folder's lock."""
     if not (folder / "done").exists():
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir()
-        done = run_quarl(folder, *SWEEP)
+        done = run_quarl(folder, *SWEEP, nice=nice)
         (folder / "sweep.log").write_text(done.stdout + done.stderr)
         (folder / "done").touch()
     if not (folder / "collated.done").exists():
         shutil.rmtree(folder / "collated", ignore_errors=True)
-        done = quarl_cli(folder, "collate", "--store", "outputs/results.sqlite", "--out", "collated")
+        done = quarl_cli(folder, "collate", "--store", "outputs/results.sqlite", "--out", "collated", nice=nice)
         assert done.returncode == 0, done.stdout + done.stderr
         (folder / "collated.done").touch()
 
@@ -49,7 +51,7 @@ def _build_unless_another_worker_does(folder: Path) -> None:
     except Timeout:
         return
     try:
-        _build(folder)
+        _build(folder, nice=19)
     except Exception:  # noqa: BLE001  # the `sweep` fixture builds it again in the test and fails there, with the output
         pass
     finally:
