@@ -17,8 +17,7 @@ from quarl.config import method_registry, schema
 from quarl.sweeps import fresh_copy
 from tests.warm_run import WarmRun
 
-# The SLURM cluster, the Ray head and the collation tests' sweep: shared by the tests that need them
-pytest_plugins = ["tests.cluster.fixtures", "tests.collate.shared_sweep"]
+pytest_plugins = ["tests.cluster.fixtures"]  # the SLURM cluster and the Ray head, shared by the tests that need them
 
 ROOT = Path(__file__).resolve().parents[1]
 # One torch thread per process: the learning tests' numbers were measured so (thread count changes
@@ -48,29 +47,27 @@ def compose_cfg(*overrides: str) -> DictConfig:
     return fresh_copy(_COMPOSED[key])
 
 
-def run_quarl(cwd: Path, *args: str, check: bool = True, policies: Path | None = None,
-              nice: int = 0) -> subprocess.CompletedProcess:
+def run_quarl(cwd: Path, *args: str, check: bool = True, policies: Path | None = None) -> subprocess.CompletedProcess:
     """`python run.py ARGS` with `cwd` as the launch folder (so outputs/ lands there), as a process
     forked from a warm one that imported quarl once (tests/warm_run.py), or a fresh one for a run that
     starts a Ray of its own. With `policies` (the `shared_policies` fixture), trained policies come
     from and go to that cache instead of `cwd`'s: a test that checks nothing about training gets a
-    policy another test trained. `nice` lowers a warm-forked run's priority."""
+    policy another test trained."""
     extra = [f"store.policies={policies}"] if policies is not None else []
     starts_ray = "actorq.backend=ray" in args and not any(a.startswith("actorq.ray_address=") for a in args)
     if starts_ray:  # Ray's node start timed out in a forked child (never in a fresh one); joining one is fine
         done = subprocess.run([sys.executable, str(ROOT / "run.py"), *args, *extra], cwd=cwd, capture_output=True,
                               text=True, env=ENV, timeout=1200)
     else:
-        done = WARM(Path(cwd).resolve(), [*args, *extra], timeout=1200, nice=nice)
+        done = WARM(Path(cwd).resolve(), [*args, *extra], timeout=1200)
     if check and done.returncode != 0:
         raise AssertionError(f"run.py {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     return done
 
 
-def quarl_cli(cwd: Path, *args: str, timeout: float = 600, nice: int = 0) -> subprocess.CompletedProcess:
-    """`python -m quarl.cli ARGS` in `cwd`, as a process forked from the warm one (its torch imported);
-    `nice` lowers its priority."""
-    return WARM(Path(cwd).resolve(), list(args), timeout=timeout, module="quarl.cli", nice=nice)
+def quarl_cli(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`python -m quarl.cli ARGS` in `cwd`, as a process forked from the warm one (its torch imported)."""
+    return WARM(Path(cwd).resolve(), list(args), timeout=timeout, module="quarl.cli")
 
 
 @pytest.fixture

@@ -45,7 +45,6 @@ def _child(request: dict) -> None:
     code = 1
     try:
         os.chdir(request["cwd"])
-        os.nice(request["nice"])
         os.environ.update(request["env"])
         if request["env"].get("PYTHONPATH"):  # where python would look first, after the script's folder
             sys.path[1:1] = request["env"]["PYTHONPATH"].split(os.pathsep)
@@ -181,16 +180,15 @@ class WarmRun:
         return self.server
 
     def start(self, cwd: Path, args: list[str], env: dict[str, str] | None = None, merged: bool = False,
-              module: str | None = None, nice: int = 0) -> WarmProcess:
+              module: str | None = None) -> WarmProcess:
         """Start `python run.py ARGS` (with `module`, `python -m MODULE ARGS`) in `cwd`, `env` added to
-        the server's environment, `nice` added to its niceness; with `merged`, stderr goes to stdout
-        (subprocess.STDOUT)."""
+        the server's environment; with `merged`, stderr goes to stdout (subprocess.STDOUT)."""
         folder = tempfile.TemporaryDirectory()
         out, err, exit_file = (str(Path(folder.name) / n) for n in ("stdout", "stderr", "exit"))
         for path in (out, err):
             Path(path).touch()
         request = {"cwd": str(Path(cwd).resolve()), "args": args, "module": module, "env": env or {}, "out": out,
-                   "err": out if merged else err, "exit": exit_file, "nice": nice}
+                   "err": out if merged else err, "exit": exit_file}
         with self.lock:
             server = self._started()
             assert server.stdin is not None and server.stdout is not None
@@ -203,10 +201,10 @@ class WarmRun:
         return WarmProcess(json.loads(line)["pid"], command, folder, merged)
 
     def __call__(self, cwd: Path, args: list[str], timeout: float, env: dict[str, str] | None = None,
-                 module: str | None = None, nice: int = 0) -> subprocess.CompletedProcess:
+                 module: str | None = None) -> subprocess.CompletedProcess:
         """Run `python run.py ARGS` (or `python -m MODULE ARGS`) in `cwd` with `env` added to the server's
-        environment and `nice` to its niceness; like subprocess.run(..., capture_output=True, text=True)."""
-        proc = self.start(cwd, args, env, module=module, nice=nice)
+        environment; like subprocess.run(..., capture_output=True, text=True)."""
+        proc = self.start(cwd, args, env, module=module)
         try:
             out, err = proc.communicate(timeout)
         except subprocess.TimeoutExpired:
