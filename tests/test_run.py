@@ -141,11 +141,14 @@ def test_ctrl_c_ends_in_one_line_and_leaves_no_marker(scratch):
     proc = WARM.start(scratch, ["train.steps=200000", "train.progress=false"], merged=True)
     store = scratch / "outputs/results.sqlite"
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and (not store.exists() or results.load(store).empty):
-        time.sleep(0.5)  # the cell's `running` marker is written once it starts
-    time.sleep(2)
-    proc.send_signal(signal.SIGINT)
-    out = proc.communicate(timeout=120)[0]
+    try:  # a store being made is never read without its tables (quarl.store.sqlite._create_whole)
+        while time.monotonic() < deadline and (not store.exists() or results.load(store).empty):
+            time.sleep(0.5)  # the cell's `running` marker is written once it starts
+        time.sleep(2)
+        proc.send_signal(signal.SIGINT)
+        out = proc.communicate(timeout=120)[0]
+    finally:
+        proc.kill()  # no 200000-step training left behind where the test fails
     assert proc.returncode == 130, out
     assert "Traceback" not in out and "KeyboardInterrupt" not in out
     assert "Interrupted: ppo/cartpole seed=0 ptq 8-bit affine per_tensor was not recorded" in out

@@ -13,6 +13,7 @@ one per test process (pytest-xdist worker).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import runpy
@@ -92,8 +93,9 @@ def _reap(exit_files: dict[int, str]) -> None:
         if pid == 0:
             return
         path = exit_files.pop(pid)
-        Path(path + ".tmp").write_text(str(os.waitstatus_to_exitcode(status)))
-        os.replace(path + ".tmp", path)
+        with contextlib.suppress(FileNotFoundError):  # the client is gone (its handle, and folder, collected)
+            Path(path + ".tmp").write_text(str(os.waitstatus_to_exitcode(status)))
+            os.replace(path + ".tmp", path)
 
 
 def serve() -> None:

@@ -491,3 +491,31 @@ def test_old_fp16_records_are_read_at_the_width_they_ran(tmp_path):
     assert len(results.load(store, {"quant": "fp16", "quant.bits": 16})) >= stored
     actorq = results.load(store, {"quant": "actorq"})
     assert (actorq["quant.bits"] == actorq["quant.actor_bits"]).all()  # ActorQ: its actors' width
+
+
+def test_a_new_store_appears_with_its_tables_and_a_store_made_meanwhile_is_kept(tmp_path, monkeypatch):
+    """A reader that finds the store's file as a run starts (`quarl status`) finds a quarl store, never
+    an empty database; where another process made the store first, its records stay."""
+    from quarl.store import sqlite as store_module
+
+    real_link = store_module.os.link
+    appeared = []
+
+    def link(src, dst):
+        Store(src, read_only=True)  # refuses a file without quarl's tables
+        appeared.append(dst)
+        real_link(src, dst)
+
+    monkeypatch.setattr(store_module.os, "link", link)
+    Store(tmp_path / "a.sqlite")
+    assert appeared == [tmp_path / "a.sqlite"] and results.load(tmp_path / "a.sqlite").empty
+
+    def made_meanwhile(src, dst):
+        monkeypatch.setattr(store_module.os, "link", real_link)
+        Store(dst).write(make_record("theirs"))  # another process's store, with a record, appears first
+        real_link(src, dst)
+
+    monkeypatch.setattr(store_module.os, "link", made_meanwhile)
+    Store(tmp_path / "b.sqlite")
+    assert list(results.load(tmp_path / "b.sqlite")["cell_key"]) == ["theirs"]
+    assert not list(tmp_path.glob(".*.new"))  # no half-made store left beside them

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
@@ -139,6 +140,8 @@ class Store:
         if self.path.resolve() in Store._ready and self.path.exists():  # opened before: schema is there
             return
         make_folder(self.path.parent, "store.path", file=self.path)
+        if not self.path.exists():
+            _create_whole(self.path)
         with self._open() as con:
             con.executescript(SCHEMA)
             _migrate(con)
@@ -363,6 +366,21 @@ def make_folder(folder: Path, key: str, file: Path | None = None) -> Path:
             f"set {key} to a path in a folder you can write."
         ) from None
     return folder
+
+
+def _create_whole(path: Path) -> None:
+    """Make a new store with its tables before its name appears, so that a reader (`quarl status` as a
+    run starts) never finds a database without them. A store another process made meanwhile is kept;
+    where this cannot be done (no hard links, a full disk), the caller makes it in place."""
+    new = path.with_name(f".{path.name}.{os.getpid()}.new")
+    try:
+        with closing(sqlite3.connect(new)) as con:
+            con.executescript(SCHEMA)
+        os.link(new, path)
+    except (sqlite3.Error, OSError):
+        pass
+    finally:
+        new.unlink(missing_ok=True)
 
 
 def _migrate(con: sqlite3.Connection) -> None:
