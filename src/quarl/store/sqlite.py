@@ -374,11 +374,10 @@ def _create_whole(path: Path) -> None:
     where this cannot be done (no hard links, a full disk), the caller makes it in place."""
     new = path.with_name(f".{path.name}.{os.getpid()}.new")
     try:
-        with closing(sqlite3.connect(new)) as con:
-            con.executescript(SCHEMA)
-        os.link(new, path)
-    except (sqlite3.Error, OSError):
-        pass
+        with suppress(sqlite3.Error, OSError):
+            with closing(sqlite3.connect(new)) as con:
+                con.executescript(SCHEMA)
+            os.link(new, path)
     finally:
         new.unlink(missing_ok=True)
 
