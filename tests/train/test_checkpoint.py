@@ -135,3 +135,89 @@ def test_an_older_checkpoint_with_sb3s_pickled_buffer_still_restores(tmp_path):
     fresh = small_dqn()
     checkpoint.restore(tmp_path / "p.ckpt", fresh)
     assert fresh.replay_buffer.pos == 200 and np.array_equal(fresh.replay_buffer.actions, model.replay_buffer.actions)
+
+
+# ---------------------------------------------------------------------- read as tensors and plain values
+
+
+class Touch:
+    """Unpickled, it runs `touch MARKER` (pickle calls os.system with the reduce tuple's arguments)."""
+
+    def __init__(self, marker) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_a_checkpoint_with_normalisation_and_kept_statistics_is_read_without_code(tmp_path, monkeypatch):
+    """Numpy RNG state, VecNormalize statistics and keep-best's RunningMeanStd come back through
+    torch's weights_only loader and the restricted unpickler: nothing is read with pickle's full power."""
+    import pickle
+
+    import numpy as np
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    def ppo(seed: int) -> PPO:
+        venv = VecNormalize(make_vec_env("CartPole-v1", n_envs=1, seed=seed))
+        return PPO("MlpPolicy", venv, n_steps=64, batch_size=32, n_epochs=1, seed=seed, device="cpu")
+
+    model = ppo(0)
+    model.learn(128)
+    kept = {"evaluations": [{"step": 64, "reward": np.float64(9.5)}],
+            "best": {"params": model.policy.state_dict(), "obs_rms": model.get_env().obs_rms,
+                     "ret_rms": model.get_env().ret_rms}, "last_eval": 64}
+    checkpoint.save(tmp_path / "p.ckpt", model, {"curve": [], "best": kept})
+    monkeypatch.setattr(pickle, "loads", None)  # the unrestricted readers are never called
+    monkeypatch.setattr(torch, "load", lambda *a, weights_only, **kw: real_load(*a, weights_only=weights_only, **kw)
+                        if weights_only else pytest.fail("torch.load without weights_only"))
+    fresh = ppo(1)
+    extra = checkpoint.restore(tmp_path / "p.ckpt", fresh)
+    assert extra is not None and extra["best"]["best"]["obs_rms"].count == model.get_env().obs_rms.count
+    assert fresh.num_timesteps == model.num_timesteps
+    assert np.array_equal(fresh.get_env().obs_rms.mean, model.get_env().obs_rms.mean)
+
+
+real_load = torch.load
+
+
+@pytest.mark.parametrize("where", [checkpoint.PARAMS_FILE, checkpoint.STATE_FILE, checkpoint.NORMALIZE_FILE,
+                                   checkpoint.PICKLED_REPLAY_FILE])
+def test_a_checkpoint_file_that_would_run_code_is_refused_and_the_model_left_as_built(tmp_path, caplog, where):
+    import pickle
+
+    model = small_dqn()
+    model.learn(200)
+    folder = tmp_path / "p.ckpt"
+    checkpoint.save(folder, model, {"curve": []})
+    marker = tmp_path / "ran"
+    path = folder / where
+    if where in (checkpoint.PARAMS_FILE, checkpoint.STATE_FILE):  # re-saved with one more entry
+        torch.save({**torch.load(path, weights_only=False), "payload": Touch(marker)}, path)
+    else:
+        path.write_bytes(pickle.dumps({"payload": Touch(marker)}))
+    fresh = small_dqn()
+    before = {k: v.clone() for k, v in fresh.policy.state_dict().items()}
+    with caplog.at_level("WARNING"):
+        assert checkpoint.restore(folder, fresh) is None
+    assert not marker.exists()
+    (message,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert message == (f"The training checkpoint {folder} is not resumed: {where} would run code when read (it names "
+                       "posix.system, which quarl's checkpoints never need; they are read as tensors and plain values "
+                       "only), so the training starts over from step 0.")
+    assert fresh.num_timesteps == 0 and all(torch.equal(v, before[k]) for k, v in fresh.policy.state_dict().items())
+
+
+def test_a_damaged_checkpoint_is_not_resumed_either(tmp_path, caplog):
+    model = small_dqn()
+    folder = tmp_path / "p.ckpt"
+    checkpoint.save(folder, model, {"curve": []})
+    (folder / checkpoint.PARAMS_FILE).write_bytes(b"not a torch file")
+    with caplog.at_level("WARNING"):
+        assert checkpoint.restore(folder, small_dqn()) is None
+    assert f"The training checkpoint {folder} is not resumed: params.pt cannot be read (" in caplog.text
+    assert caplog.text.rstrip().endswith("so the training starts over from step 0.")

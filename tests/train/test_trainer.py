@@ -147,6 +147,27 @@ def test_a_resumed_training_keeps_the_best_model_so_far(tmp_path, monkeypatch):
         assert all(isinstance(v, torch.Tensor) for v in before["best"]["params"].values())
 
 
+def test_a_checkpoint_that_would_run_code_is_not_resumed_and_the_training_starts_over(tmp_path, monkeypatch, caplog):
+    from tests.train.test_checkpoint import Touch
+
+    cfg = compose_cfg("algo=ppo", "train.steps=2048", "train.checkpoint_every=1024")
+    folder, ckpt, marker = tmp_path / "policy", tmp_path / "policy.ckpt", tmp_path / "ran"
+    folder.mkdir()
+    kill = KilledAfterCheckpoint(monkeypatch)
+    with pytest.raises(Killed):
+        training.train(cfg, folder, progress=False, checkpoints=ckpt)
+    params = ckpt / checkpoint.PARAMS_FILE  # re-saved with an entry whose unpickling runs os.system
+    torch.save({**torch.load(params, weights_only=False), "payload": Touch(marker)}, params)
+    kill.lift()
+    with caplog.at_level("INFO"):
+        training.train(cfg, folder, progress=False, checkpoints=ckpt)
+    assert not marker.exists()
+    assert f"The training checkpoint {ckpt} is not resumed: params.pt would run code when read" in caplog.text
+    assert "Resuming from the checkpoint" not in caplog.text
+    meta = json.loads((folder / policy_files.META_FILE).read_text())
+    assert meta["resumed_at"] is None and "Trained fp32 ppo for 2048 steps" in caplog.text
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible")
 def test_training_on_cuda_without_a_gpu_warns(caplog):
     caplog.set_level(logging.WARNING, logger="quarl.train.trainer")

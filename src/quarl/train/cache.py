@@ -7,9 +7,11 @@ observations are normalised, `qat_state.pt` (fake-quant ranges) for QAT policies
 concurrent sweep jobs wait for the one that trains; a policy is written to a temporary folder and
 renamed into place, so an interrupted training leaves nothing that looks finished.
 
-A policy's files are read without running code from them (quarl.train.untrusted), unless the config
-says `policy.trust=true`: a pretrained policy is cached in that safe form, and a file that needs
-code (one copied in by an older quarl) is refused by name.
+A policy's files are read without running code from them (quarl.train.untrusted), unless the run
+that obtains it says `policy.trust=true` on its command line: a pretrained policy is cached in that
+safe form, and a file that needs code (one copied in by an older quarl) is refused by name. A policy
+found for a stored record (`cached`: quarl export, collate) is never trusted, whatever the record's
+config says: trust is not something a file written earlier can grant.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import os
 import pickle
 import shutil
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Optional, cast
 
@@ -63,6 +65,8 @@ class CachedPolicy:
     folder: Path
     cfg: Any  # the config it was trained for
     trained: bool  # trained by this call (False: found in the cache)
+    trust: bool = False  # its files may run code: the command being run said policy.trust=true
+    hint: str = untrusted.READ_HINT  # how a refusal of a file that needs code ends
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -92,7 +96,7 @@ class CachedPolicy:
         fake-quant graph on and ranges frozen."""
         try:
             cls = algos.sb3_class(self.cfg.algo.name)
-            model = untrusted.load_model(cls, self.folder / MODEL_FILE, device, pretrained.trusted(self.cfg))
+            model = untrusted.load_model(cls, self.folder / MODEL_FILE, device, self.trust, self.hint)
             method_registry.of(self.cfg).restore(model, self.cfg.quant, self.folder)
             return model
         except QuarlError:
@@ -107,7 +111,7 @@ class CachedPolicy:
             return None
         try:
             normalizer = untrusted.load_normalizer(
-                path, lambda: DummyVecEnv([lambda: make_env(self.cfg.env)]), pretrained.trusted(self.cfg)
+                path, lambda: DummyVecEnv([lambda: make_env(self.cfg.env)]), self.trust, self.hint
             )
         except QuarlError:
             raise
@@ -151,7 +155,8 @@ def folder_of(cfg: Any, root: Path) -> Path:
 
 
 def cached(cfg: Any, root: Path) -> CachedPolicy:
-    """The cached fp32 policy of a config (for example a stored record's), without training."""
+    """The cached fp32 policy of a config (for example a stored record's), without training; read
+    without trust, whatever `cfg.policy.trust` says."""
     folder = folder_of(cfg, root)
     if not (folder / META_FILE).exists():
         raise QuarlError(f"No cached policy for {cfg.algo.name}/{cfg.env.name} seed={cfg.seed} in {root}.")
@@ -166,7 +171,7 @@ def obtain(cfg: Any, root: Path, progress: bool = False) -> CachedPolicy:
     folder = folder_of(cfg, root)
     make_folder(root, "store.policies")
     with taking_turns(root, folder.name, f"training or installing the policy {folder.name}"):
-        cached = CachedPolicy(key, folder, cfg, trained=False)
+        cached = CachedPolicy(key, folder, cfg, trained=False, trust=pretrained.trusted(cfg), hint=untrusted.TRUST_HINT)
         if (folder / META_FILE).exists():
             log.info("Using cached policy %s", folder.name)
             return cached
@@ -202,4 +207,4 @@ def obtain(cfg: Any, root: Path, progress: bool = False) -> CachedPolicy:
             shutil.rmtree(tmp, ignore_errors=True)
             if not checkpoint.exists(checkpoints):  # nothing to resume: the curve so far is debris
                 shutil.rmtree(checkpoint.curves_of(checkpoints), ignore_errors=True)
-    return CachedPolicy(key, folder, cfg, trained=cfg.policy.source == "train")
+    return replace(cached, trained=cfg.policy.source == "train")

@@ -6,12 +6,20 @@ statistics, the step counters, the training curve so far, the QAT switches and t
 It is written to a temporary folder and renamed, so a kill during saving leaves the previous one;
 a save that fails (disk full) or is interrupted (Ctrl-C, SIGTERM) removes what it wrote and keeps
 the previous one. The curve so far is written beside it (`curves_of`).
+
+A checkpoint is read as tensors and plain values only, as any outside file is: torch's
+`weights_only` loader (numpy arrays and SB3's statistics allowed by name), the restricted unpickler
+of quarl.train.untrusted for the normalisation statistics and a pickled replay buffer, numpy
+without pickles for the replay rows. A checkpoint that would need code to read (or is damaged) is
+not resumed: a warning says so and the training starts over.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import random
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Optional
@@ -22,10 +30,12 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.buffers import DictReplayBuffer, ReplayBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
+from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.vec_env import VecNormalize
 
 from quarl.errors import QuarlError
 from quarl.store.disk import disk_full
+from quarl.train import untrusted
 
 log = logging.getLogger(__name__)
 
@@ -85,16 +95,82 @@ def save(folder: Path, model: BaseAlgorithm, extra: dict[str, Any]) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def restore(folder: Path, model: BaseAlgorithm) -> dict[str, Any]:
-    """Load a checkpoint into a freshly built `model` (QAT layers already attached); returns `extra`."""
-    model.set_parameters(torch.load(folder / PARAMS_FILE, weights_only=False), exact_match=True)
+class Unreadable(QuarlError):
+    """A checkpoint file that cannot be read as tensors and plain values (it needs code, or is damaged)."""
+
+
+def _safe_globals() -> list[Any]:
+    """What quarl's checkpoints hold besides tensors and plain values, each of which builds data
+    only: numpy arrays and scalars (the RNG state) and SB3's statistics (kept by train.keep_best)."""
+    multiarray = importlib.import_module("numpy._core.multiarray" if hasattr(np, "_core") else "numpy.core.multiarray")
+    dtypes = [getattr(np.dtypes, name) for name in dir(np.dtypes) if name.endswith("DType")]
+    return [RunningMeanStd, np.ndarray, np.dtype, multiarray._reconstruct, multiarray.scalar, *dtypes]
+
+
+def _needs(exc: Exception) -> Optional[str]:
+    """The global a refused read named (torch's weights_only loader's or the restricted unpickler's), or None."""
+    if isinstance(exc, untrusted.Refused):
+        return exc.name
+    found = re.search(r"GLOBAL ([\w.]+)", str(exc))
+    return found.group(1) if found else None
+
+
+def _refused(path: Path, exc: Exception) -> Unreadable:
+    """The sentence for a checkpoint file that could not be read, naming the code it needs when it does."""
+    needs = _needs(exc)
+    if needs is not None:
+        return Unreadable(
+            f"The training checkpoint {path.parent} is not resumed: {path.name} would run code when read (it names "
+            f"{needs}, which quarl's checkpoints never need; they are read as tensors and plain values only), so "
+            "the training starts over from step 0."
+        )
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return Unreadable(
+        f"The training checkpoint {path.parent} is not resumed: {path.name} cannot be read "
+        f"({type(exc).__name__}: {first}), so the training starts over from step 0."
+    )
+
+
+def _load(path: Path) -> Any:
+    """A file torch.save wrote, read as tensors and plain values only (`Unreadable` otherwise)."""
+    try:
+        with torch.serialization.safe_globals(_safe_globals()):
+            return torch.load(path, weights_only=True)
+    except Exception as exc:  # code it would run, or a damaged file: either way not resumed
+        raise _refused(path, exc) from None
+
+
+def _statistics(folder: Path) -> Optional[VecNormalize]:
+    """The checkpoint's normalisation statistics (by the restricted unpickler), or None if it has none."""
+    path = folder / NORMALIZE_FILE
+    if not path.exists():
+        return None
+    try:
+        saved = untrusted.restricted_loads(path.read_bytes())
+    except Exception as exc:
+        raise _refused(path, exc) from None
+    if not isinstance(saved, VecNormalize):
+        raise _refused(path, TypeError(f"it holds a {type(saved).__name__}, not SB3's VecNormalize"))
+    return saved
+
+
+def restore(folder: Path, model: BaseAlgorithm) -> Optional[dict[str, Any]]:
+    """Load a checkpoint into a freshly built `model` (QAT layers already attached); returns `extra`.
+    None, with a warning and `model` untouched, when a file of it cannot be read as tensors and plain
+    values (one that would run code, or a damaged one): the training starts over."""
+    try:
+        params, state = _load(folder / PARAMS_FILE), _load(folder / STATE_FILE)
+        saved = _statistics(folder)
+        buffer = read_pickled_replay(folder) if isinstance(model, OffPolicyAlgorithm) else None
+    except Unreadable as exc:
+        log.warning("%s", exc)
+        return None
+    model.set_parameters(params, exact_match=True)
     if isinstance(model, OffPolicyAlgorithm):
-        restore_replay(model, folder)
+        restore_replay(model, folder, buffer)
     venv = model.get_env()
-    if isinstance(venv, VecNormalize) and (folder / NORMALIZE_FILE).exists():
-        saved = VecNormalize.load(str(folder / NORMALIZE_FILE), venv.venv)
+    if isinstance(venv, VecNormalize) and saved is not None:
         venv.obs_rms, venv.ret_rms = saved.obs_rms, saved.ret_rms
-    state = torch.load(folder / STATE_FILE, weights_only=False)
     for name, value in state["counters"].items():
         setattr(model, name, value)
     random.setstate(state["rng"]["python"])
@@ -116,15 +192,38 @@ def save_replay(model: OffPolicyAlgorithm, folder: Path) -> None:
     np.savez(folder / REPLAY_FILE, pos=np.int64(buffer.pos), full=np.bool_(buffer.full), **arrays)
 
 
-def restore_replay(model: OffPolicyAlgorithm, folder: Path) -> None:
-    """Put a checkpoint's replay rows back into `model`'s freshly allocated buffer (or SB3's pickle)."""
-    if (folder / PICKLED_REPLAY_FILE).exists():
-        model.load_replay_buffer(folder / PICKLED_REPLAY_FILE)
+def read_pickled_replay(folder: Path) -> Optional[ReplayBuffer]:
+    """The checkpoint's replay buffer as SB3 pickles it (other buffer kinds, older checkpoints), by
+    the restricted unpickler; None when it has none (its rows are in `REPLAY_FILE`, or none were saved)."""
+    path = folder / PICKLED_REPLAY_FILE
+    if not path.exists():
+        return None
+    try:
+        buffer = untrusted.read_buffer(path)
+    except Exception as exc:
+        raise _refused(path, exc) from None
+    if not isinstance(buffer, ReplayBuffer):
+        raise _refused(path, TypeError(f"it holds a {type(buffer).__name__}, not an SB3 replay buffer"))
+    return buffer
+
+
+def restore_replay(model: OffPolicyAlgorithm, folder: Path, pickled: Optional[ReplayBuffer] = None) -> None:
+    """Put a checkpoint's replay rows back into `model`'s freshly allocated buffer (or its `pickled`
+    buffer, read by `read_pickled_replay`, in its place as SB3's load_replay_buffer puts it)."""
+    if pickled is not None:
+        from stable_baselines3.her.her_replay_buffer import HerReplayBuffer
+
+        model.replay_buffer = pickled
+        if isinstance(pickled, HerReplayBuffer):
+            venv = model.get_env()
+            assert venv is not None  # a model being trained has its envs
+            pickled.set_env(venv)
+        pickled.device = model.device
     if not (folder / REPLAY_FILE).exists():
         return
     buffer = model.replay_buffer
     assert buffer is not None  # an off-policy model allocates it when built
-    with np.load(folder / REPLAY_FILE) as saved:
+    with np.load(folder / REPLAY_FILE, allow_pickle=False) as saved:  # arrays only, never a pickle
         for name, array in _replay_arrays(buffer):
             array[: len(saved[name])] = saved[name]
         buffer.pos, buffer.full = int(saved["pos"]), bool(saved["full"])

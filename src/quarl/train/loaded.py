@@ -12,7 +12,7 @@ import torch
 from quarl.train import MODEL_FILE
 from quarl.train.cache import CachedPolicy
 
-_LOADED: OrderedDict[tuple[str, int], tuple[Any, Any]] = OrderedDict()
+_LOADED: OrderedDict[tuple[str, int, bool], tuple[Any, Any]] = OrderedDict()
 LOADED_MAX = 4  # policies kept in memory per process (a sweep's cells come policy by policy)
 
 
@@ -24,7 +24,7 @@ def loaded(policy: CachedPolicy) -> tuple[Any, Any]:
         stamp = (policy.folder / MODEL_FILE).stat().st_mtime_ns
     except OSError:  # let load() say what is wrong with the folder
         stamp = -1
-    key = (str(policy.folder), stamp)
+    key = (str(policy.folder), stamp, policy.trust)  # a trusted load is no untrusted one's
     if key not in _LOADED:
         _LOADED[key] = (policy.load(), policy.obs_transform())
         while len(_LOADED) > LOADED_MAX:

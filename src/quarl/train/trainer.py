@@ -238,8 +238,10 @@ def _start(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None) -> 
     venv, normalizer, model = _model(cfg, steps)
     method = method_registry.of(cfg)
     hook = method.training_hook(model, cfg)
-    resuming = checkpoints is not None and checkpoint.exists(checkpoints)
-    extra = checkpoint.restore(checkpoints, model) if checkpoints is not None and resuming else {}
+    found = (
+        checkpoint.restore(checkpoints, model) if checkpoints is not None and checkpoint.exists(checkpoints) else None
+    )
+    resuming, extra = found is not None, found or {}  # a checkpoint it refused to read: started over
     done = model.num_timesteps if resuming else 0
     live = folder / CURVES_DIR if checkpoints is None else checkpoint.curves_of(checkpoints)
     if not resuming:

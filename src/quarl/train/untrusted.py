@@ -16,7 +16,8 @@ it names when it is loaded. quarl reads the files of `policy.source=path|hub` so
   replaced. The weights (`*.pth`) are read by SB3 with torch's `weights_only=True`.
 
 A file that needs code to load is refused in one sentence that names it (`Untrusted`), unless the
-user trusts its source (`policy.trust=true`: then SB3's and rl-zoo3's own loaders read it). The
+user trusts its source (`policy.trust=true` on the command line of the run: then SB3's and rl-zoo3's
+own loaders read it; nothing read back, a record or a stored config, grants it). The
 policy cache keeps the safe form: `model.zip` with the training state replaced and the entries
 that need code dropped (those that describe the network are kept, and need `policy.trust=true`
 again), and `vecnormalize.pkl` rebuilt from its statistics alone.
@@ -42,6 +43,11 @@ import yaml
 from quarl.errors import QuarlError
 
 TRUST_HINT = "if you trust where it came from, run again with policy.trust=true"
+# What the read commands (export, collate), which never run code from a file, say instead.
+READ_HINT = (
+    "quarl's read commands never run code from a file; if you trust where it came from, load it once, "
+    "trusted, with `python run.py <the cell's overrides> policy.trust=true`"
+)
 
 # Training state in a model zip's `data`: not needed to act, rebuilt by SB3's _setup_model or left
 # empty; never deserialized, always answered with these JSON values (rl-zoo3's schedules are its
@@ -118,7 +124,9 @@ class Untrusted(QuarlError):
     """A policy file that would run code when loaded."""
 
 
-class _Refused(pickle.UnpicklingError):
+class Refused(pickle.UnpicklingError):
+    """What the restricted unpickler raises for a global it does not build (`name`)."""
+
     def __init__(self, name: str) -> None:
         super().__init__(f"{name} is not allowed")
         self.name = name
@@ -134,26 +142,50 @@ def _allowed_class(obj: Any) -> bool:
 class _Unpickler(pickle.Unpickler):
     """Builds only what `ALLOWED` and `CLASS_MODULES` name: no callable that reaches code."""
 
+    allowed = ALLOWED
+
+    def allowed_class(self, obj: Any) -> bool:
+        """Whether `obj`, named in one of `CLASS_MODULES`, is a class this unpickler builds."""
+        return _allowed_class(obj)
+
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) in _compat_pickle.NAME_MAPPING:  # protocol 2 pickles name Python 2's modules
             module, name = _compat_pickle.NAME_MAPPING[module, name]
         module = _compat_pickle.IMPORT_MAPPING.get(module, module)
         shown = f"{module}.{name}"
         if "." in name or "__main__" in module.split("."):  # a class's methods; a module that runs when imported
-            raise _Refused(shown)
-        if (module, name) in ALLOWED:
+            raise Refused(shown)
+        if (module, name) in self.allowed:
             return getattr(importlib.import_module(module), name)
         if module.startswith(CLASS_MODULES):
             found = getattr(importlib.import_module(module), name, None)
-            if _allowed_class(found):
+            if self.allowed_class(found):
                 return found
-        raise _Refused(shown)
+        raise Refused(shown)
+
+
+class _BufferUnpickler(_Unpickler):
+    """`_Unpickler`, and SB3's replay buffer classes and the torch device a buffer names."""
+
+    allowed = ALLOWED | {("torch", "device")}
+
+    def allowed_class(self, obj: Any) -> bool:
+        from stable_baselines3.common.buffers import BaseBuffer
+
+        return _allowed_class(obj) or (isinstance(obj, type) and issubclass(obj, BaseBuffer))
 
 
 def restricted_loads(data: bytes) -> Any:
     """Unpickle `data`, building only numpy arrays, spaces, VecNormalize statistics and network
-    classes; `pickle.UnpicklingError` (`_Refused`) for anything else."""
+    classes; `pickle.UnpicklingError` (`Refused`) for anything else."""
     return _Unpickler(io.BytesIO(data)).load()
+
+
+def read_buffer(path: Path) -> Any:
+    """The replay buffer SB3's save_replay_buffer pickled in `path`, built by the restricted
+    unpickler (SB3's buffer classes and their arrays, spaces and device); `Refused` for anything else."""
+    with path.open("rb") as file:
+        return _BufferUnpickler(file).load()
 
 
 # ---------------------------------------------------------------------------------------------- YAML
@@ -232,30 +264,31 @@ def _serialized(item: Any) -> bool:
 
 
 def _entry(model_zip: Path, key: str, item: dict[str, Any]) -> Any:
-    """One `:serialized:` entry, by the restricted unpickler: `_Refused` when it needs code."""
+    """One `:serialized:` entry, by the restricted unpickler: `Refused` when it needs code."""
     try:
         raw = base64.b64decode(str(item[":serialized:"]).encode(), validate=True)
     except (binascii.Error, ValueError) as exc:
         raise ValueError(f"its data entry {key!r} is not base64 ({exc})") from None
     try:
         return restricted_loads(raw)
-    except _Refused:
+    except Refused:
         raise
     except Exception as exc:  # a damaged pickle or a module not installed: SB3 must not try it either
         raise ValueError(f"its data entry {key!r} cannot be read ({type(exc).__name__}: {exc})") from None
 
 
-def _refusal(model_zip: Path, key: str, refused: _Refused) -> Untrusted:
+def _refusal(model_zip: Path, key: str, refused: Refused, hint: str) -> Untrusted:
     return Untrusted(
         f"{model_zip} holds a pickled Python object in its data ({key}, naming {refused.name}) that can run "
-        f"code when loaded: quarl reads an SB3 model's weights, network and spaces without running code ({TRUST_HINT})."
+        f"code when loaded: quarl reads an SB3 model's weights, network and spaces without running code ({hint})."
     )
 
 
-def custom_objects(model_zip: Path, trust: bool = False) -> dict[str, Any]:
+def custom_objects(model_zip: Path, trust: bool = False, hint: str = TRUST_HINT) -> dict[str, Any]:
     """SB3's `custom_objects` for `model_zip`: an answer for every `:serialized:` entry of its data,
     so that SB3 deserializes none. Training state is replaced; the rest is read by the restricted
-    unpickler, and an entry that needs code is refused (`Untrusted`), or with `trust` left to SB3."""
+    unpickler, and an entry that needs code is refused (`Untrusted`, ending in `hint`), or with
+    `trust` left to SB3."""
     objects: dict[str, Any] = {}
     for key, item in model_data(model_zip).items():
         if not _serialized(item):
@@ -265,15 +298,15 @@ def custom_objects(model_zip: Path, trust: bool = False) -> dict[str, Any]:
             continue
         try:
             objects[key] = _entry(model_zip, key, item)
-        except _Refused as refused:
+        except Refused as refused:
             if not trust:
-                raise _refusal(model_zip, key, refused) from None
+                raise _refusal(model_zip, key, refused, hint) from None
     return objects
 
 
-def load_model(cls: Any, model_zip: Path, device: str = "cpu", trust: bool = False) -> Any:
+def load_model(cls: Any, model_zip: Path, device: str = "cpu", trust: bool = False, hint: str = TRUST_HINT) -> Any:
     """`cls.load(model_zip)` (an SB3 algorithm class) without running code from the zip."""
-    return cls.load(model_zip, device=device, custom_objects=custom_objects(model_zip, trust))
+    return cls.load(model_zip, device=device, custom_objects=custom_objects(model_zip, trust, hint))
 
 
 def write_safe_model(model_zip: Path, out: Path) -> None:
@@ -288,7 +321,7 @@ def write_safe_model(model_zip: Path, out: Path) -> None:
             continue
         try:
             _entry(model_zip, key, item)
-        except _Refused:
+        except Refused:
             if key not in NETWORK:
                 del data[key]
     with zipfile.ZipFile(model_zip) as source, zipfile.ZipFile(out, "w") as copy:
@@ -300,26 +333,26 @@ def write_safe_model(model_zip: Path, out: Path) -> None:
 # ----------------------------------------------------------------------------------- vecnormalize.pkl
 
 
-def read_normalizer(path: Path, trust: bool = False) -> Any:
-    """The object pickled in `path`, by the restricted unpickler (`Untrusted` when it needs code);
-    with `trust`, by Python's pickle as SB3's VecNormalize.load reads it."""
+def read_normalizer(path: Path, trust: bool = False, hint: str = TRUST_HINT) -> Any:
+    """The object pickled in `path`, by the restricted unpickler (`Untrusted`, ending in `hint`, when
+    it needs code); with `trust`, by Python's pickle as SB3's VecNormalize.load reads it."""
     raw = path.read_bytes()
     if trust:
         return pickle.loads(raw)  # noqa: S301  # the user trusts this file
     try:
         return restricted_loads(raw)
-    except _Refused as refused:
+    except Refused as refused:
         raise Untrusted(
             f"{path} names {refused.name}, which can run code when unpickled and which VecNormalize statistics "
-            f"never need: quarl reads numpy arrays, spaces and SB3's statistics only ({TRUST_HINT})."
+            f"never need: quarl reads numpy arrays, spaces and SB3's statistics only ({hint})."
         ) from None
 
 
-def load_normalizer(path: Path, make_venv: Callable[[], Any], trust: bool = False) -> Any:
+def load_normalizer(path: Path, make_venv: Callable[[], Any], trust: bool = False, hint: str = TRUST_HINT) -> Any:
     """SB3's VecNormalize.load(path, make_venv()) without running code from `path`."""
     from stable_baselines3.common.vec_env import VecNormalize
 
-    normalizer = read_normalizer(path, trust)
+    normalizer = read_normalizer(path, trust, hint)
     if not isinstance(normalizer, VecNormalize):
         raise ValueError(f"it holds a {type(normalizer).__name__}, not SB3's VecNormalize")
     normalizer.set_venv(make_venv())
