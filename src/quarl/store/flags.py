@@ -42,10 +42,13 @@ def flags(runs: pd.DataFrame) -> pd.Series:
         found = fp32_flag(env, float(reward))
         return found[0] if found else None
 
-    return runs.apply(one, axis=1) if len(runs) else pd.Series(dtype=object)
+    if not len(runs):
+        return pd.Series(dtype=object)
+    kinds = runs.apply(one, axis=1)  # pandas may hold a string column's None as NaN, which is truthy
+    return pd.Series([k if isinstance(k, str) else None for k in kinds], index=runs.index, dtype=object)
 
 
 def with_flags(runs: pd.DataFrame) -> pd.DataFrame:
     """`runs` with `fp32_flag`: '† not learned' or '‡ not solved' where the record's fp32 baseline
     is weak (`flags`), else ''; the legend is `FLAG_LEGEND`."""
-    return runs.assign(fp32_flag=flags(runs).map(lambda k: f"{FLAGS[k]} {k}" if k else ""))
+    return runs.assign(fp32_flag=flags(runs).map(lambda k: f"{FLAGS[k]} {k}" if isinstance(k, str) else ""))
