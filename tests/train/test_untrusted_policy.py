@@ -267,3 +267,47 @@ def test_other_bad_statistics_and_configs_are_refused_by_name(genuine: Path, tmp
     config.write_text("!!python/object/apply:collections.OrderedDict [abc]\n")
     with pytest.raises(QuarlError, match="is not a readable rl-zoo3 config.yml"):
         hyperparams(config)
+
+
+def _alias_bomb(levels: int = 9) -> str:
+    """A YAML document of `levels` nested aliases, each level nine of the one before (9^9 strings once expanded)."""
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("trust", [False, True])
+def test_an_alias_bomb_a_self_reference_and_a_huge_config_are_refused_in_a_sentence(tmp_path: Path, trust) -> None:
+    config = tmp_path / "config.yml"
+    config.write_text(_alias_bomb())
+    assert len(config.read_bytes()) < 600
+    with pytest.raises(QuarlError, match=r"config\.yml is refused: its aliases expand to more than 100,000 nodes \("):
+        untrusted.read_yaml(config, trust)
+    config.write_text("a: &a [1, *a]\n")
+    with pytest.raises(QuarlError, match="is refused: an alias refers to the node that holds it"):
+        untrusted.read_yaml(config, trust)
+    config.write_text("a: [" + "1, " * (untrusted.YAML_MAX_BYTES // 3) + "1]\n")
+    with pytest.raises(QuarlError, match=r"config\.yml is 1,048,5\d\d bytes, and quarl reads a config\.yml of at most"):
+        untrusted.read_yaml(config, trust)
+    config.write_text("a: &a [1, 2]\nb: *a\n")  # a few aliases are YAML as any other
+    assert untrusted.read_yaml(config, trust) == {"a": [1, 2], "b": [1, 2]}
+
+
+def test_an_alias_bomb_given_as_policy_path_ends_in_a_sentence_within_seconds(genuine: Path, tmp_path: Path) -> None:
+    import time
+
+    folder = _copy(genuine, tmp_path / "bomb")
+    (folder / ENV_ID / "config.yml").write_text(_alias_bomb())
+    start = time.monotonic()
+    done = run_quarl(tmp_path, "policy.source=path", f"policy.path={folder}", *QUIET, check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode == 1 and "Traceback" not in output and time.monotonic() - start < 10, output
+    assert f"{folder / ENV_ID / 'config.yml'} is refused: its aliases expand to more than 100,000 nodes" in output
+
+
+def test_statistics_larger_than_any_policy_has_are_refused_before_they_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "vecnormalize.pkl"
+    with path.open("wb") as file:
+        file.truncate(untrusted.NORMALIZER_MAX_BYTES + 1)  # sparse: no disk used
+    with pytest.raises(QuarlError, match=r"vecnormalize\.pkl is 67,108,865 bytes, and quarl reads VecNormalize "):
+        untrusted.read_normalizer(path)

@@ -191,8 +191,59 @@ def read_buffer(path: Path) -> Any:
 # ---------------------------------------------------------------------------------------------- YAML
 
 
-class _ZooLoader(yaml.SafeLoader):
-    """PyYAML's safe loader and the tags rl-zoo3's config.yml holds."""
+# Bounds on a config.yml (rl-zoo3 writes a few hundred bytes and nodes, without aliases): its size,
+# and its nodes once its aliases are expanded (nine nested aliases in 560 bytes make 9^9 of them).
+YAML_MAX_BYTES = 1 << 20
+YAML_MAX_NODES = 100_000
+# VecNormalize statistics: a mean and a variance per observation value (an Atari frame stack's: 0.5 MB).
+NORMALIZER_MAX_BYTES = 64 << 20
+
+
+class _Oversized(yaml.YAMLError):
+    """A YAML document whose aliases expand past `YAML_MAX_NODES` nodes (or refer to themselves)."""
+
+
+def _expanded(node: yaml.Node, sizes: dict[int, int], open_: set[int]) -> int:
+    """How many nodes `node` holds once its aliases are expanded, counted without expanding them
+    (each shared node once, in `sizes`); `_Oversized` past `YAML_MAX_NODES` or for an alias inside itself."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_:
+        raise _Oversized("an alias refers to the node that holds it")
+    open_.add(key)
+    if isinstance(node, yaml.SequenceNode):
+        children = list(node.value)
+    elif isinstance(node, yaml.MappingNode):
+        children = [item for pair in node.value for item in pair]
+    else:
+        children = []
+    total = 1
+    for child in children:
+        total += _expanded(child, sizes, open_)
+        if total > YAML_MAX_NODES:
+            raise _Oversized(f"its aliases expand to more than {YAML_MAX_NODES:,} nodes")
+    open_.discard(key)
+    sizes[key] = total
+    return total
+
+
+class _Bounded(yaml.composer.Composer):
+    """A loader's composer that refuses a document whose aliases expand past `YAML_MAX_NODES` nodes."""
+
+    def compose_document(self) -> Optional[yaml.Node]:
+        node = super().compose_document()
+        if node is not None:
+            _expanded(node, {}, set())
+        return node
+
+
+class _ZooLoader(_Bounded, yaml.SafeLoader):
+    """PyYAML's safe loader and the tags rl-zoo3's config.yml holds, within `YAML_MAX_NODES`."""
+
+
+class _TrustedLoader(_Bounded, yaml.UnsafeLoader):
+    """PyYAML's unsafe loader (rl-zoo3's own), within `YAML_MAX_NODES`: trust is no licence to fill the memory."""
 
 
 class _RefusedTag(yaml.YAMLError):
@@ -230,14 +281,31 @@ def _shown_tag(tag: str) -> str:
     return "!!" + tag.removeprefix("tag:yaml.org,2002:") if tag.startswith("tag:yaml.org,2002:") else tag
 
 
+def _bounded_text(path: Path) -> str:
+    """The text of `path`, refused in a sentence (QuarlError) when it is larger than `YAML_MAX_BYTES`."""
+    size = path.stat().st_size
+    if size > YAML_MAX_BYTES:
+        raise QuarlError(
+            f"{path} is {size:,} bytes, and quarl reads a config.yml of at most {YAML_MAX_BYTES:,} (rl-zoo3 writes "
+            "a few kilobytes): give the config.yml saved with the model."
+        )
+    return path.read_text()
+
+
 def read_yaml(path: Path, trust: bool = False) -> Any:
     """`path` as rl-zoo3 wrote it: plain YAML and the OrderedDict tag; with `trust`, PyYAML's unsafe
-    loader (rl-zoo3's own). `Untrusted` for any other tag, yaml.YAMLError for text that is no YAML."""
-    text = path.read_text()
-    if trust:
-        return yaml.load(text, Loader=yaml.UnsafeLoader)  # noqa: S506  # the user trusts this file
+    loader (rl-zoo3's own). `Untrusted` for any other tag, QuarlError for a file too large or whose
+    aliases expand too far, yaml.YAMLError for text that is no YAML."""
+    text = _bounded_text(path)
     try:
+        if trust:
+            return yaml.load(text, Loader=_TrustedLoader)  # noqa: S506  # the user trusts this file
         return yaml.load(text, Loader=_ZooLoader)  # noqa: S506  # a SafeLoader with rl-zoo3's OrderedDict
+    except _Oversized as exc:
+        raise QuarlError(
+            f"{path} is refused: {exc} (a config.yml rl-zoo3 writes has a few dozen, without aliases): give the "
+            "config.yml saved with the model."
+        ) from None
     except _RefusedTag as refused:
         raise Untrusted(
             f"{path} holds the YAML tag {_shown_tag(refused.tag)}, which can run Python code when read: quarl "
@@ -335,7 +403,14 @@ def write_safe_model(model_zip: Path, out: Path) -> None:
 
 def read_normalizer(path: Path, trust: bool = False, hint: str = TRUST_HINT) -> Any:
     """The object pickled in `path`, by the restricted unpickler (`Untrusted`, ending in `hint`, when
-    it needs code); with `trust`, by Python's pickle as SB3's VecNormalize.load reads it."""
+    it needs code); with `trust`, by Python's pickle as SB3's VecNormalize.load reads it. QuarlError
+    for a file larger than `NORMALIZER_MAX_BYTES`."""
+    size = path.stat().st_size
+    if size > NORMALIZER_MAX_BYTES:
+        raise QuarlError(
+            f"{path} is {size:,} bytes, and quarl reads VecNormalize statistics of at most {NORMALIZER_MAX_BYTES:,} "
+            "(an Atari policy's are under a megabyte): give the vecnormalize.pkl saved with the model."
+        )
     raw = path.read_bytes()
     if trust:
         return pickle.loads(raw)  # noqa: S301  # the user trusts this file
