@@ -103,3 +103,30 @@ def test_published_numbers_match_env_names_across_suites():
     assert published.lookup("dqn", "atari/breakout")["e_int8_pct"] == pytest.approx(63.55)
     assert published.lookup("ddpg", "mountaincar_continuous", "MountainCarContinuous-v0")["fp32"] == 92
     assert published.lookup("ppo", "acrobot", "Acrobot-v1") is None
+
+
+def test_published_tables_and_verdicts_judge_every_ptq_scheme_the_papers_first(tmp_path: Path):
+    """`python run.py` (affine, PPO) then `+sweep=ptq_classic` (quarl_code, DQN too): each scheme has
+    its section, the paper's scheme (quarl_code) first, and DQN's int8 is judged in it."""
+    records = []
+    for seed in (0, 1, 2):
+        records += [record("dqn", "cartpole", "fp32", seed=seed, reward=500.0, fp32=500.0),
+                    record("dqn", "cartpole", "ptq", 8, seed, reward=480.0 + seed, fp32=500.0, scheme="quarl_code"),
+                    record("ppo", "cartpole", "fp32", seed=seed, reward=500.0, fp32=500.0),
+                    record("ppo", "cartpole", "ptq", 8, seed, reward=500.0, fp32=500.0, scheme="quarl_code")]
+    records.append(record("ppo", "cartpole", "ptq", 8, 0, reward=499.0, fp32=500.0, scheme="affine"))
+    out = tmp_path / "coll"
+    collate(stored(tmp_path, records), out, formats=["png"])
+    for name in ("published_vs_reproduced", "verdicts"):
+        table = pd.read_csv(out / f"tables/{name}.csv")
+        assert list(dict.fromkeys(table["quantizer"].str.split(":").str[0])) == [
+            "ptq (scheme=quarl_code)", "ptq (scheme=affine)"]
+        code = table[table["quantizer"].str.startswith("ptq (scheme=quarl_code)")]
+        assert set(code["algo"]) == {"dqn", "ppo"}
+        affine = table[table["quantizer"].str.startswith("ptq (scheme=affine)")]
+        assert set(affine["algo"]) == {"ppo"}  # DQN has no affine record: no row that reads "not run"
+        md = (out / f"tables/{name}.md").read_text()
+        assert md.index("### ptq (scheme=quarl_code)") < md.index("### ptq (scheme=affine)")
+    verdicts = pd.read_csv(out / "tables/verdicts.csv").set_index(["quantizer", "algo", "quantity"])
+    dqn = verdicts.xs(("dqn", "int8"), level=("algo", "quantity")).iloc[0]
+    assert dqn["n"] == 3 and dqn["mean"] == pytest.approx(481.0)

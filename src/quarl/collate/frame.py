@@ -30,6 +30,8 @@ CELL = ["algo", "env", "method", "bits"]
 FIDELITY = FIDELITY_COLUMNS
 #: The quantizer settings every table and plot names.
 QUANTIZER_KEYS = ("scheme", "granularity", "quantize_bias")
+#: The weight scheme of QuaRL's released code, behind the paper's published numbers.
+PAPER_SCHEME = "quarl_code"
 
 __all__ = ["CELL", "FLOAT_BITS", "Notes", "Study", "bit_label", "config_keys", "is_float", "prepare", "select"]
 
@@ -190,10 +192,26 @@ class Study:
             or "no quantizer"
         )
 
-    def integer_methods(self) -> list[str]:
-        """Method labels with a bit width (ptq, qat, ... and their variants), sorted."""
-        methods = self.seeds.loc[~self.seeds["method"].map(is_float), "method"]
-        return sorted(methods.unique())
+    def integer_methods(self, algo: str | None = None) -> list[str]:
+        """Method labels with a bit width (ptq, qat, ... and their variants), of `algo` or of all, sorted."""
+        seeds = self.seeds if algo is None else self.seeds[self.seeds["algo"] == algo]
+        return sorted(seeds.loc[~seeds["method"].map(is_float), "method"].unique())
+
+    def ptq_methods(self) -> list[str]:
+        """PTQ's method labels ('ptq', 'ptq (scheme=quarl_code)', ...), the paper's scheme first: its
+        published numbers came from QuaRL's released code (`quant.scheme=quarl_code`)."""
+        column = self.done["quant.scheme"] if "quant.scheme" in self.done else pd.Series("", index=self.done.index)
+
+        def paper_first(method: str) -> tuple[bool, str]:
+            schemes = set(column[self.done["method"] == method].map(_text))
+            return schemes != {PAPER_SCHEME}, method
+
+        return sorted((m for m in self.integer_methods() if m.split(" ")[0] == "ptq"), key=paper_first)
+
+    def pairs(self, method: str) -> set[tuple[str, str]]:
+        """The (algo, env) pairs that have per-seed values of `method`."""
+        rows = self.seeds[self.seeds["method"] == method]
+        return set(zip(rows["algo"], rows["env"]))
 
 
 def _mixed_settings(done: pd.DataFrame, notes: Notes) -> None:

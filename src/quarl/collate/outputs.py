@@ -24,7 +24,7 @@ from quarl.collate import (
     verdict_table,
     weight_distributions,
 )
-from quarl.collate.frame import Study, is_float
+from quarl.collate.frame import Study
 from quarl.collate.trainings import stem, title
 from quarl.config.keys import slug
 from quarl.errors import QuarlError
@@ -56,9 +56,7 @@ def _figure(fig: Figure, stem: Path) -> list[Path]:
 
 def _table_methods(study: Study, algo: str | None = None) -> list[str | None]:
     """The integer methods (ptq, qat, ...) of one algorithm, or of the study; [None] when there are none."""
-    seeds = study.seeds if algo is None else study.seeds[study.seeds["algo"] == algo]
-    methods = sorted(m for m in seeds["method"].unique() if not is_float(m))
-    return methods or [None]
+    return [*study.integer_methods(algo)] or [None]
 
 
 def write_sweet_spots(study: Study, out: Path) -> list[Path]:
@@ -135,21 +133,26 @@ def write_tables(study: Study, out: Path) -> list[Path]:
                 "did not learn or is not solved in some seed (the errors table's fp32 flag says how many).",
             )
         written += _agreement_table(study, algo, folder)
-    ptq = [m for m in _table_methods(study) if m is None or m.split(" ")[0] == "ptq"]
-    pub = tables.published_table(study, ptq[0] if ptq else None)
-    if len(pub):
-        written += tables.write(
+    sections = _ptq_sections(study)
+    named = [m for m, _ in sections if m is not None]
+    quantizers = study.quantizers(named) if named else "no quantizer"
+    headings = [_heading(study, m) if len(sections) > 1 else "" for m, _ in sections]  # one: named in the title
+    pub = [(h, tables.published_table(study, m, pairs)) for h, (m, pairs) in zip(headings, sections)]
+    pub = [(heading, table) for heading, table in pub if len(table)]
+    if pub:
+        written += tables.write_sections(
             pub,
             folder / "published_vs_reproduced",
-            f"Published vs reproduced ({study.quantizers(ptq[:1]) if ptq[0] else 'no quantizer'})",
-            "Ours: this store (mean over seeds); (paper): QuaRL, arXiv 1910.01055, Table 2, whose "
-            "numbers came from QuaRL's released code (quant.scheme=quarl_code). E in %. " + tables.FLAG_CAPTION,
+            f"Published vs reproduced ({quantizers})",
+            "Ours: this store (mean over seeds); (paper): QuaRL, arXiv 1910.01055, Table 2, whose numbers came "
+            "from QuaRL's released code (quant.scheme=quarl_code): where the store holds several PTQ quantizers, "
+            "each has its section, that scheme's first. E in %. " + tables.FLAG_CAPTION,
         )
-        judged = verdict_table.verdict_table(study, ptq[0] if ptq else None)
-        written += tables.write(
-            judged,
+        judged = [(h, verdict_table.verdict_table(study, m, pairs)) for h, (m, pairs) in zip(headings, sections)]
+        written += tables.write_sections(
+            [(heading, table) for heading, table in judged if len(table)],
             folder / "verdicts",
-            f"The paper's PTQ cells judged ({study.quantizers(ptq[:1]) if ptq[0] else 'no quantizer'})",
+            f"The paper's PTQ cells judged ({quantizers})",
             verdict_table.CAPTION,
             floatfmt=".4g",
         )
@@ -158,11 +161,25 @@ def write_tables(study: Study, out: Path) -> list[Path]:
     return written
 
 
-def _heading(study: Study, method: str | None, algo: str) -> str:
-    """A section heading naming the quantizer of `method` ('' when the file has no quantized method)."""
+def _ptq_sections(study: Study) -> list[tuple[str | None, set[tuple[str, str]] | None]]:
+    """The published tables' sections: one per PTQ quantizer (`Study.ptq_methods`, the paper's scheme
+    first) with the (algo, env) pairs it quantized; the first also holds the pairs no PTQ quantizer
+    has, whose fp32 and fp16 still face the paper. One section of every pair where there is at most
+    one quantizer."""
+    methods = study.ptq_methods()
+    if len(methods) <= 1:
+        return [(methods[0] if methods else None, None)]
+    pairs = {m: study.pairs(m) for m in methods}
+    unquantized = set(zip(study.seeds["algo"], study.seeds["env"])) - set().union(*pairs.values())
+    return [(m, pairs[m] | (unquantized if i == 0 else set())) for i, m in enumerate(methods)]
+
+
+def _heading(study: Study, method: str | None, algo: str | None = None) -> str:
+    """A section heading naming the quantizer of `method` (in `algo`'s records, or all) ('' when the
+    file has no quantized method)."""
     if method is None:
         return ""
-    return f"{method}: " + study.quantizer(method, [algo]).split(": ", 1)[1]
+    return f"{method}: " + study.quantizer(method, [algo] if algo else None).split(": ", 1)[1]
 
 
 def _agreement_table(study: Study, algo: str, folder: Path) -> list[Path]:

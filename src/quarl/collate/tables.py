@@ -206,14 +206,17 @@ def agreement_table(study: Study, algo: str) -> pd.DataFrame:
     return table[keep]
 
 
-def published_table(study: Study, method: str | None) -> pd.DataFrame:
-    """Cells the paper has: algo, env, then for each quantity ours and the paper's side by side."""
+def published_table(study: Study, method: str | None, pairs: set[tuple[str, str]] | None = None) -> pd.DataFrame:
+    """Cells the paper has (of `pairs` (algo, env) only, where given): algo, env, then for each
+    quantity ours and the paper's side by side."""
     frames = []
     for algo in sorted(study.seeds["algo"].unique()):
         table = error_table(study, algo, method)
         if "fp32 (paper)" not in table.columns:
             continue
         table = table[(table["env"] != MEAN_ROW) & table["fp32 (paper)"].notna()]
+        if pairs is not None:
+            table = table[[(algo, env) in pairs for env in table["env"]]]
         frames.append(table.assign(algo=algo))
     if not frames:
         return pd.DataFrame(columns=["algo", "env"])

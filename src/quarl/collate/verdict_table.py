@@ -65,14 +65,15 @@ def _margin(study: Study, env: str, quantity: str, value: float) -> tuple[float,
     return verdicts.SCALE_MARGIN * (float(scale.iloc[0]) if len(scale) else abs(value)), ""
 
 
-def verdict_table(study: Study, method: str | None) -> pd.DataFrame:
-    """One row per published quantity of every series and env the paper has a PTQ row for."""
+def verdict_table(study: Study, method: str | None, pairs: set[tuple[str, str]] | None = None) -> pd.DataFrame:
+    """One row per published quantity of every series and env the paper has a PTQ row for (of
+    `pairs` (algo, env) only, where given)."""
     rows = []
     env_ids = study.env_ids()
     for algo in sorted(study.seeds["algo"].unique()):
         for env in sorted(study.seeds.loc[study.seeds["algo"] == algo, "env"].unique()):
             paper = published.lookup(base_algo(algo), env, env_ids.get(env))
-            if not paper:
+            if not paper or (pairs is not None and (algo, env) not in pairs):
                 continue
             values = _per_seed(study, algo, env, method)
             for quantity in QUANTITIES:
