@@ -4,10 +4,12 @@ cells are not stored as done, and the search resumes. `quarl trials` lists a stu
 
 from __future__ import annotations
 
+import io
 import re
 import sqlite3
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from quarl.cli import main
@@ -108,6 +110,23 @@ def test_quarl_trials_lists_each_trial_with_its_seeds_spread_and_parameters(tmp_
     assert csv[0].startswith("study,trial,state,seeds,reward_mean,") and len(csv) == 4
     assert main(["trials", "--store", str(tmp_path / "results.sqlite"), "--study", "t"]) == 1
     assert main(["trials", "--store", str(tmp_path / "elsewhere" / "results.sqlite")]) == 1
+
+
+def test_quarl_trials_csv_of_two_studies_puts_each_value_under_its_own_column(tmp_path, capsys):
+    """A second study with other objectives and parameters: one header, the union of both studies'
+    columns, each row's values under its own names (they followed the first study's header)."""
+    _listed_study(tmp_path)
+    other = optuna.create_study(study_name="widths", storage=f"sqlite:///{tmp_path / 'optuna.db'}",
+                                directions=["maximize", "minimize"])
+    other.set_user_attr("objectives", ["reward_mean", "policy_bytes"])
+    trial = other.ask({"quant.bits": optuna.distributions.IntDistribution(2, 8)})
+    other.tell(trial, [480.0, 1234.0])
+    assert main(["trials", "--store", str(tmp_path / "results.sqlite"), "--csv"]) == 0
+    table = pd.read_csv(io.StringIO(capsys.readouterr().out), dtype=str, keep_default_na=False)
+    assert list(table["study"]) == ["s", "s", "s", "widths"]
+    widths = table[table["study"] == "widths"].iloc[0]
+    assert widths["policy_bytes"] == "1234" and widths["bits"] == str(trial.params["quant.bits"])
+    assert widths["learning_rate"] == "" and table[table["study"] == "s"]["bits"].eq("").all()
 
 
 @pytest.mark.parametrize(

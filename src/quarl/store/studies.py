@@ -224,13 +224,15 @@ def cmd_trials(args: argparse.Namespace) -> None:
     names = optuna.get_all_study_names(storage)
     if args.study is not None and args.study not in names:
         raise QuarlError(f"{url} has no study {args.study}: it holds {', '.join(names) or 'none'}.")
-    for name in [args.study] if args.study is not None else names:
+    chosen = [args.study] if args.study is not None else names
+    if args.csv:  # one table: each study's own columns, blank in the other studies' rows
+        frames = [trials_frame(optuna.load_study(study_name=n, storage=storage)).assign(study=n) for n in chosen]
+        whole = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["study"])
+        whole[["study", *whole.columns.drop("study")]].to_csv(sys.stdout, index=False)
+        return
+    for name in chosen:
         study = optuna.load_study(study_name=name, storage=storage)
         frame = trials_frame(study)
-        if args.csv:
-            frame.insert(0, "study", name)
-            frame.to_csv(sys.stdout, index=False, header=name == names[0] or args.study is not None)
-            continue
         print(header(study, url), flush=True)
         if not frame.empty:  # notes read left to right
             frame["note"] = frame["note"].str.ljust(int(frame["note"].str.len().max()))
