@@ -3,6 +3,7 @@
 import json
 import multiprocessing as mp
 import sqlite3
+from contextlib import closing
 
 import pytest
 
@@ -519,3 +520,77 @@ def test_a_new_store_appears_with_its_tables_and_a_store_made_meanwhile_is_kept(
     Store(tmp_path / "b.sqlite")
     assert list(results.load(tmp_path / "b.sqlite")["cell_key"]) == ["theirs"]
     assert not list(tmp_path.glob(".*.new"))  # no half-made store left beside them
+
+
+# ----------------------------------------------------------------------- recognised as quarl's, to write
+
+
+def _other_application(path, tables: bool = True):
+    """An SQLite file of another application (its own application_id), with quarl's tables or none."""
+    with sqlite3.connect(path) as con:
+        con.execute("PRAGMA application_id = 1234")
+        if tables:
+            con.executescript("CREATE TABLE runs (cell_key TEXT, status TEXT);"
+                              "CREATE TABLE episodes (cell_key, episode, seed, reward, length);")
+        else:
+            con.execute("CREATE TABLE notes (text TEXT)")
+    con.close()
+
+
+@pytest.mark.parametrize("how", ["tables", "application"])
+def test_a_foreign_sqlite_file_is_refused_by_name_for_writing_and_left_byte_for_byte(tmp_path, how, caplog):
+    from quarl import cli
+
+    path = tmp_path / "foreign.sqlite"
+    held = _foreign(path, "tables") if how == "tables" else "its tables: episodes, runs; SQLite application_id 1234"
+    if how == "application":
+        _other_application(path)
+    before = path.read_bytes()
+    with pytest.raises(QuarlError) as refused:
+        Store(path)
+    assert str(refused.value) == (
+        f"{path} is not a quarl results store ({held}) and was left as it is: give a quarl store or a new file "
+        "(store.path=PATH for run.py, --store PATH for quarl rebuild).")
+    write_json(make_record("c1"), tmp_path / "outputs" / "run" / "record.json")
+    with caplog.at_level("ERROR"):
+        assert cli.main(["rebuild", str(tmp_path / "outputs"), "--store", str(path)]) == 1
+        assert cli.main(["results", "--store", str(path)]) == 1  # the read path refuses it too
+    assert [r.getMessage().startswith(f"quarl: {path} is not a quarl results store (") for r in caplog.records] == [
+        True, True]
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["foreign.sqlite", "outputs"]
+
+
+def test_a_new_store_carries_quarls_application_id_and_an_older_store_is_still_quarls(tmp_path, monkeypatch):
+    from quarl.store import sqlite as store_module
+
+    def application(path):
+        with closing(sqlite3.connect(path)) as con:
+            return con.execute("PRAGMA application_id").fetchone()[0]
+
+    Store(tmp_path / "new.sqlite")
+    monkeypatch.setattr(store_module.os, "link", lambda src, dst: (_ for _ in ()).throw(OSError("no hard links")))
+    Store(tmp_path / "in-place.sqlite")  # made where it lies
+    (tmp_path / "empty.sqlite").write_bytes(b"")  # an empty database is one to make the store in
+    Store(tmp_path / "empty.sqlite")
+    made = {application(tmp_path / f"{n}.sqlite") for n in ("new", "in-place", "empty")}
+    assert made == {store_module.APPLICATION_ID}
+    older = tmp_path / "older.sqlite"  # as a quarl before application_id made it
+    with closing(sqlite3.connect(older)) as con:
+        con.executescript(store_module.SCHEMA)
+    assert application(older) == 0
+    Store(older, read_only=True)  # read as quarl's by its tables
+    Store(older).write(make_record("c1"))  # and written, now with quarl's id
+    assert application(older) == store_module.APPLICATION_ID and list(results.load(older)["cell_key"]) == ["c1"]
+
+
+def test_run_py_refuses_a_foreign_store_before_anything_is_trained(tmp_path):
+    from tests.conftest import FAST, run_quarl
+
+    path = tmp_path / "foreign.sqlite"
+    _foreign(path, "tables")
+    before = path.read_bytes()
+    done = run_quarl(tmp_path, *FAST, "store.path=foreign.sqlite", check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode == 1 and "Traceback" not in output, output
+    assert "foreign.sqlite is not a quarl results store (its tables: notes, runs) and was left as it is" in output
+    assert path.read_bytes() == before

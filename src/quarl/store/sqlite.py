@@ -13,6 +13,12 @@ Commands that only read (`quarl results`, `status`, `plan`, `collate`, `export`)
 because the folder is on a read-only mount and WAL's shared-memory file cannot be made, as an
 immutable file (``immutable=1``). Such a store must exist and be quarl's: nothing is created, no
 table is added, and an SQLite file that is not a quarl store is refused by name.
+
+A store is recognised as quarl's the same way on the write path (run.py's store.path, `quarl
+rebuild --store`): by SQLite's `application_id` (`APPLICATION_ID`, set when quarl creates a store,
+and on an older quarl store when it is next written), or, for a store an older quarl made, by
+quarl's tables. Any other SQLite file is refused by name before anything is written to it, and left
+byte for byte as it was.
 """
 
 from __future__ import annotations
@@ -62,6 +68,8 @@ RUN_COLUMNS = (
     "ended_at TEXT",
     "config TEXT",
 )
+#: SQLite's application_id of a quarl results store ("QRL1"), in its file header.
+APPLICATION_ID = 0x51524C31
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS runs ({", ".join(RUN_COLUMNS)});
 CREATE TABLE IF NOT EXISTS episodes (
@@ -142,8 +150,10 @@ class Store:
         make_folder(self.path.parent, "store.path", file=self.path)
         if not self.path.exists():
             _create_whole(self.path)
+        elif not self.path.is_dir():  # a folder: store_fault says so below
+            self._check_quarl(new=True)
         with self._open() as con:
-            con.executescript(SCHEMA)
+            _make_tables(con)
             _migrate(con)
         Store._ready.add(self.path.resolve())
 
@@ -180,18 +190,30 @@ class Store:
             return con
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _check_quarl(self) -> None:
-        """Refuse, by name and before reading on, an SQLite file that is not a quarl results store."""
-        with self._open() as con:
-            tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            found = {t: {row[1] for row in con.execute(f"PRAGMA table_info({_quote(t)})")} for t in REQUIRED}
-        if all(columns <= found[table] for table, columns in REQUIRED.items()):
+    def _check_quarl(self, new: bool = False) -> None:
+        """Refuse, by name and before reading on or writing, an SQLite file that is not a quarl results
+        store: one with another application's id, or without quarl's id and tables. With `new` (the
+        write path), an empty database is one to make the store in. Read through a read-only
+        connection, so that a refused file is left byte for byte as it was."""
+        read_only, self.read_only = self.read_only, True
+        try:
+            with self._open() as con:
+                application = con.execute("PRAGMA application_id").fetchone()[0]
+                tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                found = {t: {row[1] for row in con.execute(f"PRAGMA table_info({_quote(t)})")} for t in REQUIRED}
+        finally:
+            self.read_only, self._mode = read_only, None
+        ours = all(columns <= found[table] for table, columns in REQUIRED.items())
+        if application == APPLICATION_ID or (application == 0 and (ours or (new and not tables))):
             return
         held = f"its tables: {', '.join(sorted(tables))}" if tables else "no tables at all"
-        raise QuarlError(
-            f"{self.path} is not a quarl results store ({held}) and was left as it is: give the store "
-            "that run.py writes (store.path, default outputs/results.sqlite) with --store PATH."
+        held += f"; SQLite application_id {application}" if application else ""
+        fix = (
+            "give a quarl store or a new file (store.path=PATH for run.py, --store PATH for quarl rebuild)"
+            if new
+            else "give the store that run.py writes (store.path, default outputs/results.sqlite) with --store PATH"
         )
+        raise QuarlError(f"{self.path} is not a quarl results store ({held}) and was left as it is: {fix}.")
 
     @contextmanager
     def _open(self) -> Iterator[sqlite3.Connection]:
@@ -376,10 +398,19 @@ def _create_whole(path: Path) -> None:
     try:
         with suppress(sqlite3.Error, OSError):
             with closing(sqlite3.connect(new)) as con:
-                con.executescript(SCHEMA)
+                _make_tables(con)
             os.link(new, path)
     finally:
         new.unlink(missing_ok=True)
+
+
+def _make_tables(con: sqlite3.Connection) -> None:
+    """The store's tables where they are missing, and quarl's application_id where it is not yet set
+    (a store an older quarl made; where the file cannot be written, the next write says so)."""
+    con.executescript(SCHEMA)
+    if con.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+        with suppress(sqlite3.OperationalError):
+            con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
 
 def _migrate(con: sqlite3.Connection) -> None:
