@@ -9,11 +9,13 @@ import re
 import pytest
 
 from quarl import cli
+from quarl.app import CONF_DIR
 from quarl.deploy.onnx_export import record_precision
 from quarl.errors import QuarlError
 from quarl.store import listing
 from quarl.store import query as results
 from quarl.store.sqlite import Store
+from quarl.sweeps import run_cell_key
 from tests.conftest import FAST, run_quarl
 from tests.records import record, write
 
@@ -66,6 +68,19 @@ def test_records_that_differ_only_in_how_they_were_evaluated_hold_one_policy(tmp
         listing.one_record(results.load(path), "algo=ppo")
 
 
+def test_of_several_policies_the_one_run_py_makes_with_the_same_overrides_is_exported(tmp_path):
+    """The README's order: `python run.py`, sweeps, a search, then `quarl export algo=ppo quant=ptq
+    quant.bits=8`: the cell `python run.py algo=ppo quant=ptq quant.bits=8` makes is the one meant."""
+    path = tmp_path / "r.sqlite"
+    recs = [record("ppo", "cartpole", "ptq", 8, seed) for seed in (0, 1, 2)]
+    write(Store(path), recs)
+    chosen, note = listing.one_record(results.load(path), "algo=ppo", run_cell=recs[1]["run"]["cell_key"])
+    assert chosen["seed"] == 1 and note.startswith("3 finished records match algo=ppo: exporting the one "
+                                                   "`python run.py algo=ppo` makes (cell ")
+    with pytest.raises(QuarlError, match="3 finished records match algo=ppo; they differ in seed"):
+        listing.one_record(results.load(path), "algo=ppo", run_cell="f" * 16)  # that cell is not stored
+
+
 @pytest.mark.parametrize("quant, bits, expected", [
     ({"method": "fp32", "bits": 32}, 32, ("fp32", None)),
     ({"method": "ptq", "bits": 8}, 8, ("int8", None)),
@@ -95,6 +110,7 @@ def test_export_writes_each_record_at_its_own_precision(scratch, shared_policies
     # the 8-bit cell again, executed on ONNX Runtime and with more episodes: the same policy
     (ptq,) = [r for r in map(json.loads, (p.read_text() for p in scratch.rglob("record.json")))
               if r["run"]["quant"] == "ptq"]
+    assert run_cell_key(CONF_DIR, FAST) == ptq["run"]["cell_key"]  # the cell `quarl export <filters>` prefers
     ptq["config"]["quant"]["backend"], ptq["config"]["eval"]["episodes"] = "onnx_int8", 5
     ptq["run"].update(cell_key="0" * 16, started_at="2999-01-01T00:00:00")
     Store(store).write(ptq)

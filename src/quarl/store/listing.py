@@ -210,16 +210,25 @@ def filter_text(record: pd.Series, key: str) -> str:
     return shlex.quote(f"{key}={text}")
 
 
-def one_record(runs: pd.DataFrame, typed: str, shown: int = 3) -> tuple[pd.Series, str | None]:
+def one_record(
+    runs: pd.DataFrame, typed: str, shown: int = 3, run_cell: str | None = None
+) -> tuple[pd.Series, str | None]:
     """The finished record that `typed` (the user's filters) picks among `runs`, and a note where
-    several matched but hold one policy (they differ only in evaluation-only keys: the most recent
-    is taken). Several policies, or none, raise a QuarlError naming up to `shown` keys a user sets
-    that tell them apart, with the most recent record's values of them as the filter to add."""
+    several matched: the record of `run_cell` (the cell `python run.py <filters>` makes) where it is
+    among them, else the most recent where all hold one policy (they differ only in evaluation-only
+    keys). Several policies, or none, raise a QuarlError naming up to `shown` keys a user sets that
+    tell them apart, with the most recent record's values of them as the filter to add."""
     if runs.empty:
         raise QuarlError(f"No finished record matches {typed}: `quarl results` lists what is in the store.")
     record = latest(runs)
     if len(runs) == 1:
         return record, None
+    made = runs[runs["cell_key"] == run_cell] if run_cell is not None and "cell_key" in runs else runs.iloc[0:0]
+    if len(made):
+        return latest(made), (
+            f"{len(runs)} finished records match {typed}: exporting the one `python run.py {typed}` makes "
+            f"(cell {run_cell}, the defaults for every key not given); `quarl results {typed}` lists the others."
+        )
     if same_policy(runs):
         differ = differing_keys(runs, by=())
         how = f"differ only in {', '.join(differ)}, which" if differ else "share every setting, so they"
