@@ -594,3 +594,107 @@ def test_run_py_refuses_a_foreign_store_before_anything_is_trained(tmp_path):
     assert done.returncode == 1 and "Traceback" not in output, output
     assert "foreign.sqlite is not a quarl results store (its tables: notes, runs) and was left as it is" in output
     assert path.read_bytes() == before
+
+
+# ------------------------------------------------------------------------ rebuild believes no bad value
+
+
+def test_rebuild_passes_over_a_record_with_reward_mean_lots_and_rebuilds_the_good_one(tmp_path, caplog):
+    from quarl import cli
+
+    root = tmp_path / "outputs"
+    write_json(make_record("good"), root / "a" / "record.json")
+    bad = make_record("bad")
+    bad["run"]["reward_mean"] = "lots"
+    write_json(bad, root / "b" / "record.json")
+    with caplog.at_level("INFO"):
+        assert cli.main(["rebuild", str(root), "--store", str(tmp_path / "r.sqlite")]) == 0
+    (passed,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert passed == (f"Passing over {root / 'b' / 'record.json'}: not a quarl record (its run field reward_mean "
+                      'is "lots", not a number).')
+    assert "Wrote 1 records" in caplog.text and "Traceback" not in caplog.text
+    assert list(Store(tmp_path / "r.sqlite", read_only=True).runs()["cell_key"]) == ["good"]
+
+
+BAD_VALUES = {
+    "rel_error": (lambda r: r["run"].update(rel_error="tiny"), 'its run field rel_error is "tiny", not a number'),
+    "status": (lambda r: r["run"].update(status="pwned"), 'its run status "pwned" is none of done, running, failed'),
+    "seed": (lambda r: r["config"].update(seed="zero"), 'its config seed is "zero", not an integer'),
+    "bits": (lambda r: r["config"]["quant"].update(bits="eight"), 'its config quant.bits is "eight", not an integer'),
+    "infinite": (lambda r: r["run"].update(reward_mean=1e400), "its run field reward_mean is inf, not a finite number"),
+    "nan": (lambda r: r["episodes"][0].update(reward=float("nan")), "its episodes[0] reward is nan, not a finite"),
+    "2^63": (lambda r: r["config"]["algo"]["hyperparams"].update(buffer=2**63),
+             "its config algo.hyperparams.buffer is 2^63 or more, beyond the 64-bit integers the store holds"),
+    "case": (lambda r: r["config"].update(Seed=1), "its names seed and Seed differ only in case"),
+    "time": (lambda r: r["run"].update(ended_at="yesterday"), 'its run field ended_at is "yesterday", not an ISO'),
+}
+
+
+def test_rebuild_passes_over_each_record_the_schema_does_not_type_and_keeps_the_rest(tmp_path, caplog):
+    root = tmp_path / "outputs"
+    write_json(make_record("good"), root / "good" / "record.json")
+    for name, (spoil, _) in BAD_VALUES.items():
+        record = make_record(f"bad-{name}")
+        spoil(record)
+        (root / name).mkdir(parents=True)
+        (root / name / "record.json").write_text(json.dumps(record))  # 1e400 as JSON's Infinity, NaN as NaN
+    with caplog.at_level("INFO"):
+        assert rebuild(root, Store(tmp_path / "r.sqlite")) == 1
+    passed = {r.getMessage() for r in caplog.records if r.levelname == "WARNING"}
+    for name, (_, words) in BAD_VALUES.items():
+        (said,) = [m for m in passed if m.startswith(f"Passing over {root / name / 'record.json'}: ")]
+        assert words in said and "\n" not in said, (name, said)
+    assert list(Store(tmp_path / "r.sqlite").runs()["cell_key"]) == ["good"]
+
+
+def test_rebuild_keeps_the_newest_record_of_a_cell_and_says_so(tmp_path, caplog):
+    root = tmp_path / "outputs"
+    done = make_record("cell")
+    done["run"].update(ended_at="2026-01-02T00:00:00+00:00")
+    failed = make_record("cell")
+    failed["run"].update(status="failed", ended_at="2026-01-01T00:00:00+00:00", reward_mean=None)
+    write_json(done, root / "a" / "record.json")
+    write_json(failed, root / "b" / "record.json")  # sorts last, ended first
+    with caplog.at_level("INFO"):
+        assert rebuild(root, Store(tmp_path / "r.sqlite")) == 1
+    assert list(Store(tmp_path / "r.sqlite").runs()["status"]) == ["done"]
+    assert (f"Two records of cell cell: keeping {root / 'a' / 'record.json'} (done, ended 2026-01-02T00:00:00+00:00), "
+            f"not {root / 'b' / 'record.json'} (failed, ended 2026-01-01T00:00:00+00:00).") in caplog.text
+
+
+def test_rebuild_passes_over_records_past_the_column_limit_and_names_differing_in_case_share_one(tmp_path, caplog):
+    from quarl.store.sqlite import MAX_TABLE_COLUMNS
+
+    root = tmp_path / "outputs"
+    for i in range(6):  # 380 columns each: the sixth would pass SQLite's 2,000
+        record = make_record(f"wide{i}")
+        record["config"][f"w{i}"] = {f"k{j}": j for j in range(380)}
+        write_json(record, root / f"wide{i}" / "record.json")
+    upper = make_record("upper")
+    upper["config"]["Extra"] = 1
+    write_json(upper, root / "upper" / "record.json")
+    lower = make_record("lower")
+    lower["config"]["extra"] = 2
+    write_json(lower, root / "z-lower" / "record.json")
+    with caplog.at_level("INFO"):
+        assert rebuild(root, Store(tmp_path / "r.sqlite")) == 7
+    (passed,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert passed.startswith(f"Passing over {root / 'wide5' / 'record.json'}: The record of cell wide5 would give the "
+                             "store's runs table ") and f"more than the {MAX_TABLE_COLUMNS} an SQLite" in passed
+    runs = Store(tmp_path / "r.sqlite").runs().set_index("cell_key")
+    assert runs.loc["upper", "Extra"] == 1 and runs.loc["lower", "Extra"] == 2  # one column, as SQLite names it
+    assert "wide5" not in runs.index and "w4.k379" in runs.columns
+
+
+def test_rebuild_and_find_records_read_regular_files_only(tmp_path, caplog):
+    import os
+
+    root = tmp_path / "outputs"
+    write_json(make_record("good"), root / "good" / "record.json")
+    (root / "fifo").mkdir()
+    os.mkfifo(root / "fifo" / "record.json")  # reading it would wait for a writer forever
+    with caplog.at_level("INFO"):
+        assert [r["run"]["cell_key"] for r in find_records(root)] == ["good"]
+        assert rebuild(root, Store(tmp_path / "r.sqlite")) == 1
+    assert (f"Passing over {root / 'fifo' / 'record.json'}: not a quarl record (it is not a regular file)."
+            in caplog.text)

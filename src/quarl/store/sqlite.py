@@ -29,7 +29,7 @@ import os
 import sqlite3
 from contextlib import closing, contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from quarl.errors import QuarlError
 from quarl.store.disk import disk_full, nearly_full
@@ -86,6 +86,8 @@ CREATE TABLE IF NOT EXISTS actors (
     send_s REAL, PRIMARY KEY (cell_key, actor)
 );
 """
+#: The most columns an SQLite table may have (SQLITE_MAX_COLUMN as SQLite is built by default).
+MAX_TABLE_COLUMNS = 2000
 # Columns added to a table after a store was first written: added to older files when opened.
 MIGRATIONS = {"curves": ("wall_s REAL", "actor INTEGER"), "actors": ("send_s REAL",)}
 #: What a store must hold to be read as quarl's: tables and the columns every quarl wrote.
@@ -247,16 +249,24 @@ class Store:
         """Insert or replace one record (`run` fields, flattened `config`, `episodes`) atomically."""
         self.write_many([record])
 
-    def write_many(self, records: Iterable[Mapping[str, Any]]) -> int:
+    def write_many(
+        self, records: Iterable[Mapping[str, Any]], refused: Callable[[Mapping[str, Any], str], None] | None = None
+    ) -> int:
         """Insert or replace records in one transaction (all or none, one commit: a store rebuilt
-        from a thousand record files in seconds); how many."""
+        from a thousand record files in seconds); how many. With `refused`, a record the store cannot
+        hold (more columns than a table may have, a value SQLite cannot take) is undone alone and
+        given to `refused` with the reason, and the others are written."""
         count = 0
         with self._open() as con:
             con.execute("BEGIN IMMEDIATE")
             try:
-                known = {row[1] for row in con.execute("PRAGMA table_info(runs)")}
+                known = {row[1].lower() for row in con.execute("PRAGMA table_info(runs)")}
                 for record in records:
-                    _insert(con, record, known)
+                    if refused is None:
+                        _insert(con, record, known)
+                    elif (why := _insert_alone(con, record, known)) is not None:
+                        refused(record, why)
+                        continue
                     count += 1
                 con.execute("COMMIT")
             except BaseException:
@@ -422,17 +432,40 @@ def _migrate(con: sqlite3.Connection) -> None:
                 con.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
 
 
+def _insert_alone(con: sqlite3.Connection, record: Mapping[str, Any], known: set[str]) -> str | None:
+    """`_insert` under a savepoint of its own: None once written, or why the store cannot hold the
+    record (then nothing of it is kept, and `known` is as it was)."""
+    before = set(known)
+    con.execute("SAVEPOINT record")
+    try:
+        _insert(con, record, known)
+    except (QuarlError, OverflowError, sqlite3.InterfaceError, sqlite3.ProgrammingError) as exc:
+        con.execute("ROLLBACK TO record")
+        con.execute("RELEASE record")
+        known.clear()
+        known.update(before)
+        return str(exc).rstrip(".")
+    con.execute("RELEASE record")
+    return None
+
+
 def _insert(con: sqlite3.Connection, record: Mapping[str, Any], known: set[str]) -> None:
     """One record's rows in the open transaction of `con`, adding the run columns it brings to
-    `known` (the runs table's)."""
+    `known` (the runs table's, in lower case: SQLite's names ignore case)."""
     run = dict(record["run"])
     run["config"] = json.dumps(record["config"], sort_keys=True)
     run["versions"] = json.dumps(run.get("versions", {}), sort_keys=True)
     run.update(flatten(record["config"]))
-    for column in run:
-        if column not in known:
-            con.execute(f"ALTER TABLE runs ADD COLUMN {_quote(column)}")
-            known.add(column)
+    new = [column for column in run if column.lower() not in known]
+    if len(known) + len(new) > MAX_TABLE_COLUMNS:
+        raise QuarlError(
+            f"The record of cell {run['cell_key']} would give the store's runs table {len(known) + len(new)} columns "
+            f"({len(new)} new fields and config keys), more than the {MAX_TABLE_COLUMNS} an SQLite table may have: "
+            "write it to another store."
+        )
+    for column in new:
+        con.execute(f"ALTER TABLE runs ADD COLUMN {_quote(column)}")
+        known.add(column.lower())
     names = ", ".join(_quote(c) for c in run)
     marks = ", ".join("?" for _ in run)
     key = run["cell_key"]
