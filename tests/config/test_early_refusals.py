@@ -52,3 +52,28 @@ def test_a_run_dir_that_cannot_be_written_is_one_sentence_before_hydra_starts(tm
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert f"hydra.run.dir={tmp_path / 'file' / 'run'} cannot be made: {tmp_path / 'file'} is a file" in done.stderr
     assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("algo.hyperparams.n_steps=0", "algo.hyperparams.n_steps=0 is out of range: use a positive number of steps per"),
+    ("algo.hyperparams.batch_size=0", "algo.hyperparams.batch_size=0 is out of range: use a positive batch size."),
+    ("algo.hyperparams.gamma=2", "algo.hyperparams.gamma=2 is out of range: use a discount factor from 0 to 1."),
+    ("algo.hyperparams.gae_lambda=-0.5", "algo.hyperparams.gae_lambda=-0.5 is out of range: use a value from 0 to 1."),
+    ("train.steps=9223372036854775808", "train.steps=9223372036854775808 is out of range: use 1..1000000000000"),
+])
+def test_hyperparameters_out_of_range_are_refused_in_a_sentence(override, message):
+    with pytest.raises(QuarlError) as err:
+        check(compose_cfg("algo=ppo", override))
+    assert str(err.value).startswith(message)
+
+
+def test_what_sb3_itself_asserts_is_one_sentence_too():
+    """PPO with one env and n_steps=1 passes the ranges; SB3 asserts a rollout of more than one step."""
+    import gymnasium as gym
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from quarl.rl import algos
+
+    cfg = compose_cfg("algo=ppo", "algo.n_envs=1", "algo.hyperparams.n_steps=1")
+    with pytest.raises(QuarlError, match=r"^algo=ppo cannot be built with these hyperparameters: .*greater than 1"):
+        algos.build(cfg.algo, DummyVecEnv([lambda: gym.make("CartPole-v1")]), seed=0, device="cpu", total_steps=64)

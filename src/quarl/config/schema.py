@@ -241,10 +241,39 @@ def _check_policy(cfg: Any, method: method_registry.QuantMethod) -> None:
         )
 
 
+#: SB3 hyperparameters whose numbers have a range (low, high; None: unbounded), and how it is said.
+HYPERPARAM_RANGES: dict[str, tuple[float, Optional[float], str]] = {
+    "n_steps": (1, None, "a positive number of steps per rollout"),
+    "batch_size": (1, None, "a positive batch size"),
+    "n_epochs": (1, None, "a positive number of epochs"),
+    "buffer_size": (1, None, "a positive replay capacity"),
+    "learning_starts": (0, None, "a number of steps >= 0"),
+    "target_update_interval": (1, None, "a positive number of steps"),
+    "gamma": (0, 1, "a discount factor from 0 to 1"),
+    "gae_lambda": (0, 1, "a value from 0 to 1"),
+    "tau": (0, 1, "a soft-update coefficient from 0 to 1"),
+    "exploration_fraction": (0, 1, "a fraction from 0 to 1"),
+    "exploration_initial_eps": (0, 1, "a probability from 0 to 1"),
+    "exploration_final_eps": (0, 1, "a probability from 0 to 1"),
+}
+
+
+def _check_hyperparams(hyperparams: Any) -> None:
+    """The numeric SB3 hyperparameters of `HYPERPARAM_RANGES` lie in their range (a schedule given
+    as text, rl-zoo3's `lin_0.001`, is SB3's to read)."""
+    for name, (low, high, what) in HYPERPARAM_RANGES.items():
+        value = hyperparams.get(name)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        if not math.isfinite(value) or value < low or (high is not None and value > high):
+            raise QuarlError(f"algo.hyperparams.{name}={value} is out of range: use {what}.")
+
+
 def _check_algo(cfg: Any, method: method_registry.QuantMethod) -> None:
-    """The algorithm exists and the method can train or quantize it."""
+    """The algorithm exists and the method can train or quantize it, with hyperparameters in range."""
     if cfg.algo.n_envs < 1:
         raise QuarlError(f"algo.n_envs={cfg.algo.n_envs} must be at least 1.")
+    _check_hyperparams(cfg.algo.hyperparams)
     one_of("algo.noise_type", cfg.algo.noise_type, NOISE_TYPES)
     only = method_registry.trained_only_by(cfg.algo.name)
     if only and method.name not in only:
@@ -413,6 +442,7 @@ def check(cfg: Any) -> None:
         )
     method = method_registry.of(cfg)
     _check_keys(cfg, method)
+    _check_train(cfg)  # before _check_ints: train.steps has a tighter bound (10**12) than the store's
     _check_ints(cfg)
     method.validate(cfg)
     _check_algo(cfg, method)
@@ -425,7 +455,6 @@ def check(cfg: Any) -> None:
         raise QuarlError(f"eval.n_envs={cfg.eval.n_envs} must be at least 1.")
     if cfg.eval.get("workers") is not None and cfg.eval.workers < 1:
         raise QuarlError(f"eval.workers={cfg.eval.workers} must be at least 1 (or null: automatic).")
-    _check_train(cfg)
 
 
 # ------------------------------------------------------------------------------ a stored config's types

@@ -201,5 +201,6 @@ def build(algo_cfg: Any, venv: VecEnv, seed: int, device: str, total_steps: int,
         kwargs["action_noise"] = _action_noise(algo_cfg, venv)
     try:
         return cls(algo_cfg.policy, venv, seed=seed, device=device, verbose=0, **kwargs)
-    except (TypeError, ValueError, KeyError) as exc:
-        raise QuarlError(f"algo={algo_cfg.name} cannot be built with these hyperparameters: {exc}") from None
+    except (TypeError, ValueError, KeyError, AssertionError) as exc:  # SB3 asserts some of its settings
+        said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise QuarlError(f"algo={algo_cfg.name} cannot be built with these hyperparameters: {said}") from None
