@@ -311,3 +311,28 @@ def test_statistics_larger_than_any_policy_has_are_refused_before_they_are_read(
         file.truncate(untrusted.NORMALIZER_MAX_BYTES + 1)  # sparse: no disk used
     with pytest.raises(QuarlError, match=r"vecnormalize\.pkl is 67,108,865 bytes, and quarl reads VecNormalize "):
         untrusted.read_normalizer(path)
+
+
+def test_weights_that_name_code_are_refused_in_one_sentence(genuine: Path, tmp_path: Path) -> None:
+    import io
+
+    import torch
+
+    model_zip = tmp_path / "model.zip"
+    marker = tmp_path / "ran"
+    with zipfile.ZipFile(genuine / f"{ENV_ID}.zip") as archive:
+        entries = {info.filename: archive.read(info) for info in archive.infolist()}
+    weights = torch.load(io.BytesIO(entries["policy.pth"]), weights_only=True)
+    crafted = io.BytesIO()
+    torch.save({**weights, "payload": Touch(marker)}, crafted)
+    entries["policy.pth"] = crafted.getvalue()
+    with zipfile.ZipFile(model_zip, "w") as archive:
+        for name, payload in entries.items():
+            archive.writestr(name, payload)
+    with pytest.raises(untrusted.Untrusted) as refused:
+        untrusted.load_model(PPO, model_zip)
+    assert str(refused.value) == (
+        f"{model_zip} holds weights (*.pth) that name posix.system, which can run code when loaded: SB3 and quarl "
+        "read a model's weights as tensors only, so this is no model SB3 saved; give the model zip saved by SB3 or "
+        "rl-zoo3.")
+    assert not marker.exists()

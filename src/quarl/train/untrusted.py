@@ -32,6 +32,7 @@ import importlib
 import io
 import json
 import pickle
+import re
 import zipfile
 from collections import OrderedDict
 from pathlib import Path
@@ -373,8 +374,21 @@ def custom_objects(model_zip: Path, trust: bool = False, hint: str = TRUST_HINT)
 
 
 def load_model(cls: Any, model_zip: Path, device: str = "cpu", trust: bool = False, hint: str = TRUST_HINT) -> Any:
-    """`cls.load(model_zip)` (an SB3 algorithm class) without running code from the zip."""
-    return cls.load(model_zip, device=device, custom_objects=custom_objects(model_zip, trust, hint))
+    """`cls.load(model_zip)` (an SB3 algorithm class) without running code from the zip. Weights
+    (`*.pth`) that name code, which torch's `weights_only` loader refuses in a page of advice, are
+    refused in one sentence (`Untrusted`)."""
+    objects = custom_objects(model_zip, trust, hint)
+    try:
+        return cls.load(model_zip, device=device, custom_objects=objects)
+    except pickle.UnpicklingError as exc:
+        named = re.search(r"GLOBAL ([\w.]+)", str(exc))
+        if "Weights only load failed" not in str(exc):
+            raise
+        raise Untrusted(
+            f"{model_zip} holds weights (*.pth) that name {named.group(1) if named else 'a Python object'}, which "
+            "can run code when loaded: SB3 and quarl read a model's weights as tensors only, so this is no model "
+            "SB3 saved; give the model zip saved by SB3 or rl-zoo3."
+        ) from None
 
 
 def write_safe_model(model_zip: Path, out: Path) -> None:
