@@ -698,3 +698,15 @@ def test_rebuild_and_find_records_read_regular_files_only(tmp_path, caplog):
         assert rebuild(root, Store(tmp_path / "r.sqlite")) == 1
     assert (f"Passing over {root / 'fifo' / 'record.json'}: not a quarl record (it is not a regular file)."
             in caplog.text)
+
+
+@pytest.mark.parametrize("command", READ_COMMANDS, ids=lambda c: c[0])
+def test_a_folder_given_as_the_store_is_called_a_folder(tmp_path, command, caplog, monkeypatch):
+    from quarl import cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "outputs").mkdir()
+    with caplog.at_level("ERROR"):
+        assert cli.main([*command, "--store", "outputs"]) == 1
+    assert caplog.records[-1].getMessage() == (
+        "quarl: The results store outputs is a folder: give its file, e.g. outputs/results.sqlite.")

@@ -119,6 +119,8 @@ def open_store(store: str | Path) -> Store:
     """The existing store at `store`, opened read-only: a missing file, or an SQLite file that is
     not a quarl store, is one sentence, and nothing is created or written."""
     path = Path(store)
+    if path.is_dir():
+        raise QuarlError(f"The results store {path} is a folder: give its file, e.g. {path / 'results.sqlite'}.")
     if not path.is_file():
         raise QuarlError(f"There is no results store at {path}: run `python run.py` first, or pass --store PATH.")
     return Store(path, read_only=True)
