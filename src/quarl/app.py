@@ -72,9 +72,25 @@ def _job(ctx: Context, overrides: list[str]) -> None:
     if not ctx.multirun:
         schema.check(cfg)  # a refused run ends before torch and SB3 are imported
         schema.check_overrides(cfg, overrides)
+        for said in repeated_keys(overrides):
+            log.warning("%s", said)
     from quarl.pipeline import run_cell  # torch and SB3: not needed where every cell is skipped
 
     run_cell(ctx)
+
+
+def repeated_keys(overrides: list[str]) -> list[str]:
+    """A sentence for each key the command line sets more than once (Hydra keeps the last, silently)."""
+    given: dict[str, list[str]] = {}
+    for override in overrides:
+        key, sep, _ = override.partition("=")
+        if sep:
+            given.setdefault(key.lstrip("+~"), []).append(override)
+    return [
+        f"{key} is given {len(said)} times ({' '.join(said)}): the last, {said[-1]}, is used."
+        for key, said in given.items()
+        if len(said) > 1
+    ]
 
 
 RESUME = (

@@ -77,3 +77,15 @@ def test_what_sb3_itself_asserts_is_one_sentence_too():
     cfg = compose_cfg("algo=ppo", "algo.n_envs=1", "algo.hyperparams.n_steps=1")
     with pytest.raises(QuarlError, match=r"^algo=ppo cannot be built with these hyperparameters: .*greater than 1"):
         algos.build(cfg.algo, DummyVecEnv([lambda: gym.make("CartPole-v1")]), seed=0, device="cpu", total_steps=64)
+
+
+def test_a_key_given_twice_is_said_with_the_value_used(scratch):
+    from quarl.app import repeated_keys
+
+    assert repeated_keys(["quant.bits=4", "algo=ppo", "+quant.bits=8", "seed=1"]) == [
+        "quant.bits is given 2 times (quant.bits=4 +quant.bits=8): the last, +quant.bits=8, is used."]
+    assert repeated_keys(["quant=ptq", "quant.bits=4"]) == []
+    done = run_quarl(scratch, "quant=fp32", "train.steps=256", "eval.episodes=2", "eval.episodes=1", "eval.n_envs=1",
+                     "hydra.callbacks.collate.enabled=false")
+    assert ("eval.episodes is given 2 times (eval.episodes=2 eval.episodes=1): the last, eval.episodes=1, is used."
+            in done.stdout + done.stderr)
