@@ -132,6 +132,12 @@ def test_the_minimum_detectable_difference_matches_the_textbook_approximation():
     assert verdicts.detectable(2.0, 400) == pytest.approx(approx, rel=0.01)
     verdict = verdicts.paired([378.0, 374.0, 46.0], 25.0, ("QAT", "PTQ"))  # QAT - PTQ, DQN 8 bits
     assert verdict.kind == "underpowered" and "not detectable at n = 3" in verdict.text
+    smallest = verdicts.detectable(float(np.std([378.0, 374.0, 46.0], ddof=1)), 3)  # about 1,170: past CartPole's 500
+    assert smallest > 500
+    bounded = verdicts.paired([378.0, 374.0, 46.0], 25.0, ("QAT", "PTQ"), largest=500.0)
+    assert bounded.text.startswith("underpowered: no possible difference (none exceeds 500) is detectable at n = 3")
+    assert verdicts.paired([378.0, 374.0, 46.0], 25.0, largest=2000.0).text.startswith(
+        f"underpowered: differences below {smallest:.3g} are not detectable")
 
 
 def test_holm_keeps_only_what_the_step_down_procedure_keeps():

@@ -205,8 +205,8 @@ def test_qat_vs_ptq_pairs_seeds_and_says_when_there_is_nothing_to_recover():
     assert diff.high - diff.estimate == pytest.approx(4.302653 * 5.773503 / 3**0.5, rel=1e-5)
     # a family of two open widths: 4 bits' p = 0.0004 stays below 0.05 / 2 after Holm's correction
     assert table.loc[4, "verdict"] == "QAT higher (paired interval above 0 after Holm's correction) (family of 2)"
-    assert table.loc[2, "verdict"].startswith("underpowered: differences below ")  # +290 in one seed only
-    assert "not detectable at n = 3" in table.loc[2, "verdict"]
+    assert table.loc[2, "verdict"].startswith("underpowered: no possible difference (none exceeds 500) is detectable")
+    assert "is detectable at n = 3 (power 0.8)" in table.loc[2, "verdict"]
     # keeping the fp32 reward is read from the widest width down, stopping at the first that loses it
     assert qat_vs_ptq.qat_finding(table.reset_index(), "dqn") == (
         "dqn: QAT keeps the fp32 reward down to 8 bits, PTQ down to 8 bits.")
@@ -402,3 +402,12 @@ def test_a_report_of_an_empty_folder_or_over_a_foreign_readme_is_one_sentence(tm
     assert main(["report", str(tmp_path / "records"), "--sweeps", str(SWEEPS)]) == 1
     assert "is not a report quarl wrote" in caplog.text
     assert (tmp_path / "README.md").read_text() == "# my own notes\n"  # left as it was
+
+
+def test_the_deployment_section_quotes_the_edge_exports_own_count():
+    """No hand-typed count: the section reads the measures.json the README's C export wrote."""
+    measures = json.loads((ROOT / "docs/reproduction/edge_export.json").read_text())
+    m4 = measures["firmware"]["cortex-m4"]
+    text = (ROOT / "docs/reproduction/README.md").read_text()
+    assert f"{m4['instructions']:,.0f} executed instructions per int8 action" in text
+    assert f"{m4['flash']:,} B of flash" in text and measures["origin"]["quarl.precision"] == "int8"

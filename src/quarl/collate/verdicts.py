@@ -210,10 +210,12 @@ def paired(
     significant: bool | None = None,
     alpha: float = ALPHA,
     power: float = POWER,
+    largest: float = math.inf,
 ) -> Verdict:
     """The verdict on paired `differences` (A - B, seed by seed): higher, lower, equivalent within
     ±`margin`, or underpowered. `significant` is a family's Holm decision for this test (None: the
-    test stands alone, significant where its 1 - alpha interval excludes 0)."""
+    test stands alone, significant where its 1 - alpha interval excludes 0); `largest`: the largest
+    |A - B| the quantity can take (a reward's range), past which no difference is called detectable."""
     check_settings(margin, alpha, power)
     x = _clean(differences)
     first, second = names
@@ -233,9 +235,9 @@ def paired(
         return Verdict("equivalent", f"equivalent within ±{margin:g} (TOST, α = {alpha:g})")
     smallest = detectable(float(x.std(ddof=1)), int(x.size), alpha, power)
     needed = seeds_needed(float(x.mean()), float(x.std(ddof=1)), margin, alpha, power)
-    return Verdict(
-        "underpowered",
-        f"underpowered: differences below {smallest:.3g} are not detectable at n = {x.size} "
-        f"(power {power:g}); {_needed_text(needed)}",
-        needed,
+    undetected = (
+        f"no possible difference (none exceeds {largest:g}) is detectable at n = {x.size}"
+        if smallest >= largest
+        else f"differences below {smallest:.3g} are not detectable at n = {x.size}"
     )
+    return Verdict("underpowered", f"underpowered: {undetected} (power {power:g}); {_needed_text(needed)}", needed)

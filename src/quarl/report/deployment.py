@@ -5,6 +5,8 @@ report) and the C policy's executed instructions per action on the emulated Cort
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from quarl.collate.published import packaged
@@ -12,6 +14,7 @@ from quarl.report.campaign import Inputs
 from quarl.report.text import fmt, markdown, note
 
 MEASURED = "deployment.csv"  # bench_deploy.py's "Published vs here" rows, copied with its command and machine
+EDGE = "edge_export.json"  # `quarl export ... --format c`'s measures.json for the tuned PPO CartPole policy
 
 
 def section(inputs: Inputs) -> str:
@@ -43,4 +46,23 @@ def section(inputs: Inputs) -> str:
     header = ["policy", "network", "paper: fp32 / int8 ms (Pi 3b)", "paper speedup", "paper success fp32 / int8"]
     header += ["quarl: fp32 / int8 ms (this CPU)", "quarl speedup", "quarl int8 backend"]
     source = str(measured["source"].iloc[0]) if "source" in measured.columns and len(measured) else ""
-    return "## Deployment: int8 inference\n\n" + note("deployment", source=source) + "\n\n" + markdown(header, rows)
+    text = note("deployment", source=source, firmware=_firmware(inputs))
+    return "## Deployment: int8 inference\n\n" + text + "\n\n" + markdown(header, rows)
+
+
+def _firmware(inputs: Inputs) -> dict[str, str] | None:
+    """The Cortex-M4 measures of the C policy the README's edge export wrote (`edge_export.json`,
+    its `measures.json`): instructions per action, flash and RAM, and the command; None without it."""
+    path = inputs.folder / EDGE
+    if not path.exists():
+        return None
+    measures = json.loads(path.read_text())
+    m4, origin = measures.get("firmware", {}).get("cortex-m4"), measures.get("origin", {})
+    if m4 is None:
+        return None
+    return {
+        "instructions": f"{m4['instructions']:,.0f}",
+        "flash": f"{m4['flash']:,}",
+        "ram": f"{m4['ram']:,}",
+        "source": f"cell {origin.get('quarl.cell_key', 'unknown')}, measured {measures.get('measured_on', 'undated')}",
+    }

@@ -9,7 +9,7 @@ import pandas as pd
 
 from quarl.collate import verdicts
 from quarl.collate.stats import seed_interval
-from quarl.report.campaign import by_seed, of_series, select, values
+from quarl.report.campaign import by_seed, difference_bounds, of_series, select, values
 from quarl.report.sweet_spots import keeps_fp32
 from quarl.report.text import aggregate_text, markdown, note, shown
 
@@ -79,6 +79,8 @@ def aggregate(tables: list[pd.DataFrame]) -> str:
 
 MARGIN = verdicts.SCALE_MARGIN * 500.0  # 5% of CartPole's return scale
 CARTPOLE = (0.0, 500.0)  # CartPole-v1's return range (`quarl.collate.bounds`): intervals are clipped to it
+DIFFERENCES = difference_bounds(CARTPOLE)  # what QAT - PTQ can be: its interval is clipped to it
+WIDEST = DIFFERENCES[1]
 
 
 def holm_verdicts(tables: list[pd.DataFrame]) -> list[pd.DataFrame]:
@@ -87,7 +89,7 @@ def holm_verdicts(tables: list[pd.DataFrame]) -> list[pd.DataFrame]:
     open_rows = [(t, i) for t in tables for i in t.index if not t.at[i, "verdict"]]
     keep = verdicts.holm([verdicts.t_test_p(t.at[i, "diffs"]) for t, i in open_rows])
     for (t, i), significant in zip(open_rows, keep):
-        verdict = verdicts.paired(t.at[i, "diffs"], MARGIN, ("QAT", "PTQ"), significant)
+        verdict = verdicts.paired(t.at[i, "diffs"], MARGIN, ("QAT", "PTQ"), significant, largest=WIDEST)
         t.at[i, "verdict"] = f"{verdict.text} (family of {len(open_rows)})"
     return tables
 
@@ -135,7 +137,7 @@ def section(runs: pd.DataFrame, algos: list[str]) -> str:
                         shown(r["ptq"], bounds=CARTPOLE),
                         str(r["ptq"].n_runs),
                         shown(r["fp32"], bounds=CARTPOLE),
-                        shown(r["diff"]),
+                        shown(r["diff"], bounds=DIFFERENCES),
                         r["verdict"],
                     ]
                     for _, r in t.iterrows()

@@ -125,7 +125,7 @@ def _block(table: pd.DataFrame, robust_runs: pd.DataFrame, algo: str, env: str, 
                 shown(r["diff"], bounds=difference_bounds(bounds)),
                 shown(r["plain"]["agreement"], 3, FRACTION),
                 shown(r["robust"]["agreement"], 3, FRACTION),
-                shown(r["agreement_diff"], 3),
+                shown(r["agreement_diff"], 3, difference_bounds(FRACTION)),  # two fractions differ by at most 1
                 str(r["paired"]),
                 r["verdict"],
             ]
@@ -160,7 +160,9 @@ def _holm(found: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     keep = verdicts.holm([verdicts.t_test_p(t.at[i, "diffs"]) for t, i in cells])
     for (t, i), significant in zip(cells, keep):
         margin = verdicts.SCALE_MARGIN * t.attrs.get("scale", float("nan"))
-        verdict = verdicts.paired(t.at[i, "diffs"], margin, ("robust", "plain"), significant)
+        bounds = t.attrs.get("bounds")
+        widest = difference_bounds(bounds)[1] if bounds is not None else float("inf")
+        verdict = verdicts.paired(t.at[i, "diffs"], margin, ("robust", "plain"), significant, largest=widest)
         t.at[i, "verdict"], t.at[i, "kind"] = verdict.text, verdict.kind
     return found
 

@@ -5,6 +5,8 @@ checked, refuses existing paths, and a missing package is one sentence."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -97,8 +99,12 @@ def test_export_writes_a_checked_tflite_file_and_refuses_an_existing_path(tmp_pa
     with pytest.raises(QuarlError, match="precision=int4 is not supported for format=tflite"):
         export_edge(model, tmp_path / "p4.tflite", "tflite", calibration_obs=states[:500], precision="int4")
     c = export_edge(model, tmp_path / "c_policy", "c", calibration_obs=states[:500], check_obs=states)
-    assert sorted(p.name for p in (tmp_path / "c_policy").iterdir()) == ["policy.c", "policy.h"]
+    assert sorted(p.name for p in (tmp_path / "c_policy").iterdir()) == ["measures.json", "policy.c", "policy.h"]
     assert c.checked["C policy (host cc)"] == 0 and set(c.checked.values()) == {0}  # and each target's firmware
+    measures = json.loads((tmp_path / "c_policy/measures.json").read_text())  # what the export printed, for scripts
+    assert measures["checked"] == c.checked and measures["states"] == 2000 and measures["firmware"] == c.firmware
+    for name, firmware in c.firmware.items():
+        assert f"{firmware['instructions']:,.0f} instructions per action" in c.text(), name
     with pytest.raises(QuarlError, match="already exists"):
         export_edge(model, tmp_path / "c_policy", "c", calibration_obs=states[:500])
 

@@ -16,10 +16,12 @@ its executed instructions per action (an instruction is not a cycle).
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -42,6 +44,7 @@ PRECISIONS = {"int8": 8, "int4": 4, "int2": 2}  # C: packed weights; LiteRT: int
 ACTIVATIONS = {"int8": 8, "int16": 16}  # TFLite's int8 scheme, or its 16x8 scheme (8-bit weights)
 FIRMWARE_CHECK_STATES = 300  # states a C export checks under each target's emulator (spread over the checked ones)
 FIRMWARE_COUNT_STATES = 4  # states its executed instructions per action are counted over
+MEASURES = "measures.json"  # what a C export checked and measured, beside its sources, for scripts and the report
 
 
 @dataclass
@@ -57,6 +60,20 @@ class EdgeExport:
     notes: list[str] = field(default_factory=list)  # a target that was not checked, and why
     checked_on: dict[str, int] = field(default_factory=dict)  # target -> states, where not `states`
     firmware: dict[str, dict[str, Any]] = field(default_factory=dict)  # microcontroller target -> measures
+
+    def measures(self, metadata: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+        """What `text` says, as plain values: the checks, the sizes and each target's firmware
+        measures, with the export's origin (`metadata`)."""
+        return {
+            "measured_on": time.strftime("%Y-%m-%d", time.gmtime()),
+            "origin": {k: str(v) for k, v in (metadata or {}).items()},
+            "checked": self.checked,
+            "states": self.states,
+            "probes": self.probes,
+            "sizes": self.sizes,
+            "firmware": self.firmware,
+            "notes": self.notes,
+        }
 
     def text(self) -> str:
         """The lines `quarl export` prints: the files, the checks, the sizes."""
@@ -181,7 +198,8 @@ def _export_c(
     from quarl.deploy.edge.toolchain import CPolicy, write_sources
 
     n = len(states) if states.ndim > 1 else 0
-    report = EdgeExport([folder / "policy.c", folder / "policy.h"], policy, states=n, probes=len(probes))
+    paths = [folder / name for name in ("policy.c", "policy.h", MEASURES)]
+    report = EdgeExport(paths, policy, states=n, probes=len(probes))
     with tempfile.TemporaryDirectory(prefix="quarl-c-export-") as tmp:
         work = Path(tmp)
         if report.states:
@@ -201,6 +219,8 @@ def _export_c(
             for name in ("policy.c", "policy.h"):
                 text = (work / "out" / name).read_text()
                 (staged / name).write_text(f"/* Exported from:\n{origin}*/\n{text}" if origin else text)
+            measures = json.dumps(report.measures(metadata), indent=1, sort_keys=True, default=_plain)
+            (staged / MEASURES).write_text(measures + "\n")
             os.rename(staged, folder)  # fails if the folder appeared meanwhile
         except OSError:
             shutil.rmtree(staged, ignore_errors=True)
@@ -262,6 +282,11 @@ def _firmware(
         }
         log.debug("%s: %s", target.title, report.firmware[target.name])
     _refuse_differences(report)
+
+
+def _plain(value: Any) -> Any:
+    """A numpy number as Python's (for JSON)."""
+    return value.item() if isinstance(value, np.generic) else str(value)
 
 
 def _differing(got: np.ndarray, expected: np.ndarray) -> int:
