@@ -32,11 +32,39 @@ def test_a_failing_callback_never_fails_the_sweep(tmp_path: Path, caplog):
     cfg = OmegaConf.create({"store": {"path": str(tmp_path / "missing.sqlite")},
                             "hydra": {"sweep": {"dir": str(tmp_path / "sweep")}, "overrides": {"task": []},
                                       "runtime": {"cwd": str(tmp_path)}}})
+    job = tmp_path / "sweep/0/.hydra/config.yaml"
+    job.parent.mkdir(parents=True)
+    job.write_text("seed: 0\n")
     cb = CollateCallback()
     cb.on_multirun_start(cfg)
     with caplog.at_level(logging.WARNING):
         cb.on_multirun_end(cfg)  # no store: a warning, no exception
     assert "Collation after the sweep failed" in caplog.text and "quarl collate" in caplog.text
+
+
+def test_a_sweep_that_launched_no_job_is_no_alarm(tmp_path: Path, caplog):
+    """A finished search run again launches nothing: the callback says so, and warns of nothing."""
+    cfg = OmegaConf.create({"store": {"path": str(tmp_path / "r.sqlite")},
+                            "hydra": {"sweep": {"dir": str(tmp_path / "sweep")}, "overrides": {"task": []},
+                                      "runtime": {"cwd": str(tmp_path)}}})
+    (tmp_path / "sweep").mkdir()
+    cb = CollateCallback()
+    cb.on_multirun_start(cfg)
+    with caplog.at_level(logging.INFO):
+        cb.on_multirun_end(cfg)
+    assert "launched no job" in caplog.text and not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_records_left_out_are_counted_by_state_and_n_a_only_where_skipped(tmp_path: Path):
+    path = tmp_path / "r.sqlite"
+    records = ptq_study(algos=("ppo",), envs=("cartpole",), seeds=(0,), bits=(8,))
+    pruned = [{**r, "run": {**r["run"], "status": "pruned", "cell_key": f"p{i}"}} for i, r in enumerate(records)]
+    write_records(Store(path), records + pruned)
+    assert any(n.startswith(f"{len(pruned)} selected records are not done ({len(pruned)} pruned): left out")
+               for n in load(path).notes)
+    skipped = [{**r, "run": {**r["run"], "status": "skipped", "cell_key": "s0"}} for r in records[:1]]
+    write_records(Store(path), skipped)
+    assert any("1 skipped; skipped = the paper's n/a): left out" in n for n in load(path).notes)
 
 
 def test_sweep_collation_takes_the_sweep_own_cells(tmp_path: Path):
@@ -48,8 +76,12 @@ def test_sweep_collation_takes_the_sweep_own_cells(tmp_path: Path):
     write_records(Store(path), earlier)
     write_records(Store(path), [r for r in sweep if r["run"]["quant"] == "fp32"])  # baselines from before
     write_records(Store(path), [r for r in sweep if r["run"]["quant"] != "fp32"], run_root=tmp_path / "sweep")
+    optuna = pytest.importorskip("optuna")  # an unrelated search beside the store: not the sweep's
+    search = optuna.create_study(study_name="other", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    search.tell(search.ask({"x": optuna.distributions.FloatDistribution(0, 1)}), 1.0)
     out = tmp_path / "sweep/collate"
     collate(path, out, sweep=tmp_path / "sweep", formats=["png"])
+    assert not list(out.rglob("search_*"))
     study = load(path, cells={r["run"]["cell_key"] for r in sweep if r["run"]["quant"] != "fp32"})
     assert set(study.done["algo"]) == {"ppo"} and (study.done["quant"] == "fp32").sum() == 2
     assert not list(out.rglob("*dqn*")) and not list(out.rglob("*acrobot*"))

@@ -56,6 +56,7 @@ class CollateCallback(Callback):
 
     def _collate(self, config: DictConfig) -> None:
         from quarl.collate import collate
+        from quarl.collate.sweep import launched_jobs
 
         cwd = Path(OmegaConf.select(config, "hydra.runtime.cwd", default=None) or os.getcwd())
         sweep_dir = Path(self._sweep_dir or str(config.hydra.sweep.dir))
@@ -78,5 +79,8 @@ class CollateCallback(Callback):
                 *(["--formats", ",".join(self.formats)] if self.formats else []),
             ]
         )
+        if not launched_jobs(sweep_dir):
+            log.info("The sweep launched no job (its cells were done): nothing of its own to collate.")
+            return
         written = collate(store, out, bits=self.bits, command=command, sweep=sweep_dir, formats=self.formats)
         log.info("Collated the sweep into %s (%d files); the same output again: %s", out, len(written), command)

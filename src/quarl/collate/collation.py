@@ -106,6 +106,7 @@ def collate(
         written = outputs.write_readme(study, out, filters or {}, bits, command, [])
     else:
         with plots.formats(chosen):
-            written = outputs.write_all(study, out, filters or {}, int(bits), command, log_y=log_y)
+            # a sweep's own collation leaves the store's Optuna studies out: a search draws its own in its sweep dir
+            written = outputs.write_all(study, out, filters or {}, int(bits), command, log_y, searches=sweep is None)
     outputs.write_manifest(out, written, digest)
     return written

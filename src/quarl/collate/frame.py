@@ -290,10 +290,12 @@ def prepare(runs: pd.DataFrame, store: str | Path | None = None) -> Study:
     notes = Notes()
     runs = runs.reset_index(drop=True)
     done = runs[runs["status"] == "done"].copy() if "status" in runs.columns else runs.iloc[0:0].copy()
-    skipped = len(runs) - len(done)
-    if skipped:
-        states = ", ".join(f"{n} {s}" for s, n in runs.loc[runs["status"] != "done", "status"].value_counts().items())
-        notes.add(f"{skipped} selected records are not done ({states}; skipped = the paper's n/a): left out.")
+    left_out = runs.loc[runs["status"] != "done", "status"] if "status" in runs.columns else pd.Series(dtype=object)
+    if len(left_out):
+        counts = left_out.value_counts()
+        states = ", ".join(f"{n} {s}" for s, n in counts.items())
+        na = "; skipped = the paper's n/a" if "skipped" in counts.index else ""
+        notes.add(f"{len(left_out)} selected records are not done ({states}{na}): left out.")
     if "seed" not in done.columns:
         done["seed"] = 0
     if not done.empty:

@@ -395,9 +395,16 @@ def write_manifest(out: Path, written: list[Path], digest: str) -> None:
 
 
 def write_all(
-    study: Study, out: Path, filters: Mapping[str, Any], bits: int, command: str | None, log_y: bool = False
+    study: Study,
+    out: Path,
+    filters: Mapping[str, Any],
+    bits: int,
+    command: str | None,
+    log_y: bool = False,
+    searches: bool = True,
 ) -> list[Path]:
-    """Every output; returns the paths written (README last)."""
+    """Every output (the figures of the Optuna studies beside the store where `searches`); returns
+    the paths written (README last)."""
     parts: list[tuple[str, Callable[[], list[Path]]]] = []
     if not study.seeds.empty:  # PTQ, QAT and float records (ActorQ's alone have none of these outputs)
         parts += [
@@ -412,7 +419,7 @@ def write_all(
     if study.store is not None and (study.done["quant"] == "actorq").any():
         parts.append(("the ActorQ outputs", lambda: actorq_timing.write_actorq(study, out)))
     store = study.store
-    if store is not None and (Path(store).parent / search.DATABASE).exists():
+    if searches and store is not None and (Path(store).parent / search.DATABASE).exists():
         parts.append(("the Optuna searches", lambda: search.write_searches(Path(store), out)))
     written: list[Path] = []
     with Steps(f"Collating {len(study.done)} records into {out}", len(parts)) as steps:

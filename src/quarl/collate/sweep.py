@@ -24,6 +24,14 @@ log = logging.getLogger(__name__)
 JOB_CONFIG = ".hydra/config.yaml"
 
 
+def launched_jobs(sweep_dir: Path) -> bool:
+    """Whether `sweep_dir` holds a job (a composed config or a record): a sweep whose every cell was
+    already done, such as a finished search run again, launches none."""
+    if not sweep_dir.is_dir():
+        return False
+    return next(sweep_dir.rglob(JOB_CONFIG), None) is not None or next(find_records(sweep_dir), None) is not None
+
+
 def sweep_cells(sweep_dir: Path) -> set[str]:
     """The cell keys of the jobs under `sweep_dir`: from each job's ``.hydra/config.yaml`` and from
     every record JSON copy there. A folder without either is refused with one sentence."""
