@@ -139,3 +139,22 @@ def test_activity_says_what_a_silent_stretch_does(caplog):
 
 def test_durations_read_as_a_person_writes_them():
     assert [duration(s) for s in (4.2, 185, 7620)] == ["4 s", "3 min 5 s", "2 h 07 min"]
+
+
+def test_a_full_disk_under_the_curve_is_called_so(tmp_path, monkeypatch):
+    import errno
+
+    curves = open_curves(tmp_path, tracking(), RunName("ppo-cartpole-seed0", "g"), tmp_path)
+    curves.episode(10, reward=1.0, length=10, wall_s=0.1)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "open", full)
+    for write in (lambda: curves.episode(20, reward=2.0, length=10, wall_s=0.2),
+                  lambda: curves.scalars(20, {"train/loss": 0.5})):
+        with pytest.raises(QuarlError) as err:
+            write()
+        assert str(err.value) == (
+            f"The disk is full: the training curve in {tmp_path} could not be written ([Errno 28] No space left on "
+            "device). Free space there and run the same command again: the training resumes from its last checkpoint.")

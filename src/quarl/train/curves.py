@@ -25,13 +25,16 @@ import csv
 import logging
 import math
 import numbers
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Protocol
+from typing import Any, Iterator, Optional, Protocol
 
 from stable_baselines3.common.logger import KVWriter
 
 from quarl.config.schema import check_trackers
+from quarl.errors import QuarlError
+from quarl.store.disk import disk_full
 
 log = logging.getLogger(__name__)
 
@@ -222,10 +225,25 @@ class Curves:
     def __init__(self, folder: Path, writers: list[Writer]) -> None:
         self.folder, self.writers = folder, writers
 
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A write to the curve's files; a full disk is a QuarlError that says so (the training's
+        last checkpoint is kept, so the same command resumes it)."""
+        try:
+            yield
+        except OSError as exc:
+            if not disk_full(exc, self.folder):
+                raise
+            raise QuarlError(
+                f"The disk is full: the training curve in {self.folder} could not be written ({exc}). Free space "
+                "there and run the same command again: the training resumes from its last checkpoint."
+            ) from None
+
     def episode(self, step: int, reward: float, length: int, wall_s: float, **extra: Any) -> None:
         row = {"wall_s": round(wall_s, 3), "reward": float(reward), "length": int(length), **extra}
-        for writer in self.writers:
-            writer.episode(int(step), row)
+        with self._writing():
+            for writer in self.writers:
+                writer.episode(int(step), row)
 
     def scalars(self, step: int, values: dict[str, Any], wall_s: Optional[float] = None) -> None:
         numeric = {
@@ -236,8 +254,9 @@ class Curves:
         if wall_s is not None:
             numeric = {"wall_s": round(wall_s, 3), **numeric}
         if numeric:
-            for writer in self.writers:
-                writer.scalars(int(step), numeric)
+            with self._writing():
+                for writer in self.writers:
+                    writer.scalars(int(step), numeric)
 
     def close(self) -> None:
         for writer in self.writers:
