@@ -87,7 +87,7 @@ def test_plots_stay_readable(tmp_path: Path):
     assert every > 1 and len(drawn) < 256 and np.median(np.diff(drawn)) / 2.2 * 320 >= weight_distributions.MIN_TICK_PX
     assert weight_distributions._drawn_levels(levels[::64], 320, 2.2)[1] == 1  # a 2-bit grid: every level
     fig = actorq_timing.breakdown_figure(pd.DataFrame([{"algo": "dqn", "env": "acrobot", "network": "default",
-                                                 "update_period": 100, "precision": p,
+                                                 "update_period": 100, "precision": p, "training": "dqn",
                                                  **{f"{n} (ms/step)": 1.0 for n in actorq_timing.PART_NAMES.values()}}
                                                 for p in actorq_timing.ORDER]), "dqn", "acrobot")
     legend = fig.legends[0]
@@ -95,3 +95,15 @@ def test_plots_stay_readable(tmp_path: Path):
     fig.canvas.draw()
     box, bars = legend.get_window_extent(), fig.axes[0].get_window_extent()
     assert box.x0 >= bars.x1  # beside the bars, not over them
+
+
+def test_the_actorq_breakdown_draws_each_training_of_one_network_apart():
+    """The GPU script's store: one network and update period, trained three ways (samples per insert
+    8, 128 and the default): a panel each (one bar per precision and panel, never pooled)."""
+    rows = [{"algo": "dqn", "env": "cartpole", "network": "2048x2048x2048", "update_period": 100, "precision": p,
+             "training": f"dqn (actorq.samples_per_insert={spi})",
+             **{f"{n} (ms/step)": 1.0 + i for n in actorq_timing.PART_NAMES.values()}}
+            for i, spi in enumerate((8, 128, "null")) for p in ("fp32", "int8")]
+    fig = actorq_timing.breakdown_figure(pd.DataFrame(rows), "dqn", "cartpole")
+    assert len(fig.axes) == 3 and all(len(ax.patches) == 2 * len(actorq_timing.PARTS) for ax in fig.axes)
+    assert "samples_per_insert=128" in fig.axes[0].get_title()

@@ -411,3 +411,14 @@ def test_the_deployment_section_quotes_the_edge_exports_own_count():
     text = (ROOT / "docs/reproduction/README.md").read_text()
     assert f"{m4['instructions']:,.0f} executed instructions per int8 action" in text
     assert f"{m4['flash']:,} B of flash" in text and measures["origin"]["quarl.precision"] == "int8"
+
+
+def test_a_report_of_actorq_records_alone_is_written(tmp_path: Path):
+    """The GPU script brings back ActorQ records only: its folder reports without a PTQ record."""
+    (tmp_path / "records").mkdir()
+    actorq = [p for p in sorted((DOCS / "records").glob("*.record.json"))
+              if json.loads(p.read_text())["run"]["quant"] == "actorq"][:4]
+    for path in actorq:
+        shutil.copy(path, tmp_path / "records")
+    assert actorq and main(["report", str(tmp_path / "records"), "--sweeps", str(SWEEPS)]) == 0
+    assert "## ActorQ" in (tmp_path / "README.md").read_text()

@@ -17,6 +17,7 @@ fp32 is given as a number only when both precisions' times are exact, as a bound
 from __future__ import annotations
 
 import json
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -320,21 +321,21 @@ def breakdown(study: Study, actors: pd.DataFrame) -> pd.DataFrame:
 def breakdown_figure(table: pd.DataFrame, algo: str, env: str):
     """Stacked bars of ms per actor step by part: a bar per precision, a panel per network and update period."""
     rows = table[(table["algo"] == algo) & (table["env"] == env)]
-    panels = sorted(set(zip(rows["network"], rows["update_period"])))
+    panels = sorted(set(zip(rows["network"], rows["update_period"], rows["training"])))
     columns = [f"{PART_NAMES[p]} (ms/step)" for p in PARTS]
     with plots.styled():
         fig, axes = plots.new_figure(3.6 * len(panels) + 0.6, 4.6, ncols=len(panels), sharey=True)
-        for ax, (net, period) in zip(axes[0], panels):
-            panel = rows[(rows["network"] == net) & (rows["update_period"] == period)]
+        for ax, (net, period, training) in zip(axes[0], panels):  # one bar per precision: never pooled
+            panel = rows[(rows["network"] == net) & (rows["update_period"] == period) & (rows["training"] == training)]
             r = panel.set_index("precision").reindex(ORDER).dropna(how="all")
             bottom = np.zeros(len(r))
             for column in columns:
                 heights = r[column].fillna(0.0).to_numpy()  # send: not measured before quarl recorded it
                 ax.bar(r.index, heights, bottom=bottom, label=column.split(" (")[0])
                 bottom += heights
-            ax.set_title(
-                f"{net} policy, pull every {period} steps" if len(panels) > 1 else f"pull every {period} steps"
-            )
+            setting = f"{net} policy, pull every {period} steps" if len(panels) > 1 else f"pull every {period} steps"
+            which = f"\n{textwrap.fill(training, 40)}" if rows["training"].nunique() > 1 else ""
+            ax.set_title(setting + which, fontsize="small")
             ax.set_xlabel("actor precision")
         axes[0, 0].set_ylabel("ms per actor step")
         handles, labels = axes[0, 0].get_legend_handles_labels()

@@ -176,7 +176,9 @@ def threshold(env: str, env_id: Optional[str] = None) -> Optional[float]:
 
 
 def values(rows: pd.DataFrame, column: str, scale: float = 1.0) -> np.ndarray:
-    """`column` of `rows` as numbers (missing ones left out), times `scale`."""
+    """`column` of `rows` as numbers (missing ones left out, none where no record has the column), times `scale`."""
+    if column not in rows.columns:
+        return np.empty(0)
     return pd.to_numeric(rows[column], errors="coerce").dropna().to_numpy(dtype=float) * scale
 
 
