@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import difflib
+import errno
 import functools
 import logging
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import hydra
@@ -182,8 +184,11 @@ def unwritable_dir(arg: str) -> str | None:
         existing = existing.parent
     if not existing.is_dir():
         return f"{key}={value} cannot be made: {existing} is a file, not a folder."
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"{key}={value} cannot be written ({existing} is read-only): give a folder quarl may write in."
+    try:  # a folder made and removed: permissions, a read-only mount, /proc and a full disk all say so
+        os.rmdir(tempfile.mkdtemp(prefix=".quarl-probe-", dir=existing))
+    except OSError as exc:
+        why = "is read-only" if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) else f"says: {exc.strerror}"
+        return f"{key}={value} cannot be written ({existing} {why}): give a folder quarl may write in."
     return None
 
 

@@ -3,6 +3,8 @@ is checked: a backend that cannot run the policy's network, a budget whose round
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from quarl.config.schema import MAX_STEPS, check
@@ -89,3 +91,14 @@ def test_a_key_given_twice_is_said_with_the_value_used(scratch):
                      "hydra.callbacks.collate.enabled=false")
     assert ("eval.episodes is given 2 times (eval.episodes=2 eval.episodes=1): the last, eval.episodes=1, is used."
             in done.stdout + done.stderr)
+
+
+@pytest.mark.skipif(not Path("/proc/self").exists(), reason="no /proc here")
+def test_a_run_dir_in_a_folder_nothing_can_be_made_in_is_one_sentence():
+    """/proc takes no folder, even from root (for whom os.access says yes)."""
+    from quarl.app import unwritable_dir
+
+    said = unwritable_dir("hydra.run.dir=/proc/x")
+    assert said is not None and said.startswith("hydra.run.dir=/proc/x cannot be written (/proc ")
+    assert said.endswith("): give a folder quarl may write in.")
+    assert unwritable_dir("hydra.sweep.dir=/tmp/quarl-sweep") is None
