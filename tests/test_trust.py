@@ -1,5 +1,6 @@
-"""Trust is decided on the command line of the command that runs: a record made with (or edited to)
-`policy.trust=true` lets no read command run code from the cached policy it names."""
+"""What a read command takes from a stored record: trust is decided on the command line of the command
+that runs, so a record made with (or edited to) `policy.trust=true` lets no read command run code
+from the cached policy it names; where the policy is (its `policy_dir`) is taken, from any folder."""
 
 from __future__ import annotations
 
@@ -38,3 +39,16 @@ def test_a_records_trust_lets_neither_export_nor_collate_run_code(tmp_path: Path
     with caplog.at_level("INFO"):
         cli.main(["collate", "--store", str(store), "--out", str(tmp_path / "collated"), "algo=a2c"])
     assert not marker.exists()
+
+
+def test_export_finds_the_policy_where_its_run_found_it_from_any_folder(tmp_path: Path, monkeypatch, caplog) -> None:
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    run_quarl(work, *FAST, "algo=a2c", "quant=ptq", "quant.bits=8")
+    monkeypatch.chdir(elsewhere)  # no outputs/policies here: the record's policy_dir says where it is
+    out = tmp_path / "exp.onnx"
+    store = work / "outputs" / "results.sqlite"
+    with caplog.at_level("INFO"):
+        assert cli.main(["export", "--store", str(store), "--out", str(out), "algo=a2c", "quant=ptq"]) == 0, caplog.text
+    assert out.is_file() and not (elsewhere / "outputs").exists()

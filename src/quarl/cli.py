@@ -87,7 +87,7 @@ def cmd_export(args: argparse.Namespace) -> None:
     from quarl.deploy.onnx_export import check_new, export_precision, provenance
     from quarl.quantize.calibration import calibrator
     from quarl.quantize.weights import quantize_policy
-    from quarl.train.cache import cached
+    from quarl.train.cache import recorded
 
     df = load(args.store, _filters(args.filters))
     typed = " ".join(args.filters) or "(no filter)"
@@ -97,7 +97,7 @@ def cmd_export(args: argparse.Namespace) -> None:
     cfg = OmegaConf.create(json.loads(record["config"]))
     precision = export_precision(cfg, args.format, args.precision, weight_bits(cfg.quant))
     check_new(args.out)  # before anything is loaded or calibrated
-    policy = cached(policy_config(cfg), Path(cfg.store.policies))
+    policy = recorded(record, policy_config(cfg))  # where its run found it, from any folder
     model = policy.load()
     quantize_policy(model, cfg.quant, calibrate=calibrator(cfg, policy))  # the record's own calibration
     if args.format != "onnx":

@@ -163,6 +163,21 @@ def cached(cfg: Any, root: Path) -> CachedPolicy:
     return CachedPolicy(policy_key(cfg), folder, cfg, trained=False)
 
 
+def recorded(record: Any, cfg: Any) -> CachedPolicy:
+    """The cached policy `cfg` (a stored record's policy config) acts with: in the record's
+    `policy_dir`, where its run found it, whatever the current folder; for a record written before
+    runs recorded it, in `store.policies` from the current folder. Read without trust, as `cached`."""
+    folder = record.get("policy_dir")
+    if not isinstance(folder, str) or not folder:
+        return cached(cfg, Path(cfg.store.policies))
+    if not (Path(folder) / META_FILE).exists():
+        raise QuarlError(
+            f"No cached policy for {cfg.algo.name}/{cfg.env.name} seed={cfg.seed} in {folder}, where its record says "
+            "it is (policy_dir): run the cell again with run.py to train or install it."
+        )
+    return CachedPolicy(policy_key(cfg), Path(folder), cfg, trained=False)
+
+
 def obtain(cfg: Any, root: Path, progress: bool = False) -> CachedPolicy:
     """The policy for this config's (algo, env, hyperparameters, seed, steps, and QAT settings for
     quant=qat): cached, or trained now; with policy.source=path|hub, the pretrained model, checked
