@@ -64,7 +64,7 @@ def job(cfg: DictConfig) -> None:
         sys.exit(1)
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP
         how, code = ended(exc)
-        log.error("%s: %s was not recorded. %s", how, label(cfg), RESUME)
+        log.error("%s: %s was not recorded. %s", how, label(cfg), resume_note(cfg))
         sys.exit(code)
 
 
@@ -99,6 +99,16 @@ RESUME = (
     "Run the same command again to go on: cells in the store are skipped, and a training resumes "
     "from its last checkpoint."
 )
+# ActorQ's learner and actors keep no checkpoint: its training starts over.
+ACTORQ_RESTART = (
+    "Run the same command again to go on: cells in the store are skipped, and an ActorQ training, which keeps "
+    "no checkpoint, starts over from step 0."
+)
+
+
+def resume_note(cfg: DictConfig) -> str:
+    """What running the same command again does for the cell `cfg`, once it was interrupted."""
+    return ACTORQ_RESTART if cfg.quant.get("method") == "actorq" else RESUME
 
 
 def _drop_empty(run_dir: Path, base_dir: Path) -> None:

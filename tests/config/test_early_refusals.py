@@ -102,3 +102,11 @@ def test_a_run_dir_in_a_folder_nothing_can_be_made_in_is_one_sentence():
     assert said is not None and said.startswith("hydra.run.dir=/proc/x cannot be written (/proc ")
     assert said.endswith("): give a folder quarl may write in.")
     assert unwritable_dir("hydra.sweep.dir=/tmp/quarl-sweep") is None
+
+
+def test_an_interrupted_actorq_cell_is_not_promised_a_resume():
+    from quarl.app import RESUME, resume_note
+
+    assert resume_note(compose_cfg("algo=dqn", "quant=actorq")).endswith(
+        "an ActorQ training, which keeps no checkpoint, starts over from step 0.")
+    assert resume_note(compose_cfg("algo=dqn", "quant=ptq")) == RESUME
