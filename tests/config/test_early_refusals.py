@@ -77,7 +77,8 @@ def test_what_sb3_itself_asserts_is_one_sentence_too():
     from quarl.rl import algos
 
     cfg = compose_cfg("algo=ppo", "algo.n_envs=1", "algo.hyperparams.n_steps=1")
-    with pytest.raises(QuarlError, match=r"^algo=ppo cannot be built with these hyperparameters: .*greater than 1"):
+    with pytest.raises(QuarlError, match=r"^algo=ppo cannot be built with algo.policy=MlpPolicy and these "
+                                         r"hyperparameters: .*greater than 1"):
         algos.build(cfg.algo, DummyVecEnv([lambda: gym.make("CartPole-v1")]), seed=0, device="cpu", total_steps=64)
 
 
@@ -110,3 +111,15 @@ def test_an_interrupted_actorq_cell_is_not_promised_a_resume():
     assert resume_note(compose_cfg("algo=dqn", "quant=actorq")).endswith(
         "an ActorQ training, which keeps no checkpoint, starts over from step 0.")
     assert resume_note(compose_cfg("algo=dqn", "quant=ptq")) == RESUME
+
+
+def test_a_cnn_policy_on_vector_observations_is_one_sentence():
+    import gymnasium as gym
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from quarl.rl import algos
+
+    cfg = compose_cfg("algo=ppo", "algo.policy=CnnPolicy")
+    with pytest.raises(QuarlError, match=r"^algo=ppo cannot be built with algo.policy=CnnPolicy and these "
+                                         r"hyperparameters: You should use NatureCNN only with images"):
+        algos.build(cfg.algo, DummyVecEnv([lambda: gym.make("CartPole-v1")]), seed=0, device="cpu", total_steps=64)

@@ -203,4 +203,6 @@ def build(algo_cfg: Any, venv: VecEnv, seed: int, device: str, total_steps: int,
         return cls(algo_cfg.policy, venv, seed=seed, device=device, verbose=0, **kwargs)
     except (TypeError, ValueError, KeyError, AssertionError) as exc:  # SB3 asserts some of its settings
         said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise QuarlError(f"algo={algo_cfg.name} cannot be built with these hyperparameters: {said}") from None
+        raise QuarlError(
+            f"algo={algo_cfg.name} cannot be built with algo.policy={algo_cfg.policy} and these hyperparameters: {said}"
+        ) from None
