@@ -130,3 +130,18 @@ def test_published_tables_and_verdicts_judge_every_ptq_scheme_the_papers_first(t
     verdicts = pd.read_csv(out / "tables/verdicts.csv").set_index(["quantizer", "algo", "quantity"])
     dqn = verdicts.xs(("dqn", "int8"), level=("algo", "quantity")).iloc[0]
     assert dqn["n"] == 3 and dqn["mean"] == pytest.approx(481.0)
+
+
+def test_fp32_beside_an_evaluation_setting_is_that_settings_own(tmp_path: Path):
+    """One seed evaluated with 5, 10 and 20 episodes: the 'ptq (eval.episodes=5)' row's fp32 is the
+    fp32 evaluated with 5 episodes, the one its E is computed against, not the mean of all three."""
+    fp32 = {5: -162.0, 10: -100.0, 20: -92.0}
+    records = []
+    for episodes, reward in fp32.items():
+        records += [record("ppo", "acrobot", "fp32", seed=0, reward=reward, fp32=reward, episodes=episodes),
+                    record("ppo", "acrobot", "ptq", 8, 0, reward=reward, fp32=reward, episodes=episodes)]
+    study = load(stored(tmp_path, records))
+    for episodes, reward in fp32.items():
+        table = tables.error_table(study, "ppo", f"ptq (eval.episodes={episodes})").set_index("env")
+        assert table.loc["acrobot", "fp32"] == reward and table.loc["acrobot", "int8"] == reward
+        assert table.loc["acrobot", "E_int8 (%)"] == 0.0

@@ -208,6 +208,20 @@ class Study:
 
         return sorted((m for m in self.integer_methods() if m.split(" ")[0] == "ptq"), key=paper_first)
 
+    def fp32_of(self, algo: str, env: str, method: str | None = None) -> pd.Series:
+        """The fp32 reward per seed that `method`'s rows of (algo, env) stand beside: the policies'
+        fp32 baselines, or where the method's label names an evaluation setting of its own
+        ('ptq (eval.episodes=5)'), the fp32 reward its records carry, evaluated the same way (fp32
+        records of one seed under several evaluations are never averaged into it)."""
+        if method is not None and "eval." in method:
+            rows = self.seeds[
+                (self.seeds["algo"] == algo) & (self.seeds["env"] == env) & (self.seeds["method"] == method)
+            ]
+            if rows["fp32"].notna().any():
+                return rows.groupby("seed")["fp32"].mean().dropna()
+        base = self.baselines[(self.baselines["algo"] == algo) & (self.baselines["env"] == env)]
+        return base.set_index("seed")["fp32"]
+
     def pairs(self, method: str) -> set[tuple[str, str]]:
         """The (algo, env) pairs that have per-seed values of `method`."""
         rows = self.seeds[self.seeds["method"] == method]
@@ -315,11 +329,14 @@ def prepare(runs: pd.DataFrame, store: str | Path | None = None) -> Study:
         _mixed_settings(quantized, notes)
         baselines = _baselines(quantized, notes)
         _undefined_e(quantized, notes)
+        carried = pd.to_numeric(quantized.get("fp32_reward", pd.Series(index=quantized.index)), errors="coerce")
         seeds = (
-            quantized.groupby(CELL + ["seed"], dropna=False)
+            quantized.assign(fp32_carried=carried)
+            .groupby(CELL + ["seed"], dropna=False)
             .agg(
                 reward=("reward_mean", "mean"),
                 e=("e", "mean"),
+                fp32=("fp32_carried", "mean"),
                 records=("cell_key", "size"),
                 e_note=("e_note", lambda v: next((str(n) for n in v if isinstance(n, str) and n), None)),
                 **{c: (c, "mean") for c in FIDELITY},
@@ -336,7 +353,9 @@ def prepare(runs: pd.DataFrame, store: str | Path | None = None) -> Study:
             e=pd.Series(dtype=float),
         )
         baselines = pd.DataFrame(columns=["algo", "env", "seed", "fp32", "fp32_flag"])
-        seeds = pd.DataFrame(columns=CELL + ["seed", "reward", "e", "records", "e_note", *FIDELITY, "fp32_flag"])
+        seeds = pd.DataFrame(
+            columns=CELL + ["seed", "reward", "e", "fp32", "records", "e_note", *FIDELITY, "fp32_flag"]
+        )
     _one_seed(seeds, notes)
     return Study(
         runs=runs,

@@ -89,7 +89,7 @@ def error_table(study: Study, algo: str, method: str | None, bits: int = INT_BIT
     reasons: dict[str, str] = {}
     for env in sorted(set(seeds["env"]) | set(base["env"])):
         s = seeds[seeds["env"] == env]
-        b = base[base["env"] == env]["fp32"]
+        b = study.fp32_of(algo, env, method)
         half = s[s["method"] == "fp16"]
         quant = s[(s["method"] == method) & (s["bits"] == bits)] if method else s.iloc[0:0]
         row = {

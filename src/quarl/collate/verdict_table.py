@@ -27,12 +27,11 @@ CAPTION = (
 
 def _per_seed(study: Study, algo: str, env: str, method: str | None) -> dict[str, pd.Series]:
     """Each quantity's value per seed (E in %), indexed by seed."""
-    base = study.baselines[(study.baselines["algo"] == algo) & (study.baselines["env"] == env)]
     seeds = study.seeds[(study.seeds["algo"] == algo) & (study.seeds["env"] == env)]
     half = seeds[seeds["method"] == "fp16"].set_index("seed")
     int8 = seeds[(seeds["method"] == method) & (seeds["bits"] == INT_BITS)].set_index("seed")
     return {
-        "fp32": base.set_index("seed")["fp32"],
+        "fp32": study.fp32_of(algo, env, method),
         "fp16": half["reward"],
         "E_fp16 (%)": 100 * half["e"],
         "int8": int8["reward"],
