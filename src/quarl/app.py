@@ -194,12 +194,35 @@ def unwritable_dir(arg: str) -> str | None:
         existing = existing.parent
     if not existing.is_dir():
         return f"{key}={value} cannot be made: {existing} is a file, not a folder."
-    try:  # a folder made and removed: permissions, a read-only mount, /proc and a full disk all say so
-        os.rmdir(tempfile.mkdtemp(prefix=".quarl-probe-", dir=existing))
+    why = _cannot_write(existing)
+    return f"{key}={value} cannot be written ({existing} {why}): give a folder quarl may write in." if why else None
+
+
+def _cannot_write(folder: Path) -> str | None:
+    """Why nothing can be made in `folder` ("is read-only", "says: ..."), or None: a folder is made
+    and removed there, so permissions, a read-only mount, /proc and a full disk all say so."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".quarl-probe-", dir=folder))
     except OSError as exc:
-        why = "is read-only" if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) else f"says: {exc.strerror}"
-        return f"{key}={value} cannot be written ({existing} {why}): give a folder quarl may write in."
+        return "is read-only" if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) else f"says: {exc.strerror}"
     return None
+
+
+def unwritable_cwd(args: list[str]) -> str | None:
+    """One sentence where the working folder, which holds the default run dirs and store (outputs/),
+    cannot be written (a read-only mount) and the command line moves neither run nor sweep folder
+    there; else None. Hydra's own flags (--help, --cfg, ...) write nothing and are let through."""
+    if any(arg.startswith("--") or arg.partition("=")[0] in RUN_DIRS for arg in args):
+        return None
+    cwd = Path.cwd()
+    why = _cannot_write(cwd)
+    if why is None:
+        return None
+    return (
+        f"The working folder {cwd} {why}, and quarl writes its run dirs and results there (outputs/): run it from "
+        "a folder it may write in, or give hydra.run.dir=DIR (hydra.sweep.dir=DIR with -m) and store.path, "
+        "store.policies in one."
+    )
 
 
 def main() -> None:
@@ -213,6 +236,9 @@ def main() -> None:
         problem = unknown_option(arg) or unwritable_dir(arg)
         if problem:
             sys.exit(f"quarl: {problem}")
+    problem = unwritable_cwd(sys.argv[1:])
+    if problem:
+        sys.exit(f"quarl: {problem}")
     schema.register()
     if not OmegaConf.has_resolver("quarl_groups"):
         OmegaConf.register_new_resolver("quarl_groups", help_groups)

@@ -123,3 +123,16 @@ def test_a_cnn_policy_on_vector_observations_is_one_sentence():
     with pytest.raises(QuarlError, match=r"^algo=ppo cannot be built with algo.policy=CnnPolicy and these "
                                          r"hyperparameters: You should use NatureCNN only with images"):
         algos.build(cfg.algo, DummyVecEnv([lambda: gym.make("CartPole-v1")]), seed=0, device="cpu", total_steps=64)
+
+
+@pytest.mark.skipif(not Path("/proc/self").exists(), reason="no /proc here")
+def test_a_working_folder_nothing_can_be_written_in_is_one_sentence(monkeypatch, tmp_path):
+    from quarl.app import unwritable_cwd
+
+    monkeypatch.chdir("/proc")  # as a read-only mount is, even for root
+    said = unwritable_cwd(["algo=ppo"])
+    assert said is not None and said.startswith("The working folder /proc says: ")
+    assert "run it from a folder it may write in, or give hydra.run.dir=DIR" in said
+    assert unwritable_cwd(["--help"]) is None and unwritable_cwd([f"hydra.run.dir={tmp_path}"]) is None
+    monkeypatch.chdir(tmp_path)
+    assert unwritable_cwd(["algo=ppo"]) is None and not list(tmp_path.iterdir())  # the probe leaves nothing
