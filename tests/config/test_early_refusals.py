@@ -47,8 +47,8 @@ def test_run_py_refuses_a_cnn_on_the_c_backend_before_training(scratch):
 
 
 def test_a_run_dir_that_cannot_be_written_is_one_sentence_before_hydra_starts(tmp_path):
-    """A file where hydra.run.dir needs a folder (on a read-only mount the same check, os.access's
-    EROFS, gives '... is read-only'): exit 1, one sentence, nothing made."""
+    """A file where hydra.run.dir needs a folder (on a read-only mount the same check, a folder made
+    and removed, gives '... is read-only'): exit 1, one sentence, nothing made."""
     (tmp_path / "file").write_text("in the way")
     done = run_quarl(tmp_path, f"hydra.run.dir={tmp_path / 'file' / 'run'}", check=False)
     assert done.returncode == 1 and "Traceback" not in done.stderr
