@@ -30,6 +30,7 @@ from quarl.deploy import onnx_io
 from quarl.deploy.acting import ObsTransform, acting_network
 from quarl.deploy.backends import compile_network
 from quarl.errors import QuarlError
+from quarl.store.disk import disk_full
 
 log = logging.getLogger(__name__)
 
@@ -181,8 +182,28 @@ def export(
     return path
 
 
+def _unwritable(path: Path, exc: OSError) -> QuarlError:
+    """The sentence for an export that could not be written: a full disk, else the system's reason,
+    naming the export path (not the temporary file or folder the system named)."""
+    why = exc.strerror or str(exc)
+    if disk_full(exc, path.parent):
+        return QuarlError(
+            f"The disk is full: the export {path} could not be written ({why}); free space there and export again."
+        )
+    return QuarlError(f"Export path {path} cannot be written ({why}): give a path in a folder you may write in.")
+
+
 def write_new(path: Path, data: bytes) -> None:
-    """Write `data` to a new file `path`: complete or not at all, never over an existing file."""
+    """Write `data` to a new file `path`: complete or not at all, never over an existing file; a
+    folder that cannot be made or written, or a full disk, is a QuarlError naming `path`."""
+    try:
+        _write_new(path, data)
+    except OSError as exc:
+        raise _unwritable(path, exc) from None
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """`write_new` itself: a temporary file beside `path`, linked to it once complete."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     tmp = Path(tmp_name)
