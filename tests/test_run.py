@@ -98,7 +98,7 @@ def test_incompatible_cell_is_skipped_in_a_sweep_and_fails_a_single_run(scratch)
         (["quant=fp16", "+quant.act_bits=8"], "quant.act_bits is not a setting of quant=fp16"),
         (["+train.stepz=5"], "train.stepz is not a setting of quarl (did you mean train.steps?)"),
         (["train.keep_best=2"], "train.keep_best=2 is not allowed: use train.keep_best=true or train.keep_best=false"),
-        (["train.steps=99999999999999999999"], "train.steps=99999999999999999999 is too large"),
+        (["train.steps=99999999999999999999"], "train.steps=99999999999999999999 is out of range: use 1..10000"),
         (["store.policies=/proc/forbidden/policies"], "store.policies=/proc/forbidden/policies cannot be created"),
     ],
 )
