@@ -165,17 +165,22 @@ def cached(cfg: Any, root: Path) -> CachedPolicy:
 
 def recorded(record: Any, cfg: Any) -> CachedPolicy:
     """The cached policy `cfg` (a stored record's policy config) acts with: in the record's
-    `policy_dir`, where its run found it, whatever the current folder; for a record written before
-    runs recorded it, in `store.policies` from the current folder. Read without trust, as `cached`."""
+    `policy_dir`, where its run found it, whatever the current folder; else (a record written before
+    runs recorded it, or a cache moved since) in `store.policies` from the current folder. Read
+    without trust, as `cached`."""
     folder = record.get("policy_dir")
-    if not isinstance(folder, str) or not folder:
+    if isinstance(folder, str) and folder and (Path(folder) / META_FILE).exists():
+        return CachedPolicy(policy_key(cfg), Path(folder), cfg, trained=False)
+    try:
         return cached(cfg, Path(cfg.store.policies))
-    if not (Path(folder) / META_FILE).exists():
+    except QuarlError:
+        if not isinstance(folder, str) or not folder:
+            raise
         raise QuarlError(
-            f"No cached policy for {cfg.algo.name}/{cfg.env.name} seed={cfg.seed} in {folder}, where its record says "
-            "it is (policy_dir): run the cell again with run.py to train or install it."
-        )
-    return CachedPolicy(policy_key(cfg), Path(folder), cfg, trained=False)
+            f"No cached policy for {cfg.algo.name}/{cfg.env.name} seed={cfg.seed} in {folder} (its record's "
+            f"policy_dir) or in {cfg.store.policies} (store.policies from this folder): run the cell again with "
+            "run.py to train or install it."
+        ) from None
 
 
 def obtain(cfg: Any, root: Path, progress: bool = False) -> CachedPolicy:
