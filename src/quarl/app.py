@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import difflib
-import errno
 import functools
 import logging
-import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import hydra
@@ -21,6 +18,7 @@ from quarl import CONF_DIR
 from quarl.config import schema
 from quarl.config.cells import label
 from quarl.errors import QuarlError, ended, ending_like_ctrl_c
+from quarl.store.disk import cannot_make, cannot_write
 from quarl.store.records import Context
 
 log = logging.getLogger("quarl")
@@ -189,23 +187,12 @@ def unwritable_dir(arg: str) -> str | None:
     key, sep, value = arg.partition("=")
     if not sep or key not in RUN_DIRS or not value or "${" in value:
         return None
-    existing = Path(value).expanduser().absolute()
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        return f"{key}={value} cannot be made: {existing} is a file, not a folder."
-    why = _cannot_write(existing)
-    return f"{key}={value} cannot be written ({existing} {why}): give a folder quarl may write in." if why else None
-
-
-def _cannot_write(folder: Path) -> str | None:
-    """Why nothing can be made in `folder` ("is read-only", "says: ..."), or None: a folder is made
-    and removed there, so permissions, a read-only mount, /proc and a full disk all say so."""
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".quarl-probe-", dir=folder))
-    except OSError as exc:
-        return "is read-only" if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) else f"says: {exc.strerror}"
-    return None
+    why = cannot_make(Path(value))
+    if why is None:
+        return None
+    if why.endswith("is a file, not a folder"):
+        return f"{key}={value} cannot be made: {why}."
+    return f"{key}={value} cannot be written ({why}): give a folder quarl may write in."
 
 
 def unwritable_cwd(args: list[str]) -> str | None:
@@ -215,7 +202,7 @@ def unwritable_cwd(args: list[str]) -> str | None:
     if any(arg.startswith("--") or arg.partition("=")[0] in RUN_DIRS for arg in args):
         return None
     cwd = Path.cwd()
-    why = _cannot_write(cwd)
+    why = cannot_write(cwd)
     if why is None:
         return None
     return (

@@ -13,6 +13,7 @@ from quarl.errors import QuarlError
 from quarl.sensitivity.measure import Bound, Probe, check_bits, check_bound, study
 from quarl.sensitivity.outputs import run_command, write
 from quarl.sensitivity.search import search
+from quarl.store.disk import cannot_make
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,9 @@ def run_study(
 
     bits, bound = check_bits(bits), Bound(min_agreement, max_error)
     check_bound(bound)
+    unwritable = cannot_make(out) if out is not None else None
+    if unwritable:  # before the policy is trained and studied
+        raise QuarlError(f"--out {out} cannot be written ({unwritable}): give a folder you may write in.")
     cfg = compose_cell(conf_dir, overrides)
     check_action_kind(cfg.algo.name, cfg.env.id, action_kind(cfg.env), "ptq")
     policy = obtain(fp32_config(cfg), Path(cfg.store.policies), progress=bool(cfg.train.progress))
