@@ -107,3 +107,27 @@ def test_the_actorq_breakdown_draws_each_training_of_one_network_apart():
     fig = actorq_timing.breakdown_figure(pd.DataFrame(rows), "dqn", "cartpole")
     assert len(fig.axes) == 3 and all(len(ax.patches) == 2 * len(actorq_timing.PARTS) for ax in fig.axes)
     assert "samples_per_insert=128" in fig.axes[0].get_title()
+
+
+def test_a_weak_fp32_baseline_is_marked_in_the_aggregate_and_the_heat_map(tmp_path: Path):
+    """DQN CartPole's fp32 did not learn in 2 of 3 seeds: its row of the heat map, the aggregate's
+    table and its legend carry the mark; A2C's sound baseline carries none."""
+    from tests.records import record
+
+    weak = {"env.return_scale": 500.0, "env.random_return": 23.7}
+    records = []
+    for seed, fp32 in enumerate((20.0, 22.0, 500.0)):
+        records += [record("dqn", "cartpole", "fp32", seed=seed, reward=fp32, fp32=fp32, config=weak),
+                    record("dqn", "cartpole", "ptq", 8, seed, reward=fp32 * 0.9, fp32=fp32, config=weak),
+                    record("a2c", "cartpole", "fp32", seed=seed, reward=500.0, fp32=500.0, config=weak),
+                    record("a2c", "cartpole", "ptq", 8, seed, reward=490.0, fp32=500.0, config=weak)]
+    study = load(stored(tmp_path, records))
+    assert study.flag("dqn", "cartpole").startswith("† fp32 not learned in 2 of 3 seeds")
+    heat = agg_plots.heatmap(study)
+    rows = [t.get_text() for t in heat.axes[0].get_yticklabels()]
+    assert sorted(rows) == ["A2C / cartpole", "DQN / cartpole †"]
+    table = agg_plots.aggregate_table(study, n_resamples=100)
+    assert set(table["weak_fp32"]) == {"† in 1 task"}
+    fig = agg_plots.aggregate(table, study.quantizers())
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert any("weak fp32: † in 1 task" in label for label in labels), labels

@@ -34,11 +34,16 @@ from quarl.collate.trainings import title
 def aggregate_table(study: Study, **kw: object) -> pd.DataFrame:
     """IQM and mean of the normalised score 1 - E across tasks (algo, env) per (method, bits), with
     stratified-bootstrap intervals over seeds. Columns: method, bits, statistic, estimate, low,
-    high, n_runs, n_tasks."""
+    high, n_runs, n_tasks, and weak_fp32: the marks and count of the tasks whose fp32 baseline is weak
+    in some seed ('† ‡ in 2 tasks', `Study.flag`), '' where none is."""
     q = study.quantized().dropna(subset=["e"])
     rows = []
     for (method, bits), group in q.groupby(["method", "bits"], sort=True):
-        strata = [1.0 - g["e"].to_numpy(float) for _, g in group.groupby(["algo", "env"])]
+        tasks = group.groupby(["algo", "env"])
+        strata = [1.0 - g["e"].to_numpy(float) for _, g in tasks]
+        weak = [flag for flag in (study.flag(algo, env) for algo, env in tasks.groups) if flag]
+        marks = " ".join(sorted({flag.split(" ", 1)[0] for flag in weak}))
+        weak_fp32 = f"{marks} in {len(weak)} task{'s' * (len(weak) > 1)}" if weak else ""
         for name, fn in stats.STATISTICS.items():
             ci = stats.stratified_bootstrap(strata, fn, **kw)  # type: ignore[arg-type]
             rows.append(
@@ -51,9 +56,11 @@ def aggregate_table(study: Study, **kw: object) -> pd.DataFrame:
                     "high": ci.high,
                     "n_runs": ci.n_runs,
                     "n_tasks": ci.n_tasks,
+                    "weak_fp32": weak_fp32,
                 }
             )
-    return pd.DataFrame(rows, columns=["method", "bits", "statistic", "estimate", "low", "high", "n_runs", "n_tasks"])
+    columns = ["method", "bits", "statistic", "estimate", "low", "high", "n_runs", "n_tasks", "weak_fp32"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _counts(rows: pd.DataFrame) -> str:
@@ -64,7 +71,9 @@ def _counts(rows: pd.DataFrame) -> str:
         return str(lo) if lo == hi else f"{lo}-{hi}"
 
     tasks, runs = span("n_tasks"), span("n_runs")
-    return f"{tasks} task{'' if tasks == '1' else 's'}, {runs} run{'' if runs == '1' else 's'}"
+    weak = sorted({w for w in rows.get("weak_fp32", pd.Series(dtype=str)) if isinstance(w, str) and w})
+    fp32 = f"; weak fp32: {weak[-1]}" if weak else ""  # the widest count of any bit width
+    return f"{tasks} task{'' if tasks == '1' else 's'}, {runs} run{'' if runs == '1' else 's'}{fp32}"
 
 
 def aggregate(table: pd.DataFrame, quantizer: str = "") -> Figure:
@@ -105,7 +114,9 @@ def aggregate(table: pd.DataFrame, quantizer: str = "") -> Figure:
         axes[0, 0].set_ylabel("normalised score 1 − E (fp32 = 1)")
         has_ci = table["low"].notna().any()
         ci = "shaded: 95% stratified-bootstrap CI over seeds" if has_ci else "no confidence interval: one seed per task"
-        _legend_below(fig, axes[0, 1], "method (tasks, runs per point); E n/a left out")
+        _legend_below(
+            fig, axes[0, 1], "method (tasks, runs per point; † fp32 not learned, ‡ not solved); E n/a left out"
+        )
         fig.suptitle(
             wrapped(
                 f"Normalised score across tasks (algo × env) per bit width; {ci}"
@@ -149,8 +160,9 @@ def heatmap(study: Study) -> Figure:
     """E (%) over (algo, env) rows and (method, bits) columns, mean over the seeds with an E,
     annotated; cells whose records have no E (n/a) say so, cells never run are grey."""
     q = study.quantized()
+    marks = {(a, e): study.flag(a, e).split(" ", 1)[0] for a, e in set(zip(q["algo"], q["env"]))}
     q = q.assign(
-        task=q["algo"].map(title) + " / " + q["env"],
+        task=[f"{title(a)} / {e}{f' {marks[(a, e)]}' if marks[(a, e)] else ''}" for a, e in zip(q["algo"], q["env"])],
         column=[bit_label(m, b) for m, b in zip(q["method"], q["bits"])],
         float_last=q["method"].map(is_float).astype(int),
     )
@@ -206,6 +218,7 @@ def heatmap(study: Study) -> Figure:
             else f"{counts.min()}-{counts.max()}"
         )
         gaps = "; grey: not run" if (grid.isna() & ~undefined).to_numpy().any() else ""
+        gaps += "; † / ‡: fp32 not learned / not solved in some seed" if any(marks.values()) else ""
         gaps += "; n/a: E undefined (fp32 reward too close to 0)" if undefined.to_numpy().any() else ""
         ax.set_title(
             f"Relative error E (%) per algorithm, env and bit width\n{study.quantizers()}\n"
