@@ -242,7 +242,7 @@ class _Full(sqlite3.OperationalError):
 
 
 def test_a_full_disk_under_the_store_is_called_so(tmp_path, monkeypatch):
-    from quarl.store.sqlite import store_fault
+    from quarl.store.faults import store_fault
 
     message = str(store_fault(tmp_path / "r.sqlite", _Full("database or disk is full")))
     assert message.startswith(f"The disk holding the results store {tmp_path / 'r.sqlite'} is full (database or")
@@ -251,7 +251,7 @@ def test_a_full_disk_under_the_store_is_called_so(tmp_path, monkeypatch):
     io = sqlite3.OperationalError("disk I/O error")
     io.sqlite_errorname = "SQLITE_IOERR_WRITE"
     assert "cannot be opened as a results store (disk I/O error)" in str(store_fault(tmp_path / "r.sqlite", io))
-    monkeypatch.setattr("quarl.store.sqlite.nearly_full", lambda where: True)  # the same error on a full disk
+    monkeypatch.setattr("quarl.store.faults.nearly_full", lambda where: True)  # the same error on a full disk
     assert "is full (disk I/O error)" in str(store_fault(tmp_path / "r.sqlite", io))
 
 

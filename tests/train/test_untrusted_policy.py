@@ -24,7 +24,7 @@ from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
 from quarl.errors import QuarlError
-from quarl.train import untrusted
+from quarl.train import untrusted, zoo_yaml
 from tests.conftest import run_quarl
 
 ENV_ID = "CartPole-v1"
@@ -106,7 +106,7 @@ def test_rl_zoo3_yaml_loads_and_python_tags_are_refused(tmp_path: Path) -> None:
                          ("policy_kwargs", "dict(net_arch=[64, 64])"), ("frame_stack", (4,))])
     config = tmp_path / "config.yml"
     config.write_text(yaml.dump(saved))  # rl-zoo3's dump: !!python/object/apply:collections.OrderedDict
-    assert untrusted.read_yaml(config) == saved
+    assert zoo_yaml.read_yaml(config) == saved
     marker = tmp_path / "ran"
     for text in (f'!!python/object/apply:os.system ["touch {marker}"]\n',
                  f'a: !!python/object/apply:subprocess.call [["touch", "{marker}"]]\n',
@@ -114,10 +114,10 @@ def test_rl_zoo3_yaml_loads_and_python_tags_are_refused(tmp_path: Path) -> None:
                  "!!python/object/apply:collections.OrderedDict\n- - - a\n    - !!python/object/new:os.system [x]\n"):
         config.write_text(text)
         with pytest.raises(untrusted.Untrusted, match=r"config\.yml holds the YAML tag !!python/.*policy\.trust=true"):
-            untrusted.read_yaml(config)
+            zoo_yaml.read_yaml(config)
     assert not marker.exists()
     config.write_text(f'a: !!python/object/apply:os.system ["touch {marker}"]\n')
-    assert untrusted.read_yaml(config, trust=True) == {"a": 0} and marker.exists()  # trusted: rl-zoo3's loader
+    assert zoo_yaml.read_yaml(config, trust=True) == {"a": 0} and marker.exists()  # trusted: rl-zoo3's loader
 
 
 def test_restricted_unpickler_reads_statistics_and_refuses_code(genuine: Path, tmp_path: Path) -> None:
@@ -282,15 +282,15 @@ def test_an_alias_bomb_a_self_reference_and_a_huge_config_are_refused_in_a_sente
     config.write_text(_alias_bomb())
     assert len(config.read_bytes()) < 600
     with pytest.raises(QuarlError, match=r"config\.yml is refused: its aliases expand to more than 100,000 nodes \("):
-        untrusted.read_yaml(config, trust)
+        zoo_yaml.read_yaml(config, trust)
     config.write_text("a: &a [1, *a]\n")
     with pytest.raises(QuarlError, match="is refused: an alias refers to the node that holds it"):
-        untrusted.read_yaml(config, trust)
-    config.write_text("a: [" + "1, " * (untrusted.YAML_MAX_BYTES // 3) + "1]\n")
+        zoo_yaml.read_yaml(config, trust)
+    config.write_text("a: [" + "1, " * (zoo_yaml.YAML_MAX_BYTES // 3) + "1]\n")
     with pytest.raises(QuarlError, match=r"config\.yml is 1,048,5\d\d bytes, and quarl reads a config\.yml of at most"):
-        untrusted.read_yaml(config, trust)
+        zoo_yaml.read_yaml(config, trust)
     config.write_text("a: &a [1, 2]\nb: *a\n")  # a few aliases are YAML as any other
-    assert untrusted.read_yaml(config, trust) == {"a": [1, 2], "b": [1, 2]}
+    assert zoo_yaml.read_yaml(config, trust) == {"a": [1, 2], "b": [1, 2]}
 
 
 def test_an_alias_bomb_given_as_policy_path_ends_in_a_sentence_within_seconds(genuine: Path, tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ import dataclasses
 import difflib
 import functools
 import importlib.util
-import json
 import math
 import typing
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from quarl.config import backend_registry, method_registry
+from quarl.config.hyperparams import check_hyperparams
 from quarl.config.method_registry import one_of
 from quarl.errors import QuarlError
 
@@ -241,39 +241,11 @@ def _check_policy(cfg: Any, method: method_registry.QuantMethod) -> None:
         )
 
 
-#: SB3 hyperparameters whose numbers have a range (low, high; None: unbounded), and how it is said.
-HYPERPARAM_RANGES: dict[str, tuple[float, Optional[float], str]] = {
-    "n_steps": (1, None, "a positive number of steps per rollout"),
-    "batch_size": (1, None, "a positive batch size"),
-    "n_epochs": (1, None, "a positive number of epochs"),
-    "buffer_size": (1, None, "a positive replay capacity"),
-    "learning_starts": (0, None, "a number of steps >= 0"),
-    "target_update_interval": (1, None, "a positive number of steps"),
-    "gamma": (0, 1, "a discount factor from 0 to 1"),
-    "gae_lambda": (0, 1, "a value from 0 to 1"),
-    "tau": (0, 1, "a soft-update coefficient from 0 to 1"),
-    "exploration_fraction": (0, 1, "a fraction from 0 to 1"),
-    "exploration_initial_eps": (0, 1, "a probability from 0 to 1"),
-    "exploration_final_eps": (0, 1, "a probability from 0 to 1"),
-}
-
-
-def _check_hyperparams(hyperparams: Any) -> None:
-    """The numeric SB3 hyperparameters of `HYPERPARAM_RANGES` lie in their range (a schedule given
-    as text, rl-zoo3's `lin_0.001`, is SB3's to read)."""
-    for name, (low, high, what) in HYPERPARAM_RANGES.items():
-        value = hyperparams.get(name)
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            continue
-        if not math.isfinite(value) or value < low or (high is not None and value > high):
-            raise QuarlError(f"algo.hyperparams.{name}={value} is out of range: use {what}.")
-
-
 def _check_algo(cfg: Any, method: method_registry.QuantMethod) -> None:
     """The algorithm exists and the method can train or quantize it, with hyperparameters in range."""
     if cfg.algo.n_envs < 1:
         raise QuarlError(f"algo.n_envs={cfg.algo.n_envs} must be at least 1.")
-    _check_hyperparams(cfg.algo.hyperparams)
+    check_hyperparams(cfg.algo.hyperparams)
     one_of("algo.noise_type", cfg.algo.noise_type, NOISE_TYPES)
     only = method_registry.trained_only_by(cfg.algo.name)
     if only and method.name not in only:
@@ -455,53 +427,3 @@ def check(cfg: Any) -> None:
         raise QuarlError(f"eval.n_envs={cfg.eval.n_envs} must be at least 1.")
     if cfg.eval.get("workers") is not None and cfg.eval.workers < 1:
         raise QuarlError(f"eval.workers={cfg.eval.workers} must be at least 1 (or null: automatic).")
-
-
-# ------------------------------------------------------------------------------ a stored config's types
-
-#: What a stored (JSON) value of a schema type must be, and how that is said.
-_STORED_TYPES: dict[Any, tuple[Any, str]] = {
-    bool: (lambda v: isinstance(v, bool), "true or false"),
-    int: (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
-    float: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), "a finite number"),
-    str: (lambda v: isinstance(v, str), "text"),
-    dict: (lambda v: isinstance(v, dict), "a mapping"),
-    list: (lambda v: isinstance(v, list), "a list"),
-}
-
-
-def _stored_value_problem(value: Any, hint: Any, key: str) -> Optional[str]:
-    """What is wrong with the stored `value` of the setting `key`, typed `hint`, or None."""
-    if typing.get_origin(hint) is typing.Union:  # Optional[X]: the schemas hold no other unions
-        if value is None:
-            return None if type(None) in typing.get_args(hint) else f"{key} is null"
-        hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
-    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-        return (
-            _stored_problem(value, hint, f"{key}.") if isinstance(value, dict) else f"{key} is not a group of settings"
-        )
-    check, expected = _STORED_TYPES.get(typing.get_origin(hint) or hint, (None, ""))
-    if check is None or check(value):
-        return None
-    return f"{key} is {json.dumps(value)[:40]}, not {expected}"
-
-
-def _stored_problem(node: dict[str, Any], schema: type, prefix: str) -> Optional[str]:
-    """The first setting of `node` whose stored value is not of the type `schema` gives it, in words, or None."""
-    hints, _ = _fields(schema)
-    for key, value in node.items():
-        problem = _stored_value_problem(value, hints[key], f"{prefix}{key}") if key in hints else None
-        if problem is not None:
-            return problem
-    return None
-
-
-def stored_config_problem(config: dict[str, Any]) -> Optional[str]:
-    """What keeps a stored config (a record's, as JSON values) from being one this quarl's schema
-    types, in words ("seed is \"zero\", not an integer"), or None. Keys the schema does not know (a
-    record of another quarl version) and a quant method this quarl lacks are not checked."""
-    problem = _stored_problem(config, RunConfig, "")
-    quant = config.get("quant")
-    if problem is None and isinstance(quant, dict) and quant.get("method") in method_registry.registry():
-        problem = _stored_problem(quant, method_registry.get(quant["method"]).config, "quant.")
-    return problem

@@ -14,6 +14,7 @@ examples/act_onnx.py runs an exported policy in its Gymnasium environment that w
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -30,7 +31,6 @@ from quarl.deploy import onnx_io
 from quarl.deploy.acting import ObsTransform, acting_network
 from quarl.deploy.backends import compile_network
 from quarl.errors import QuarlError
-from quarl.store.disk import disk_full
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +186,7 @@ def _unwritable(path: Path, exc: OSError) -> QuarlError:
     """The sentence for an export that could not be written: a full disk, else the system's reason,
     naming the export path (not the temporary file or folder the system named)."""
     why = exc.strerror or str(exc)
-    if disk_full(exc, path.parent):
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return QuarlError(
             f"The disk is full: the export {path} could not be written ({why}); free space there and export again."
         )

@@ -147,7 +147,7 @@ def _value_problem(record: dict[str, Any]) -> str | None:
     """What keeps a well-formed record's values from being believed, in words, or None: a status quarl
     does not write, run fields not as the store types them, config values not as the schema types
     them, integers the store cannot hold."""
-    from quarl.config.schema import stored_config_problem
+    from quarl.config.stored import stored_config_problem
 
     run = record["run"]
     if run["status"] not in STATUSES:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from quarl.errors import QuarlError
-from quarl.store.disk import disk_full, nearly_full
+from quarl.store.faults import UNWRITABLE, is_fault, store_fault
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -185,7 +185,7 @@ class Store:
             except sqlite3.Error as exc:
                 if con is not None:
                     con.close()
-                if mode != modes[-1] and _is(exc, _UNWRITABLE):
+                if mode != modes[-1] and is_fault(exc, UNWRITABLE):
                     continue  # a read-only folder: read the file as immutable
                 raise
             self._mode = mode
@@ -329,56 +329,6 @@ def _rollback(con: sqlite3.Connection) -> None:
     if con.in_transaction:
         with suppress(sqlite3.Error):
             con.execute("ROLLBACK")
-
-
-#: SQLite's result codes (`sqlite_errorname`, Python >= 3.11) by what the user should do, and the
-#: words of its messages for older Pythons.
-_DAMAGED = (("SQLITE_CORRUPT", "SQLITE_NOTADB"), ("malformed", "not a database", "encrypted"))
-_UNWRITABLE = (
-    ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH"),
-    ("readonly", "read-only", "unable to open", "permission"),
-)
-_BUSY = (("SQLITE_BUSY", "SQLITE_LOCKED"), ("locked", "busy"))
-_FULL = (("SQLITE_FULL",), ("disk is full",))
-_IOERR = (("SQLITE_IOERR",), ("disk i/o error",))
-
-
-def _is(exc: BaseException, kind: tuple[tuple[str, ...], tuple[str, ...]]) -> bool:
-    names, words = kind
-    name = str(getattr(exc, "sqlite_errorname", ""))
-    return any(name.startswith(n) for n in names) or (not name and any(w in str(exc).lower() for w in words))
-
-
-def store_fault(path: Path, exc: BaseException) -> QuarlError:
-    """The one sentence for a store SQLite cannot use: what is wrong with `path` and what to do."""
-    why = str(exc) or type(exc).__name__
-    if path.is_dir():
-        return QuarlError(f"The results store {path} is a folder: give its file, e.g. {path / 'results.sqlite'}.")
-    if _is(exc, _FULL) or disk_full(exc, path.parent) or (_is(exc, _IOERR) and nearly_full(path.parent)):
-        return QuarlError(
-            f"The disk holding the results store {path} is full ({why}): nothing of the unfinished write "
-            "was kept; free space there and run again, or use another store (store.path=PATH for run.py, "
-            "--store PATH for quarl)."
-        )
-    if _is(exc, _DAMAGED):
-        return QuarlError(
-            f"The results store {path} is damaged ({why}) and was left as it is: restore it from a backup, or "
-            f"move it aside and run `quarl rebuild outputs --store {path}` to write it again from the run dirs' "
-            "record.json copies."
-        )
-    if _is(exc, _UNWRITABLE):
-        return QuarlError(
-            f"The results store {path} cannot be written ({why}): make the file and its folder writable "
-            f"(SQLite also writes {path.name}-wal and {path.name}-shm beside it), or use another store "
-            "(store.path=PATH for run.py, --store PATH for quarl)."
-        )
-    if _is(exc, _BUSY):
-        return QuarlError(
-            f"The results store {path} stayed locked by another process ({why}): run again when it has "
-            "finished; on a network file system, where SQLite's locks fail, let the sweep write JSON only "
-            "and `quarl rebuild` the store afterwards."
-        )
-    return QuarlError(f"store.path={path} cannot be opened as a results store ({why}).")
 
 
 def make_folder(folder: Path, key: str, file: Path | None = None) -> Path:

@@ -29,7 +29,7 @@ from quarl.errors import QuarlError
 from quarl.rl import algos
 from quarl.rl.envs import make_env
 from quarl.store import provenance
-from quarl.train import untrusted
+from quarl.train import untrusted, zoo_yaml
 
 log = logging.getLogger(__name__)
 
@@ -137,11 +137,11 @@ def trusted(cfg: Any) -> bool:
 
 def hyperparams(config: Optional[Path], trust: bool = False) -> dict[str, Any]:
     """rl-zoo3's saved hyperparameters (an OrderedDict dump) as plain text values; read without
-    running code (`untrusted.read_yaml`) unless `trust`."""
+    running code (`zoo_yaml.read_yaml`) unless `trust`."""
     if config is None:
         return {}
     try:
-        data = untrusted.read_yaml(config, trust)
+        data = zoo_yaml.read_yaml(config, trust)
     except yaml.YAMLError as exc:
         raise QuarlError(f"{config} is not a readable rl-zoo3 config.yml ({exc}).") from None
     except QuarlError:

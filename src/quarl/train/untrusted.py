@@ -4,8 +4,9 @@ SB3 and rl-zoo3 read a policy's files with Python's pickle (`vecnormalize.pkl`, 
 entries of `model.zip`) and PyYAML's unsafe loader (`config.yml`): a crafted file runs whatever code
 it names when it is loaded. quarl reads the files of `policy.source=path|hub` so that none runs:
 
-- `config.yml`: plain YAML, and the ``!!python/object/apply:collections.OrderedDict`` tag that
-  rl-zoo3 writes (and ``!!python/tuple``); any other Python tag is refused.
+- `config.yml` (quarl.train.zoo_yaml): plain YAML, and the ``!!python/object/apply:collections.OrderedDict``
+  tag that rl-zoo3 writes (and ``!!python/tuple``); any other Python tag is refused, and so is a
+  file too large or whose aliases expand too far.
 - `vecnormalize.pkl`: a restricted unpickler that builds VecNormalize, its RunningMeanStd
   statistics, gymnasium spaces and numpy arrays, and nothing that names another callable.
 - `model.zip`: SB3's loader with every ``:serialized:`` (cloudpickle) entry of its `data` answered
@@ -34,12 +35,10 @@ import json
 import pickle
 import re
 import zipfile
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import numpy as np
-import yaml
 
 from quarl.errors import QuarlError
 
@@ -189,131 +188,6 @@ def read_buffer(path: Path) -> Any:
         return _BufferUnpickler(file).load()
 
 
-# ---------------------------------------------------------------------------------------------- YAML
-
-
-# Bounds on a config.yml (rl-zoo3 writes a few hundred bytes and nodes, without aliases): its size,
-# and its nodes once its aliases are expanded (nine nested aliases in 560 bytes make 9^9 of them).
-YAML_MAX_BYTES = 1 << 20
-YAML_MAX_NODES = 100_000
-# VecNormalize statistics: a mean and a variance per observation value (an Atari frame stack's: 0.5 MB).
-NORMALIZER_MAX_BYTES = 64 << 20
-
-
-class _Oversized(yaml.YAMLError):
-    """A YAML document whose aliases expand past `YAML_MAX_NODES` nodes (or refer to themselves)."""
-
-
-def _expanded(node: yaml.Node, sizes: dict[int, int], open_: set[int]) -> int:
-    """How many nodes `node` holds once its aliases are expanded, counted without expanding them
-    (each shared node once, in `sizes`); `_Oversized` past `YAML_MAX_NODES` or for an alias inside itself."""
-    key = id(node)
-    if key in sizes:
-        return sizes[key]
-    if key in open_:
-        raise _Oversized("an alias refers to the node that holds it")
-    open_.add(key)
-    if isinstance(node, yaml.SequenceNode):
-        children = list(node.value)
-    elif isinstance(node, yaml.MappingNode):
-        children = [item for pair in node.value for item in pair]
-    else:
-        children = []
-    total = 1
-    for child in children:
-        total += _expanded(child, sizes, open_)
-        if total > YAML_MAX_NODES:
-            raise _Oversized(f"its aliases expand to more than {YAML_MAX_NODES:,} nodes")
-    open_.discard(key)
-    sizes[key] = total
-    return total
-
-
-class _Bounded(yaml.composer.Composer):
-    """A loader's composer that refuses a document whose aliases expand past `YAML_MAX_NODES` nodes."""
-
-    def compose_document(self) -> Optional[yaml.Node]:
-        node = super().compose_document()
-        if node is not None:
-            _expanded(node, {}, set())
-        return node
-
-
-class _ZooLoader(_Bounded, yaml.SafeLoader):
-    """PyYAML's safe loader and the tags rl-zoo3's config.yml holds, within `YAML_MAX_NODES`."""
-
-
-class _TrustedLoader(_Bounded, yaml.UnsafeLoader):
-    """PyYAML's unsafe loader (rl-zoo3's own), within `YAML_MAX_NODES`: trust is no licence to fill the memory."""
-
-
-class _RefusedTag(yaml.YAMLError):
-    def __init__(self, tag: str) -> None:
-        super().__init__(tag)
-        self.tag = tag
-
-
-def _ordered_dict(loader: yaml.SafeLoader, node: yaml.Node) -> OrderedDict[Any, Any]:
-    if isinstance(node, yaml.SequenceNode):  # rl-zoo3's form: the arguments, [[key, value], ...]
-        args, kwds = loader.construct_sequence(node, deep=True), {}
-    elif isinstance(node, yaml.MappingNode):  # PyYAML's long form: args, kwds
-        value = loader.construct_mapping(node, deep=True)
-        args, kwds = value.get("args", []), value.get("kwds", {})
-    else:
-        args, kwds = [], {}
-    return OrderedDict(*args, **kwds)
-
-
-def _tuple(loader: yaml.SafeLoader, node: yaml.Node) -> tuple[Any, ...]:
-    assert isinstance(node, yaml.SequenceNode)
-    return tuple(loader.construct_sequence(node, deep=True))
-
-
-def _undefined(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
-    raise _RefusedTag(node.tag)
-
-
-_ZooLoader.add_constructor("tag:yaml.org,2002:python/object/apply:collections.OrderedDict", _ordered_dict)
-_ZooLoader.add_constructor("tag:yaml.org,2002:python/tuple", _tuple)
-_ZooLoader.add_constructor(None, _undefined)  # type: ignore[arg-type]  # PyYAML's key for every other tag
-
-
-def _shown_tag(tag: str) -> str:
-    return "!!" + tag.removeprefix("tag:yaml.org,2002:") if tag.startswith("tag:yaml.org,2002:") else tag
-
-
-def _bounded_text(path: Path) -> str:
-    """The text of `path`, refused in a sentence (QuarlError) when it is larger than `YAML_MAX_BYTES`."""
-    size = path.stat().st_size
-    if size > YAML_MAX_BYTES:
-        raise QuarlError(
-            f"{path} is {size:,} bytes, and quarl reads a config.yml of at most {YAML_MAX_BYTES:,} (rl-zoo3 writes "
-            "a few kilobytes): give the config.yml saved with the model."
-        )
-    return path.read_text()
-
-
-def read_yaml(path: Path, trust: bool = False) -> Any:
-    """`path` as rl-zoo3 wrote it: plain YAML and the OrderedDict tag; with `trust`, PyYAML's unsafe
-    loader (rl-zoo3's own). `Untrusted` for any other tag, QuarlError for a file too large or whose
-    aliases expand too far, yaml.YAMLError for text that is no YAML."""
-    text = _bounded_text(path)
-    try:
-        if trust:
-            return yaml.load(text, Loader=_TrustedLoader)  # noqa: S506  # the user trusts this file
-        return yaml.load(text, Loader=_ZooLoader)  # noqa: S506  # a SafeLoader with rl-zoo3's OrderedDict
-    except _Oversized as exc:
-        raise QuarlError(
-            f"{path} is refused: {exc} (a config.yml rl-zoo3 writes has a few dozen, without aliases): give the "
-            "config.yml saved with the model."
-        ) from None
-    except _RefusedTag as refused:
-        raise Untrusted(
-            f"{path} holds the YAML tag {_shown_tag(refused.tag)}, which can run Python code when read: quarl "
-            f"reads plain YAML and rl-zoo3's OrderedDict only ({TRUST_HINT})."
-        ) from None
-
-
 # ----------------------------------------------------------------------------------------- model.zip
 
 
@@ -413,6 +287,9 @@ def write_safe_model(model_zip: Path, out: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------- vecnormalize.pkl
+
+# VecNormalize statistics: a mean and a variance per observation value (an Atari frame stack's: 0.5 MB).
+NORMALIZER_MAX_BYTES = 64 << 20
 
 
 def read_normalizer(path: Path, trust: bool = False, hint: str = TRUST_HINT) -> Any:
