@@ -131,3 +131,22 @@ def test_a_weak_fp32_baseline_is_marked_in_the_aggregate_and_the_heat_map(tmp_pa
     fig = agg_plots.aggregate(table, study.quantizers())
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert any("weak fp32: † in 1 task" in label for label in labels), labels
+
+
+def test_a_full_store_draws_one_all_algorithms_figure_per_method_with_short_names(tmp_path: Path):
+    """Two schemes x two algorithms on one env: one all-algorithms figure per scheme, each with a
+    line per algorithm and a one-quantizer title, never one crowded figure; file names stay short."""
+    from quarl.collate import collate
+    from quarl.collate.trainings import MAX_STEM
+    from tests.records import ptq_study
+
+    out = tmp_path / "coll"
+    collate(stored(tmp_path, ptq_study(envs=("cartpole",), schemes=("affine", "quarl_code"))), out, formats=["png"])
+    figures = sorted(p.name for p in (out / "sweet_spot").glob("cartpole_all-algos*.png"))
+    assert figures == ["cartpole_all-algos_ptq-scheme-affine.png", "cartpole_all-algos_ptq-scheme-quarl_code.png"]
+    study = load(tmp_path / "r.sqlite")
+    fig = plots.sweet_spot(study, "cartpole", ["dqn", "ppo"], ["ptq (scheme=quarl_code)"])
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert len([label for label in labels if "ptq" in label.lower() or label in ("DQN", "PPO")]) <= 2, labels
+    assert fig.axes[0].get_title().count("\n") <= 4
+    assert all(len(p.stem) <= MAX_STEM for p in out.rglob("*.*"))

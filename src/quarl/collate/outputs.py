@@ -67,8 +67,14 @@ def write_sweet_spots(study: Study, out: Path) -> list[Path]:
         algos = sorted(study.seeds.loc[study.seeds["env"] == env, "algo"].unique())
         for algo in algos:
             written += _figure(plots.sweet_spot(study, env, [algo]), folder / stem(algo, env))
-        if len(algos) > 1:
-            written += _figure(plots.sweet_spot(study, env, algos), folder / slug(f"{env}_all-algos"))
+        if len(algos) > 1:  # one figure per integer method where there are several: a line per algorithm each
+            here = set(study.seeds.loc[study.seeds["env"] == env, "method"])
+            methods = [m for m in study.integer_methods() if m in here]
+            if len(methods) <= 1:
+                written += _figure(plots.sweet_spot(study, env, algos), folder / slug(f"{env}_all-algos"))
+            for method in methods if len(methods) > 1 else []:
+                figure = plots.sweet_spot(study, env, algos, [method])
+                written += _figure(figure, folder / stem(f"{env}_all-algos", method))
     cell = ["algo", "env", "method", "bits"]
     points = plots.clip_by_env(stats.summarise(study.seeds, cell, "reward"), study, "reward").rename(
         columns={"mean": "reward_mean", "low": "reward_low", "high": "reward_high"}

@@ -315,13 +315,14 @@ def flag_text(flags: dict[str, str]) -> str:
     return "\nhollow markers: " + "; ".join(f"{title(a)} {f}" for a, f in flags.items())
 
 
-def sweet_spot(study: Study, env: str, algos: list[str] | None = None) -> Figure:
-    """Mean reward vs bits for one env: a line per method (and per algorithm when several), fp16
-    as a marker at 16 bits, fp32 as a dashed line with its interval at 32 bits. The title names the
-    quantizer (scheme, granularity, bias) and how many seeds stand behind each point."""
+def sweet_spot(study: Study, env: str, algos: list[str] | None = None, methods: list[str] | None = None) -> Figure:
+    """Mean reward vs bits for one env: a line per method (of `methods`, default all) and per
+    algorithm when several, fp16 as a marker at 16 bits, fp32 as a dashed line with its interval at
+    32 bits. The title names the quantizer (scheme, granularity, bias) and how many seeds stand
+    behind each point."""
     algos = algos or sorted(study.seeds.loc[study.seeds["env"] == env, "algo"].unique())
     cells, fp32 = _sweet_spot_data(study, env, algos, "reward")
-    methods = sorted(m for m in cells["method"].unique() if not is_float(m))
+    methods = methods or sorted(m for m in cells["method"].unique() if not is_float(m))
     several = len(algos) > 1
     env_id = study.env_ids().get(env, env)
     with styled():

@@ -35,6 +35,7 @@ the keys that tell them apart, written as the filter that selects it: 'ppo (trai
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -237,10 +238,18 @@ def title(series: str) -> str:
     return algo.upper() + sep + rest
 
 
+MAX_STEM = 96  # characters of a file-name stem: a longer one keeps its start and a hash of the whole
+
+
 def stem(*parts: str) -> str:
     """A file-name stem of labels, without dots (a suffix would cut them off): ('ppo (train.steps=8192)',
-    'cartpole') -> 'ppo-train-steps-8192_cartpole'; plain names give what they always did ('ppo_cartpole')."""
-    return "_".join(slug(p).replace(".", "-") for p in parts)
+    'cartpole') -> 'ppo-train-steps-8192_cartpole'; plain names give what they always did ('ppo_cartpole').
+    A stem past MAX_STEM characters (a series told apart by many keys) is cut, with a hash of the
+    whole so that two series never share a file."""
+    whole = "_".join(slug(p).replace(".", "-") for p in parts)
+    if len(whole) <= MAX_STEM:
+        return whole
+    return f"{whole[: MAX_STEM - 9].rstrip('-_')}-{hashlib.sha256(whole.encode()).hexdigest()[:8]}"
 
 
 def trainings(records: pd.DataFrame) -> tuple[pd.Series, list[Training]]:
