@@ -82,16 +82,18 @@ def cmd_export(args: argparse.Namespace) -> None:
 
     from omegaconf import OmegaConf
 
+    from quarl.app import CONF_DIR
     from quarl.config.method_registry import policy_config
     from quarl.deploy import export
     from quarl.deploy.onnx_export import check_new, export_precision, provenance
     from quarl.quantize.calibration import calibrator
     from quarl.quantize.weights import quantize_policy
+    from quarl.sweeps import run_cell_key
     from quarl.train.cache import recorded
 
     df = load(args.store, _filters(args.filters))
     typed = " ".join(args.filters) or "(no filter)"
-    record, note = one_record(df[df["status"] == "done"], typed, run_cell=_run_cell(args.filters))
+    record, note = one_record(df[df["status"] == "done"], typed, run_cell=run_cell_key(CONF_DIR, args.filters))
     if note:
         log.info("%s", note)
     cfg = OmegaConf.create(json.loads(record["config"]))
@@ -117,18 +119,6 @@ def cmd_export(args: argparse.Namespace) -> None:
         raise QuarlError("--weight-coding chooses how the C policy stores its weights: use --format c.")
     origin = provenance(cfg, precision, record["cell_key"])
     print(export(model, args.out, precision, policy.obs_transform(), env_id=cfg.env.id, origin=origin))
-
-
-def _run_cell(filters: list[str]) -> str | None:
-    """The cell key `python run.py <filters>` would record, or None where the filters are not the
-    overrides of one cell (a filter on a stored column such as status=done, or a sweep)."""
-    from quarl.app import CONF_DIR
-    from quarl.sweeps import run_cell_key
-
-    try:
-        return run_cell_key(CONF_DIR, filters)
-    except QuarlError:
-        return None
 
 
 def cmd_plan(args: argparse.Namespace) -> None:

@@ -230,15 +230,18 @@ def finished_jobs(configs: dict[int, DictConfig], cwd: Path) -> dict[int, str]:
     return found
 
 
-def run_cell_key(conf_dir: Path, args: list[str]) -> str:
-    """The cell key `python run.py ARGS` records; a QuarlError where ARGS are not the overrides of
-    one cell (a sweep, or a key the config does not have)."""
+def run_cell_key(conf_dir: Path, args: list[str]) -> str | None:
+    """The cell key `python run.py ARGS` records; None where ARGS are not the overrides of one cell
+    (a sweep, or a filter on a stored column such as status=done)."""
     schema.register()
-    jobs = expand(conf_dir, args)
-    if len(jobs) != 1:
-        raise QuarlError(f"{' '.join(args)} makes {len(jobs)} cells, not one.")
-    with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-        return cell_key(Composer(conf_dir)(jobs[0]))
+    try:
+        jobs = expand(conf_dir, args)
+        if len(jobs) != 1:
+            return None
+        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+            return cell_key(Composer(conf_dir)(jobs[0]))
+    except QuarlError:
+        return None
 
 
 def plan(conf_dir: Path, args: list[str], store_path: Path | None = None) -> pd.DataFrame:

@@ -213,11 +213,10 @@ def filter_text(record: pd.Series, key: str) -> str:
 def one_record(
     runs: pd.DataFrame, typed: str, shown: int = 3, run_cell: str | None = None
 ) -> tuple[pd.Series, str | None]:
-    """The finished record that `typed` (the user's filters) picks among `runs`, and a note where
-    several matched: the record of `run_cell` (the cell `python run.py <filters>` makes) where it is
-    among them, else the most recent where all hold one policy (they differ only in evaluation-only
-    keys). Several policies, or none, raise a QuarlError naming up to `shown` keys a user sets that
-    tell them apart, with the most recent record's values of them as the filter to add."""
+    """The finished record `typed` (the user's filters) picks among `runs`, with a note where several
+    matched: `run_cell`'s (the cell `python run.py <filters>` makes), else the most recent where all
+    hold one policy. Several policies, or none, raise a QuarlError naming up to `shown` keys a user
+    sets that tell them apart, with the most recent record's values of them as the filter to add."""
     if runs.empty:
         raise QuarlError(f"No finished record matches {typed}: `quarl results` lists what is in the store.")
     record = latest(runs)
