@@ -422,3 +422,26 @@ def test_a_report_of_actorq_records_alone_is_written(tmp_path: Path):
         shutil.copy(path, tmp_path / "records")
     assert actorq and main(["report", str(tmp_path / "records"), "--sweeps", str(SWEEPS)]) == 0
     assert "## ActorQ" in (tmp_path / "README.md").read_text()
+
+
+def test_two_failed_policies_agreeing_is_said_to_say_nothing():
+    from quarl.report.campaign import unless_both_fail
+
+    text = "equivalent within ±25 (TOST, α = 0.05)"
+    assert unless_both_fail(text, [10.4, 9.3], 23.7, 25.0).startswith("both fail: equivalent within ±25")
+    assert unless_both_fail(text, [500.0, 490.0], 23.7, 25.0) == text  # two good policies: as it was
+    assert unless_both_fail("underpowered: ...", [10.4, 9.3], 23.7, 25.0) == "underpowered: ..."
+    assert unless_both_fail(text, [10.4, 9.3], None, 25.0) == text  # no random return known: nothing to say
+
+
+def test_e_leaves_out_the_seeds_whose_fp32_did_not_learn():
+    from quarl.report.campaign import learned
+
+    cells = pd.DataFrame({"seed": [0, 1, 2], "env": "mountaincar_continuous", "status": "done",
+                          "env.id": "MountainCarContinuous-v0", "fp32_reward": [93.9, -99.9, 93.5],
+                          "rel_error": [0.0, 0.0, 0.001]})
+    kept, left_out = learned(cells)
+    assert list(kept["seed"]) == [0, 2] and left_out == 1
+    text = (DOCS / "README.md").read_text()
+    assert "E_int8 (%) | 0.00 | 0.01 [-0.02, 0.03] | 3 |" in text
+    assert "1 seed left out: its fp32 policy did not learn" in text

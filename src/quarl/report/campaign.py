@@ -8,7 +8,7 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -220,6 +220,27 @@ def e_bounds(frame: pd.DataFrame, reward: tuple[float, float]) -> tuple[float, f
 def difference_bounds(bounds: tuple[float, float]) -> tuple[float, float]:
     """What a difference of two rewards in `bounds` can be."""
     return bounds[0] - bounds[1], bounds[1] - bounds[0]
+
+
+def unless_both_fail(verdict: str, means: Sequence[float], random: float | None, margin: float) -> str:
+    """An 'equivalent' `verdict` of two sides whose `means` are both no better than a random policy's
+    reward (within `margin`) said to be what it is: two failures agreeing says nothing."""
+    if not verdict.startswith("equivalent") or random is None or any(m > random + margin for m in means):
+        return verdict
+    return f"both fail: {verdict}, but both stay at a random policy's reward ({random:g}): says nothing"
+
+
+UNLEARNED_E = "its fp32 policy did not learn (†), and E between two unlearned policies says nothing"
+
+
+def learned(cells: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """`cells` without the seeds whose fp32 policy did not learn (`quarl.store.flags`), and how many
+    seeds that left out: their E compares two unlearned policies."""
+    if cells.empty:
+        return cells, 0
+    unlearned = flags(cells) == "not learned"
+    seeds = cells["seed"] if "seed" in cells.columns else pd.Series(0, index=cells.index)
+    return cells[~unlearned], int(seeds[unlearned].nunique())
 
 
 def fp32_flag(cells: pd.DataFrame) -> str:

@@ -15,10 +15,12 @@ from quarl.collate.bounds import return_range
 from quarl.collate.stats import Interval, seed_interval
 from quarl.report.campaign import (
     TABLE_ENVS,
+    UNLEARNED_E,
     Inputs,
     below_threshold,
     e_bounds,
     fp32_flag,
+    learned,
     of_series,
     reward_bounds,
     select,
@@ -93,10 +95,13 @@ def _ptq_rows(cells: pd.DataFrame, series: str, env: str, pub: pd.Series, reason
     rows = []
     for quantity, (frame, column, scale, agreeing, bounds) in measured.items():
         value = float(pub[PUBLISHED_COLUMN[quantity]])
+        frame, unlearned = learned(frame) if quantity.startswith("E_") else (frame, 0)
         seeds = values(frame, column, scale) if not frame.empty else np.empty(0)
         ours = seed_interval(seeds)
         agreement = seed_interval(values(agreeing, "action_agreement")) if agreeing is not None else None
         verdict = published_verdict(algo, env, quantity, value, seeds, fp32, frame, reasons)
+        if unlearned:
+            verdict += f" ({unlearned} seed{'s' * (unlearned > 1)} left out: {UNLEARNED_E})"
         rows.append(Row(series, env, quantity, value, ours, agreement, verdict, bounds, per_seed(seeds), flag))
     return rows
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from quarl.collate import published
 from quarl.collate.stats import seed_interval
-from quarl.report.campaign import e_bounds, fp32_flag, reward_bounds, select, values
+from quarl.report.campaign import UNLEARNED_E, e_bounds, fp32_flag, learned, reward_bounds, select, values
 from quarl.report.ptq_table import NO_REASON, int8_cells, published_verdict
 from quarl.report.text import FRACTION, fmt, markdown, shown
 
@@ -66,6 +66,9 @@ def rows(defaults: pd.DataFrame, published_runs: pd.DataFrame, reasons: dict[str
         for name, which, min_elements in CONDITIONS:
             fp32, int8 = _int8(defaults if which == "defaults" else published_runs, algo, env, min_elements)
             fp32, int8 = _seeds_with_e(fp32, int8)  # one n per row: every column over the seeds E is over
+            flag = fp32_flag(fp32)  # of every seed: the one left out below is still marked
+            int8, unlearned = learned(int8)
+            fp32 = fp32[fp32["seed"].isin(set(int8["seed"]))] if unlearned else fp32
             errors = values(int8, "rel_error", 100.0) if not int8.empty else np.empty(0)
             error = seed_interval(errors)
             value = float(paper["e_int8_pct"])
@@ -82,7 +85,7 @@ def rows(defaults: pd.DataFrame, published_runs: pd.DataFrame, reasons: dict[str
                     "bytes": _quantized_share(int8),
                     "bounds": reward_bounds(int8),
                     "e_bounds": e_bounds(int8, reward_bounds(int8)),
-                    "flag": fp32_flag(fp32),
+                    "flag": flag,
                     "verdict": published_verdict(
                         algo,
                         env,
@@ -92,7 +95,8 @@ def rows(defaults: pd.DataFrame, published_runs: pd.DataFrame, reasons: dict[str
                         fp32,
                         int8,
                         (reasons or {}) if which == "defaults" else {},
-                    ),
+                    )
+                    + (f" ({unlearned} seed{'s' * (unlearned > 1)} left out: {UNLEARNED_E})" if unlearned else ""),
                 }
             )
         out += _explained(pair)

@@ -9,7 +9,7 @@ import pandas as pd
 
 from quarl.collate import verdicts
 from quarl.collate.stats import seed_interval
-from quarl.report.campaign import by_seed, difference_bounds, of_series, select, values
+from quarl.report.campaign import by_seed, difference_bounds, of_series, select, unless_both_fail, values
 from quarl.report.sweet_spots import keeps_fp32
 from quarl.report.text import aggregate_text, markdown, note, shown
 
@@ -90,7 +90,9 @@ def holm_verdicts(tables: list[pd.DataFrame]) -> list[pd.DataFrame]:
     keep = verdicts.holm([verdicts.t_test_p(t.at[i, "diffs"]) for t, i in open_rows])
     for (t, i), significant in zip(open_rows, keep):
         verdict = verdicts.paired(t.at[i, "diffs"], MARGIN, ("QAT", "PTQ"), significant, largest=WIDEST)
-        t.at[i, "verdict"] = f"{verdict.text} (family of {len(open_rows)})"
+        means = [t.at[i, "qat"].estimate, t.at[i, "ptq"].estimate]
+        text = unless_both_fail(verdict.text, means, t.attrs.get("random"), MARGIN)
+        t.at[i, "verdict"] = f"{text} (family of {len(open_rows)})"
     return tables
 
 

@@ -10,7 +10,15 @@ import pandas as pd
 
 from quarl.collate import verdicts
 from quarl.collate.stats import Interval, seed_interval
-from quarl.report.campaign import by_seed, difference_bounds, fp32_flag, reward_bounds, select, values
+from quarl.report.campaign import (
+    by_seed,
+    difference_bounds,
+    fp32_flag,
+    reward_bounds,
+    select,
+    unless_both_fail,
+    values,
+)
 from quarl.report.sweet_spots import KEEP_FRACTION, SWEET_BITS, extension_finding, width_summary
 from quarl.report.text import FRACTION, UNBOUNDED, aggregate_text, markdown, shown
 
@@ -163,7 +171,9 @@ def _holm(found: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
         bounds = t.attrs.get("bounds")
         widest = difference_bounds(bounds)[1] if bounds is not None else float("inf")
         verdict = verdicts.paired(t.at[i, "diffs"], margin, ("robust", "plain"), significant, largest=widest)
-        t.at[i, "verdict"], t.at[i, "kind"] = verdict.text, verdict.kind
+        means = [t.at[i, side]["reward"].estimate for side in ("plain", "robust")]
+        random = t.attrs["normal"][0] if t.attrs.get("normal") else None
+        t.at[i, "verdict"], t.at[i, "kind"] = unless_both_fail(verdict.text, means, random, margin), verdict.kind
     return found
 
 
