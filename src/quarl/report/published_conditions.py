@@ -37,6 +37,9 @@ def _int8(runs: pd.DataFrame, algo: str, env: str, min_elements: int) -> tuple[p
     return fp32, _rule(int8, min_elements)
 
 
+NA_E = "E is n/a there, its fp32 reward too close to 0 (the fp32 column is over the same seeds)"
+
+
 def _seeds_with_e(fp32: pd.DataFrame, int8: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """`fp32` and `int8` restricted to the seeds whose int8 record has an E (E is n/a where the fp32
     reward is too close to 0), so that every column of a row stands on the same seeds."""
@@ -65,8 +68,10 @@ def rows(defaults: pd.DataFrame, published_runs: pd.DataFrame, reasons: dict[str
         pair: list[dict] = []
         for name, which, min_elements in CONDITIONS:
             fp32, int8 = _int8(defaults if which == "defaults" else published_runs, algo, env, min_elements)
+            flag = fp32_flag(fp32)  # of every seed: one left out below is still marked
+            seeds = set(int8["seed"]) if not int8.empty else set()
             fp32, int8 = _seeds_with_e(fp32, int8)  # one n per row: every column over the seeds E is over
-            flag = fp32_flag(fp32)  # of every seed: the one left out below is still marked
+            na = len(seeds) - (int8["seed"].nunique() if not int8.empty else 0)
             int8, unlearned = learned(int8)
             fp32 = fp32[fp32["seed"].isin(set(int8["seed"]))] if unlearned else fp32
             errors = values(int8, "rel_error", 100.0) if not int8.empty else np.empty(0)
@@ -96,7 +101,8 @@ def rows(defaults: pd.DataFrame, published_runs: pd.DataFrame, reasons: dict[str
                         int8,
                         (reasons or {}) if which == "defaults" else {},
                     )
-                    + (f" ({unlearned} seed{'s' * (unlearned > 1)} left out: {UNLEARNED_E})" if unlearned else ""),
+                    + (f" ({unlearned} seed{'s' * (unlearned > 1)} left out: {UNLEARNED_E})" if unlearned else "")
+                    + (f" ({na} seed{'s' * (na > 1)} left out: {NA_E})" if na else ""),
                 }
             )
         out += _explained(pair)
