@@ -8,6 +8,7 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -162,13 +163,15 @@ def test_actorq_rows_equal_a_direct_reading_of_the_records_curves():
         # trainings of one policy (the learner's device, its ActorQ settings, its budget) are never pooled
         settings = {k: v for k, v in record["config"]["actorq"].items() if k not in OPERATIONAL}
         settings.setdefault("cuda_graph", False)
-        training = (run.get("training_device") or "cpu", json.dumps(settings, sort_keys=True), run.get("train.steps"))
+        training = (run.get("training_device") or "cpu", json.dumps(settings, sort_keys=True), run.get("train.steps"),
+                    run["started_at"][:10])  # runs of one training on different days are not pooled either
         key = (run["algo"], run["env"], network, precision, training)
         time = (hit if hit is not None else run["train_time_s"]) - startup
         by_setting.setdefault(key, []).append((time, hit is None))
     per_policy: dict[tuple, list[tuple[int, float, bool]]] = {}
     for key, seeds in by_setting.items():  # a seed that missed the target counts at its whole run time
-        mean = float(np.mean([t for t, _ in seeds]))
+        times = np.array([t for t, _ in seeds])
+        mean = 0.0 if (times == 0).any() else float(np.exp(np.log(times).mean()))  # the geometric mean
         per_policy.setdefault(key[:4], []).append((len(seeds), round(mean, 6), any(missed for _, missed in seeds)))
     for key, trainings in per_policy.items():
         rows = table.loc[[key]]
@@ -386,7 +389,7 @@ def test_every_actorq_row_of_three_or_more_seeds_has_an_interval_on_its_speedup(
     for line in lines[1:]:
         row = dict(zip(header, (c.strip() for c in line.strip("|").split("|"))))
         if row["actors"] == "int8" and int(row["seeds"]) >= 3:
-            speedup = row["speedup vs fp32 [95% bootstrap CI]"]
+            speedup = row["speedup vs fp32 [95% CI]"]
             assert re.search(r"\d \[\d+\.\d+, \d+\.\d+\]", speedup) or speedup.startswith("n/a: both"), line
             checked += 1
     assert checked >= 3
@@ -445,3 +448,17 @@ def test_e_leaves_out_the_seeds_whose_fp32_did_not_learn():
     text = (DOCS / "README.md").read_text()
     assert "E_int8 (%) | 0.00 | 0.01 [-0.02, 0.03] | 3 |" in text
     assert "1 seed left out: its fp32 policy did not learn" in text
+
+
+def test_a_spread_between_seeds_says_how_many_seeds_stand_behind_it():
+    """One seed's E is n/a (its fp32 reward near 0), another's agreement missing: the noise row's n is
+    the seeds with both values, and the extension table names an SD's own n where it is not the row's."""
+    cells = pd.DataFrame({"algo": "a2c", "env": "box2d/lunarlander", "quant": "ptq", "quant.bits": 2,
+                          "quant.scheme": "quarl_code", "seed": [0, 1, 2], "reward_mean": [-90.0, 1.0, -100.0],
+                          "rel_error": [0.1, np.nan, 0.5], "action_agreement": [0.6, 0.7, 0.8]})
+    row = sweet_spots.noise(cells).iloc[0]
+    assert row["n"] == 2 and row["sd_E"] == pytest.approx(np.std([10.0, 50.0], ddof=1))
+    assert row["sd_agreement"] == pytest.approx(np.std([60.0, 80.0], ddof=1))
+    table = pd.DataFrame([sweet_spots.width_summary("2", cells)])
+    line = sweet_spots.sweet_table(table).splitlines()[-1]
+    assert "| 3 | 28.28 (n = 2) | 10.00 |" in line

@@ -50,7 +50,15 @@ def width_summary(label: str, cells: pd.DataFrame) -> dict[str, Any]:
         "mad": seed_interval(mad),  # continuous actions: mean |a_q - a_fp32| as a fraction of the range
         "sd_E": float(np.std(errors, ddof=1)) if errors.size > 1 else float("nan"),
         "sd_agreement": float(np.std(agree, ddof=1)) if agree.size > 1 else float("nan"),
+        "n_E": int(errors.size),  # seeds with an E (n/a where the fp32 reward is too close to 0)
+        "n_agreement": int(agree.size),
     }
+
+
+def _sd(r: pd.Series, quantity: str) -> str:
+    """A standard deviation, with the seeds behind it where they are not the row's n."""
+    count = r[f"n_{quantity}"]
+    return fmt(r[f"sd_{quantity}"]) + (f" (n = {count})" if count != r["n"] and count > 1 else "")
 
 
 def keeps_fp32(reward: float, fp32: float, env: str) -> bool:
@@ -103,8 +111,8 @@ def sweet_table(table: pd.DataFrame) -> str:
                 shown(r["agreement"], 3, FRACTION),
                 *([shown(r["mad"], 3, FRACTION)] if continuous else []),
                 str(r["n"]),
-                fmt(r["sd_E"]),
-                fmt(r["sd_agreement"]),
+                _sd(r, "E"),
+                _sd(r, "agreement"),
             ]
             for _, r in table.iterrows()
         ],
@@ -154,13 +162,15 @@ def noise(runs: pd.DataFrame) -> pd.DataFrame:
     cell = [c for c in ("algo", "env", "quant", "quant.bits", "quant.scheme") if c in quantized.columns]
     rows = []
     for key, group in quantized.groupby(cell, sort=True, dropna=False):
-        errors, agree = values(group, "rel_error", 100.0), values(group, "action_agreement", 100.0)
-        if min(errors.size, agree.size) < 2:
+        numeric = group.reindex(columns=["rel_error", "action_agreement"]).apply(pd.to_numeric, errors="coerce")
+        both = group[numeric.notna().all(axis=1)]  # one n per row: the seeds with both values
+        errors, agree = values(both, "rel_error", 100.0), values(both, "action_agreement", 100.0)
+        if errors.size < 2:
             continue
         rows.append(
             {
                 **dict(zip(cell, key)),
-                "n": int(min(errors.size, agree.size)),
+                "n": int(errors.size),
                 "sd_E": float(np.std(errors, ddof=1)),
                 "sd_agreement": float(np.std(agree, ddof=1)),
             }
