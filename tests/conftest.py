@@ -93,6 +93,7 @@ def shared_policies(tmp_path_factory: pytest.TempPathFactory) -> Path:
 #: studies), besides every test marked slow: they run first, so that the two workers end together
 #: (pytest-xdist's work stealing, `--dist worksteal` in pyproject.toml, then hands out the short ones).
 LONG_FIRST = (
+    "tests/test_readme.py",  # the README's commands in order: about two minutes in one test
     "tests/actorq/",
     "tests/methods/test_qat_learning.py",
     "tests/report/test_reproduction.py",
