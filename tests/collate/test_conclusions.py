@@ -171,3 +171,14 @@ def test_intervals_stay_inside_what_reward_and_e_can_be_and_the_verdicts_table_s
     assert judged.loc["int8", "per seed"] == "500, 133, 208, 497, 223"
     assert judged.loc["int8", "verdict"].startswith("inconclusive within ±25 at n = 5: 3 of 5 seeds lie more than 25")
     assert int(judged.loc["int8", "seeds needed"]) > 5
+
+
+def test_the_seeds_a_decision_needs_come_with_the_range_the_spread_allows():
+    """DQN CartPole int8 over 5 seeds: about 11 seeds at the observed spread, but the spread itself
+    is uncertain at n = 5: its 95% interval gives 6 to 76 (as a referee computed by hand)."""
+    verdict = verdicts.compare([500.0, 133.3, 208.2, 496.5, 222.9], 500.0, 25.0)
+    assert verdict.seeds_needed == 11
+    assert "about 11 seeds would decide (power 0.8 at the observed mean and spread; 6 to 76 over the spread's " \
+           "95% interval)" in verdict.text
+    holm = verdicts.paired([5.0, 6.0, 7.0], 1.0, significant=False)
+    assert "not after Holm's correction; without the correction, about" in holm.text  # an n, not silence

@@ -131,10 +131,22 @@ def detectable(sd: float, n: int, alpha: float = ALPHA, power: float = POWER) ->
     return high * se
 
 
-def _needed_text(needed: int | None) -> str:
+def _needed(x: np.ndarray, diff: float, margin: float, alpha: float, power: float) -> tuple[int | None, str]:
+    """`seeds_needed` at the observed spread, and the sentence that states it with the range it takes
+    over the spread's own 95% interval (chi-square, n - 1 degrees of freedom): with a handful of
+    seeds the spread, and so the seeds a decision needs, is itself uncertain."""
+    sd, df = float(x.std(ddof=1)), x.size - 1
+    needed = seeds_needed(diff, sd, margin, alpha, power)
     if needed is None:
-        return f"no number of seeds up to {MAX_SEEDS} decides at this spread"
-    return f"about {needed} seeds would decide (power {POWER:g} at the observed mean and spread)"
+        return None, f"no number of seeds up to {MAX_SEEDS} decides at this spread"
+    text = f"about {needed} seeds would decide (power {power:g} at the observed mean and spread"
+    if sd > 0:
+        ends = [
+            seeds_needed(diff, sd * math.sqrt(df / stats.chi2.ppf(q, df)), margin, alpha, power) for q in (0.975, 0.025)
+        ]
+        shown = [str(e) if e is not None else f"more than {MAX_SEEDS}" for e in ends]
+        text += f"; {shown[0]} to {shown[1]} over the spread's 95% interval" if shown[0] != shown[1] else ""
+    return needed, text + ")"
 
 
 def picture(values: np.ndarray, reference: float, margin: float, unit: str = "") -> str:
@@ -171,10 +183,10 @@ def compare(
     low, high = _t_interval(x, 1 - alpha)
     if low > reference + margin or high < reference - margin:
         return Verdict("disagrees", f"disagrees: the {1 - alpha:.0%} interval lies beyond {band}")
-    needed = seeds_needed(float(x.mean()) - reference, float(x.std(ddof=1)), margin, alpha, power)
+    needed, decides = _needed(x, float(x.mean()) - reference, margin, alpha, power)
     return Verdict(
         "inconclusive",
-        f"inconclusive within {band} at n = {x.size}: {picture(x, reference, margin, unit)}; {_needed_text(needed)}",
+        f"inconclusive within {band} at n = {x.size}: {picture(x, reference, margin, unit)}; {decides}",
         needed,
     )
 
@@ -229,15 +241,21 @@ def paired(
     if shown and float(x.mean()) < 0:
         return Verdict("lower", f"{second} higher (paired interval below 0{holm_note})")
     if significant is False and (low > 0 or high < 0):
-        return Verdict("underpowered", "underpowered: the paired interval excludes 0, but not after Holm's correction")
+        needed, decides = _needed(x, float(x.mean()), margin, alpha, power)
+        return Verdict(
+            "underpowered",
+            f"underpowered: the paired interval excludes 0, but not after Holm's correction; "
+            f"without the correction, {decides}",
+            needed,
+        )
     low90, high90 = _t_interval(x, 1 - 2 * alpha)
     if -margin <= low90 and high90 <= margin:
         return Verdict("equivalent", f"equivalent within ±{margin:g} (TOST, α = {alpha:g})")
     smallest = detectable(float(x.std(ddof=1)), int(x.size), alpha, power)
-    needed = seeds_needed(float(x.mean()), float(x.std(ddof=1)), margin, alpha, power)
+    needed, decides = _needed(x, float(x.mean()), margin, alpha, power)
     undetected = (
         f"no possible difference (none exceeds {largest:g}) is detectable at n = {x.size}"
         if smallest >= largest
         else f"differences below {smallest:.3g} are not detectable at n = {x.size}"
     )
-    return Verdict("underpowered", f"underpowered: {undetected} (power {power:g}); {_needed_text(needed)}", needed)
+    return Verdict("underpowered", f"underpowered: {undetected} (power {power:g}); {decides}", needed)
