@@ -462,3 +462,19 @@ def test_a_spread_between_seeds_says_how_many_seeds_stand_behind_it():
     table = pd.DataFrame([sweet_spots.width_summary("2", cells)])
     line = sweet_spots.sweet_table(table).splitlines()[-1]
     assert "| 3 | 28.28 (n = 2) | 10.00 |" in line
+
+
+def test_a_sweet_spot_named_on_means_says_whether_its_seeds_confirm_it():
+    """The fewest bits whose mean keeps fp32's are named, and a paired one-sided test says whether the
+    seeds confirm it: 2 bits 10 below fp32 in every seed is confirmed within 20; scattered, not."""
+    def table(two_bits: list[float]) -> pd.DataFrame:
+        rows = []
+        for bits, rewards in (("32", [250.0, 260.0, 270.0]), ("8", [250.0, 260.0, 270.0]), ("2", two_bits)):
+            cells = pd.DataFrame({"seed": [0, 1, 2], "reward_mean": rewards})
+            rows.append(sweet_spots.width_summary(bits, cells))
+        return pd.DataFrame(rows)
+
+    steady = sweet_spots.extension_finding(table([240.0, 250.0, 260.0]), 400.0)
+    assert steady.startswith("Sweet spot: 2 bits") and "the seeds confirm it" in steady
+    scattered = sweet_spots.extension_finding(table([270.0, 230.0, 250.0]), 400.0)
+    assert scattered.startswith("Sweet spot: 2 bits") and "at n = 3 the seeds do not confirm it" in scattered

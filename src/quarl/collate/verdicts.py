@@ -64,7 +64,8 @@ def _clean(values: Sequence[float] | np.ndarray) -> np.ndarray:
     return x[~np.isnan(x)]
 
 
-def _t_interval(x: np.ndarray, confidence: float) -> tuple[float, float]:
+def t_interval(x: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The Student-t interval of the mean of `x` at `confidence`."""
     half = float(stats.t.ppf(0.5 + confidence / 2, x.size - 1)) * float(x.std(ddof=1)) / math.sqrt(x.size)
     return float(x.mean()) - half, float(x.mean()) + half
 
@@ -177,10 +178,10 @@ def compare(
     band = f"±{margin:g}{unit}"
     if x.size == 1:
         return Verdict("inconclusive", "inconclusive: one seed, no interval to judge by (run at least 3 seeds)")
-    low90, high90 = _t_interval(x, 1 - 2 * alpha)
+    low90, high90 = t_interval(x, 1 - 2 * alpha)
     if reference - margin <= low90 and high90 <= reference + margin:
         return Verdict("agrees", f"agrees within {band} (TOST, α = {alpha:g})")
-    low, high = _t_interval(x, 1 - alpha)
+    low, high = t_interval(x, 1 - alpha)
     if low > reference + margin or high < reference - margin:
         return Verdict("disagrees", f"disagrees: the {1 - alpha:.0%} interval lies beyond {band}")
     needed, decides = _needed(x, float(x.mean()) - reference, margin, alpha, power)
@@ -233,7 +234,7 @@ def paired(
     first, second = names
     if x.size < 2:
         return Verdict("no data", "too few paired seeds to tell" if x.size else "not run yet")
-    low, high = _t_interval(x, 1 - alpha)
+    low, high = t_interval(x, 1 - alpha)
     shown = significant if significant is not None else (low > 0 or high < 0)
     holm_note = " after Holm's correction" if significant is not None else ""
     if shown and float(x.mean()) > 0:
@@ -248,7 +249,7 @@ def paired(
             f"without the correction, {decides}",
             needed,
         )
-    low90, high90 = _t_interval(x, 1 - 2 * alpha)
+    low90, high90 = t_interval(x, 1 - 2 * alpha)
     if -margin <= low90 and high90 <= margin:
         return Verdict("equivalent", f"equivalent within ±{margin:g} (TOST, α = {alpha:g})")
     smallest = detectable(float(x.std(ddof=1)), int(x.size), alpha, power)

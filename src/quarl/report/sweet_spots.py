@@ -10,10 +10,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from quarl.collate import verdicts
 from quarl.collate.stats import seed_interval
 from quarl.config import method_registry
 from quarl.evaluate.fidelity import AGREEMENT_TOLERANCE
-from quarl.report.campaign import FIGURES, fp32_flag, of_series, reward_bounds, select, threshold, values
+from quarl.report.campaign import FIGURES, by_seed, fp32_flag, of_series, reward_bounds, select, threshold, values
 from quarl.report.text import FRACTION, UNBOUNDED, fmt, markdown, note, shown
 
 SWEET_FIGURE = "sweet_spot_cartpole.png"
@@ -50,6 +51,7 @@ def width_summary(label: str, cells: pd.DataFrame) -> dict[str, Any]:
         "mad": seed_interval(mad),  # continuous actions: mean |a_q - a_fp32| as a fraction of the range
         "sd_E": float(np.std(errors, ddof=1)) if errors.size > 1 else float("nan"),
         "sd_agreement": float(np.std(agree, ddof=1)) if agree.size > 1 else float("nan"),
+        "per_seed": by_seed(cells, "reward_mean") if not cells.empty else pd.Series(dtype=float),
         "n_E": int(errors.size),  # seeds with an E (n/a where the fp32 reward is too close to 0)
         "n_agreement": int(agree.size),
     }
@@ -89,11 +91,26 @@ def extension_finding(table: pd.DataFrame, scale: float) -> str:
         return f"Sweet spot: none of {min(run)}..{max(run)} bits keeps the {rule}."
     widths = ", ".join(str(b) for b in kept)
     if kept == [b for b in sorted(run, reverse=True) if b >= kept[-1]]:
-        return f"Sweet spot: {kept[-1]} bits, the fewest of the widths that keep the {rule} ({widths})."
+        found = f"Sweet spot: {kept[-1]} bits, the fewest of the widths that keep the {rule} ({widths})"
+        return f"{found}; {_paired_check(table, kept[-1], tolerance)}."
     wider = ", ".join(str(b) for b in sorted(run, reverse=True) if b > kept[-1] and b not in kept)
     seeds = run[kept[-1]].n_runs
     why = f"with {seeds} seeds a width's mean moves with a single seed" if seeds > 1 else "each width is one policy"
     return f"No clean sweet spot: {widths} bits keep the {rule}, but {wider} bits, wider, do not; {why}."
+
+
+def _paired_check(table: pd.DataFrame, bits: int, tolerance: float) -> str:
+    """Whether the named width keeps the fp32 reward seed by seed: the 90% Student-t interval of the
+    paired difference (width - fp32) lies above -`tolerance` (a one-sided test at 5%), or not yet."""
+    rows = table.set_index("bits")
+    diffs = (rows.loc[str(bits), "per_seed"] - rows.loc["32", "per_seed"]).dropna().to_numpy(float)
+    if diffs.size < 2:
+        return "one paired seed: no test of it"
+    low, high = verdicts.t_interval(diffs, 1 - 2 * verdicts.ALPHA)
+    interval = f"the paired 90% interval of {bits} bits - fp32 over {diffs.size} seeds is [{fmt(low)}, {fmt(high)}]"
+    if low >= -tolerance:
+        return f"{interval}, above -{tolerance:g}: the seeds confirm it"
+    return f"but {interval}, reaching below -{tolerance:g}: at n = {diffs.size} the seeds do not confirm it"
 
 
 def sweet_table(table: pd.DataFrame) -> str:
