@@ -182,7 +182,7 @@ def test_actorq_rows_equal_a_direct_reading_of_the_records_curves():
     # the reading names each training's learner: the CPU and GPU runs of the 3x2048 policy stay apart
     lines = [line for line in section.splitlines() if line.startswith("- dqn on cartpole, 2048x2048x2048 policy,")]
     for device in {k[4][0] for k in by_setting if k[:3] == ("dqn", "cartpole", "2048x2048x2048")}:
-        assert any(f"learner on {device}:" in line for line in lines)
+        assert any(f"learner on {device}, started " in line for line in lines)
 
 
 def _qat_rows(rewards: dict[tuple[str, int], list[float]], fp32: float = 500.0) -> pd.DataFrame:
@@ -202,7 +202,8 @@ def test_qat_vs_ptq_pairs_seeds_and_says_when_there_is_nothing_to_recover():
         ("qat", 2): [10.0, 300.0, 20.0], ("ptq", 2): [20.0, 10.0, 30.0],       # mixed: +290 in one seed only
     })
     table = qat_vs_ptq.holm_verdicts([qat_vs_ptq.qat_vs_ptq(runs, "dqn")])[0].set_index("bits")
-    assert table.loc[8, "verdict"] == "nothing for QAT to recover: PTQ keeps the fp32 reward"
+    assert table.loc[8, "verdict"] == ("nothing for QAT to recover: PTQ keeps the fp32 reward (paired 90% interval "
+                                       "of PTQ - fp32 [-13.07, 6.40] over 3 seeds, above -25)")  # the seeds confirm it
     diff = table.loc[4, "diff"]  # paired: mean of 300, 310, 310 with a t-interval of n = 3
     assert diff.n_runs == 3 and diff.estimate == pytest.approx(306.6667)
     assert diff.high - diff.estimate == pytest.approx(4.302653 * 5.773503 / 3**0.5, rel=1e-5)

@@ -38,7 +38,7 @@ def qat_vs_ptq(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataF
         if not (q.has_ci and p.has_ci):
             verdict = "too few seeds to tell"
         elif keeps_fp32(p.estimate, fp32.estimate, env):
-            verdict = "nothing for QAT to recover: PTQ keeps the fp32 reward"
+            verdict = "nothing for QAT to recover: PTQ keeps the fp32 reward" + _confirmed(ptq, env)
         else:
             verdict = ""  # a paired verdict, decided with the family (`holm_verdicts`)
         rows.append(
@@ -58,6 +58,17 @@ def qat_vs_ptq(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataF
     random = values(same_env, "env.random_return") if "env.random_return" in runs.columns else np.empty(0)
     out.attrs["random"] = float(random[0]) if random.size else None
     return out
+
+
+def _confirmed(ptq: pd.DataFrame, env: str) -> str:
+    """Whether PTQ's seeds confirm that it keeps their fp32 reward: the paired 90% Student-t interval
+    of PTQ - fp32 lies above -MARGIN (a one-sided test at 5%); '' where every seed is equal to it."""
+    diffs = (by_seed(ptq, "reward_mean") - by_seed(ptq, "fp32_reward")).dropna().to_numpy(float)
+    if diffs.size < 2 or not diffs.any():
+        return ""
+    low, high = verdicts.t_interval(diffs, 1 - 2 * verdicts.ALPHA)
+    interval = f"paired 90% interval of PTQ - fp32 [{low:.2f}, {high:.2f}] over {diffs.size} seeds"
+    return f" ({interval}, above -{MARGIN:g})" if low >= -MARGIN else f", on its mean only ({interval}: not confirmed)"
 
 
 def aggregate(tables: list[pd.DataFrame]) -> str:
