@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import gmean
 
 from quarl.collate import actorq_timing, collate, load
 from quarl.store.sqlite import Store
@@ -39,8 +40,8 @@ def test_actorq_time_to_reward_is_censored_not_averaged_over_survivors(tmp_path:
         return float(c["wall_s"][c["reward"].rolling(10, min_periods=1).mean() >= -107.45].iloc[0])
 
     assert ttr.loc["int8", "time_s"] == pytest.approx(
-        np.mean([reached(int8[0]), 100.0, reached(int8[2])]))  # missed: run time
-    assert ttr.loc["fp32", "time_s"] == pytest.approx(np.mean([reached(r) for r in fp32]))
+        gmean([reached(int8[0]), 100.0, reached(int8[2])]))  # missed: run time; seeds' geometric mean
+    assert ttr.loc["fp32", "time_s"] == pytest.approx(gmean([reached(r) for r in fp32]))
     assert ttr.loc["int8", "speedup_bound"] == "<="  # int8's time is a lower bound: the speedup an upper one
     assert ttr.loc["int8", "speedup_vs_fp32"] == pytest.approx(ttr.loc["fp32", "time_s"] / ttr.loc["int8", "time_s"])
     assert ttr.loc["int8", "actor_agreement"] == pytest.approx(0.95)
@@ -99,3 +100,24 @@ def test_actorq_runs_of_other_trainings_are_not_pooled_as_seeds(tmp_path: Path):
     assert len(ttr) == 4 and (ttr["seeds"] == 1).all()
     assert ttr.loc[("dqn (actorq.actors=4)", "int8"), "speedup_vs_fp32"] == pytest.approx(2.0, rel=0.2)
     assert ttr.loc[("dqn (actorq.actors=8)", "int8"), "speedup_vs_fp32"] == pytest.approx(1.0)
+
+
+def test_runs_of_one_training_on_two_days_stay_apart_and_figure(tmp_path: Path):
+    """A second machine's run of the same setting, on another day: its own rows (`batch`), each with
+    its own fp32 baseline, and the breakdown figure draws a panel per day (it failed on duplicate
+    precisions: "cannot reindex on an axis with duplicate labels")."""
+    records = []
+    for day, fp32_at, int8_at in (("2026-11-27", 60.0, 30.0), ("2026-11-28", 40.0, 40.0)):
+        for bits, at in ((32, fp32_at), (8, int8_at)):
+            rec = _actorq_record(bits, 0, reach_at=at)
+            rec["run"]["cell_key"] = f"{rec['run']['cell_key']}-{day}"
+            rec["run"]["started_at"] = f"{day}T10:00:00+00:00"
+            rec["actors"] = [{"actor": 0, "steps": 100, "steps_per_s": 10.0, "wall_s": 10.0, "inference_s": 1.0}]
+            records.append(rec)
+    study = load(stored(tmp_path, records))
+    ttr = actorq_timing.time_to_reward(study, Store(study.store).curves()).set_index(["batch", "precision"])
+    assert len(ttr) == 4 and (ttr["seeds"] == 1).all()
+    assert ttr.loc[("2026-11-27", "int8"), "speedup_vs_fp32"] == pytest.approx(2.0, rel=0.2)
+    assert ttr.loc[("2026-11-28", "int8"), "speedup_vs_fp32"] == pytest.approx(1.0)
+    table = actorq_timing.breakdown(study, Store(study.store).actors())
+    assert len(actorq_timing.breakdown_figure(table, "dqn", "acrobot").axes) >= 2

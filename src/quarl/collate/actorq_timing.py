@@ -8,7 +8,10 @@ actors pooled): the curve a time-to-reward is read from. Intervals: the Student-
 the mean across seeds at each time point, mean ± t(0.975, n-1) · SE.
 
 Time to reward is censored, not averaged over survivors: a seed that never reached the target
-counts at its whole run time (a lower bound on its time to reward). A precision's time is then
+counts at its whole run time (a lower bound on its time to reward). Seeds are summarised by their
+geometric mean (times and rates are skewed, and a ratio of geometric means is what
+`quarl.collate.stats.ratio_interval` gives an interval for); the geometric mean of lower bounds is a
+lower bound. A precision's time is then
 exact only when every seed reached the target, and otherwise a bound ("≥ x"); a speedup over
 fp32 is given as a number only when both precisions' times are exact, as a bound when one is
 (fp32 censored: "≥", this precision censored: "≤"), and not at all when both are.
@@ -28,7 +31,7 @@ from quarl.actorq.constants import PRECISIONS, RETURN_WINDOW
 from quarl.collate import plots, tables, trainings
 from quarl.collate.frame import Study
 from quarl.collate.published import bare_name, packaged
-from quarl.collate.stats import t_quantile
+from quarl.collate.stats import geometric_mean, t_quantile
 from quarl.config.keys import slug
 from quarl.store.sqlite import Store
 
@@ -52,8 +55,9 @@ def published() -> pd.DataFrame:
 
 NETWORK_COLUMNS = ("algo.hyperparams.policy_layers", "algo.hyperparams.policy_kwargs.net_arch")
 #: Runs are pooled as seeds only within one setting; `training` (`quarl.collate.trainings`) keeps
-#: runs of different trainings (budget, actors, ...) apart beyond the network and update period.
-SETTING = ["algo", "env", "network", "update_period", "training"]
+#: runs of different trainings (budget, actors, ...) apart beyond the network and update period, and
+#: `batch` runs of one training started on different days (another machine, another lease): shown apart.
+SETTING = ["algo", "env", "network", "update_period", "training", "batch"]
 
 
 def network(record: pd.Series) -> str:
@@ -68,13 +72,22 @@ def network(record: pd.Series) -> str:
 
 
 def runs(study: Study) -> pd.DataFrame:
-    """The finished ActorQ records with `precision` (int8 / fp16 / fp32), `network` and `update_period`."""
+    """The finished ActorQ records with `precision` (int8 / fp16 / fp32), `network`, `update_period`,
+    `training` and `batch` (the UTC day the run started: a run of the same training on another day
+    came from another machine or lease, and is never pooled with this day's as seeds)."""
     done = study.done[study.done["quant"] == "actorq"].copy()
     done["precision"] = pd.to_numeric(done["quant.actor_bits"]).astype(int).map(PRECISIONS)
     done["update_period"] = pd.to_numeric(done["actorq.update_period"]).astype(int)
     done["network"] = [network(r) for _, r in done.iterrows()]
     done["training"] = trainings.trainings(done)[0]
+    done["batch"] = [batch(r) for _, r in done.iterrows()]
     return done
+
+
+def batch(record: pd.Series) -> str:
+    """The UTC day a record's run started ('2026-11-28'), '' where the record does not say."""
+    started = record.get("started_at")
+    return str(started)[:10] if isinstance(started, str) else ""
 
 
 def regime(cells: pd.DataFrame) -> str:
@@ -150,18 +163,19 @@ def _speedup(fp32: float, fp32_censored: bool, this: float, this_censored: bool)
 
 def time_to_reward(study: Study, curves: pd.DataFrame) -> pd.DataFrame:
     """Per (algo, env, network, update period, training, precision): wall seconds from the first env
-    step (start-up apart, `seed_startup_s`) and env steps until the target return, mean over every
-    seed (a seed that missed it counts at its run time: then the value is a lower
-    bound, `censored`), and the speedup over fp32 actors with its kind (`speedup_bound`: '=' exact,
-    '>=' / '<=' a bound, '' none when both are censored)."""
+    step (start-up apart, `seed_startup_s`) and env steps until the target return, the geometric mean
+    over every seed (a seed that missed it counts at its run time: then the value is a lower
+    bound, `censored`), each seed's env steps and learner updates per second from its first env
+    step, and the speedup over fp32 actors with its kind (`speedup_bound`: '=' exact, '>=' / '<=' a
+    bound, '' none when both are censored)."""
     done = runs(study)
     paper = published()
     out = []
-    for (algo, env, net, period, training), rows in done.groupby(SETTING):
+    for (algo, env, net, period, training, day), rows in done.groupby(SETTING):
         per_run = {k: smoothed(curves, k) for k in rows["cell_key"]}
         goal, source = target(algo, env, per_run, rows)
         for precision, group in rows.groupby("precision"):
-            times, steps, startups, rates, reached = [], [], [], [], 0
+            times, steps, startups, rates, updates, reached = [], [], [], [], [], 0
             for _, record in group.iterrows():
                 curve = per_run[record["cell_key"]]
                 hit = curve[curve["return"] >= goal]
@@ -171,6 +185,8 @@ def time_to_reward(study: Study, curves: pd.DataFrame) -> pd.DataFrame:
                 startups.append(_startup(curve, rates[-1], record))
                 begun = 0.0 if np.isnan(startups[-1]) else startups[-1]  # times count from the first env step
                 rates[-1] = (ran if pd.notna(ran) else step) / (wall - begun) if wall > begun else np.nan
+                learned = pd.to_numeric(record.get("learner_steps"), errors="coerce")
+                updates.append(learned / (wall - begun) if wall > begun else np.nan)
                 if len(hit):
                     reached += 1
                     times.append(hit["wall_s"].iloc[0] - begun)
@@ -186,11 +202,12 @@ def time_to_reward(study: Study, curves: pd.DataFrame) -> pd.DataFrame:
                     "network": net,
                     "update_period": period,
                     "training": training,
+                    "batch": day,
                     "precision": precision,
                     "target": goal,
                     "target_from": source,
-                    "time_s": np.mean(times),
-                    "env_steps": np.mean(steps),
+                    "time_s": geometric_mean(times),
+                    "env_steps": geometric_mean(steps),
                     "censored": reached < len(group),
                     "reached": f"{reached}/{len(group)}",
                     "seeds": len(group),
@@ -198,7 +215,8 @@ def time_to_reward(study: Study, curves: pd.DataFrame) -> pd.DataFrame:
                     "seed_times_s": times,  # per seed: to the target, or the whole run where censored
                     "seed_env_steps": steps,
                     "seed_startup_s": startups,
-                    "seed_env_steps_per_s": rates,
+                    "seed_env_steps_per_s": rates,  # from the first env step: wall time less start-up
+                    "seed_learner_updates_per_s": updates,
                 }
             )
     table = pd.DataFrame(out)
@@ -228,10 +246,12 @@ def time_to_reward(study: Study, curves: pd.DataFrame) -> pd.DataFrame:
 
 TTR_CAPTION = (
     f"time_s / env_steps: until the mean return of the last {RETURN_WINDOW} training episodes reaches the target, "
-    "mean over every seed; reached: seeds that reached it. Censored: where a seed did not reach the target it counts "
+    "from the first env step (start-up apart), the geometric mean over every seed; reached: seeds that reached it. "
+    "Censored: where a seed did not reach the target it counts "
     "at its whole run time, so the value is a lower bound (≥; CSV: censored = True), never a mean over the seeds "
     "that happened to reach it. speedup_vs_fp32: fp32 actors' time / this precision's, a number only when every "
-    "seed of both reached the target; ≥ x when fp32's time is a bound, ≤ x when this precision's is, – when both "
+    "seed of both reached the target (a ratio of geometric means); ≥ x when fp32's time is a bound, ≤ x when "
+    "this precision's is, – when both "
     "are or a time is 0 (the target reached in the first training episodes: no ratio) (CSV: speedup_bound). "
     "actor_agreement: the actors' quantized policy's action agreement with the fp32 "
     "learner's (where measured). speedup (paper): QuaRL's int8 speedup (arXiv 1910.01055)."
@@ -239,7 +259,13 @@ TTR_CAPTION = (
 
 
 #: Per-seed lists in the time-to-reward table (the report reads them; the written tables leave them out).
-SEED_COLUMNS = ["seed_times_s", "seed_env_steps", "seed_startup_s", "seed_env_steps_per_s"]
+SEED_COLUMNS = [
+    "seed_times_s",
+    "seed_env_steps",
+    "seed_startup_s",
+    "seed_env_steps_per_s",
+    "seed_learner_updates_per_s",
+]
 
 
 def ttr_display(table: pd.DataFrame) -> pd.DataFrame:
@@ -267,8 +293,10 @@ def convergence(study: Study, curves: pd.DataFrame, algo: str, env: str):
         counts = []
         several = rows["network"].nunique() > 1
         trainings_per_net = rows.groupby("network")["training"].nunique()
-        for (net, _, precision), group in sorted(  # one line per training: never pooled
-            rows.groupby(["network", "training", "precision"]), key=lambda g: (g[0][0], g[0][1], ORDER.index(g[0][2]))
+        days = rows["batch"].nunique() > 1
+        for (net, _, day, precision), group in sorted(  # one line per training and day: never pooled
+            rows.groupby(["network", "training", "batch", "precision"]),
+            key=lambda g: (g[0][0], g[0][1], g[0][2], ORDER.index(g[0][3])),
         ):
             lines = []
             for key in group["cell_key"]:
@@ -284,7 +312,8 @@ def convergence(study: Study, curves: pd.DataFrame, algo: str, env: str):
                 mean = np.nanmean(y, axis=0)
                 se = np.nanstd(y, axis=0, ddof=1) / np.sqrt(n)
             where = f", learner on {learner_device(group)}" if trainings_per_net[net] > 1 else ""
-            label = f"{precision} actors{f', {net} policy' if several else ''}{where} (n = {len(lines)})"
+            started = f", started {day}" if days else ""
+            label = f"{precision} actors{f', {net} policy' if several else ''}{where}{started} (n = {len(lines)})"
             (line,) = ax.plot(grid, mean, label=label)
             if len(lines) > 1:
                 half = np.array([t_quantile(0.95, k - 1) if k > 1 else np.nan for k in n]) * se
@@ -321,12 +350,13 @@ def breakdown(study: Study, actors: pd.DataFrame) -> pd.DataFrame:
 def breakdown_figure(table: pd.DataFrame, algo: str, env: str):
     """Stacked bars of ms per actor step by part: a bar per precision, a panel per network and update period."""
     rows = table[(table["algo"] == algo) & (table["env"] == env)]
-    panels = sorted(set(zip(rows["network"], rows["update_period"], rows["training"])))
+    panels = sorted(set(zip(rows["network"], rows["update_period"], rows["training"], rows["batch"])))
     columns = [f"{PART_NAMES[p]} (ms/step)" for p in PARTS]
     with plots.styled():
         fig, axes = plots.new_figure(3.6 * len(panels) + 0.6, 4.6, ncols=len(panels), sharey=True)
-        for ax, (net, period, training) in zip(axes[0], panels):  # one bar per precision: never pooled
-            panel = rows[(rows["network"] == net) & (rows["update_period"] == period) & (rows["training"] == training)]
+        for ax, (net, period, training, day) in zip(axes[0], panels):  # one bar per precision: never pooled
+            key = {"network": net, "update_period": period, "training": training, "batch": day}
+            panel = rows[(rows[list(key)] == pd.Series(key)).all(axis=1)]
             r = panel.set_index("precision").reindex(ORDER).dropna(how="all")
             bottom = np.zeros(len(r))
             for column in columns:
@@ -335,6 +365,7 @@ def breakdown_figure(table: pd.DataFrame, algo: str, env: str):
                 bottom += heights
             setting = f"{net} policy, pull every {period} steps" if len(panels) > 1 else f"pull every {period} steps"
             which = f"\n{textwrap.fill(training, 40)}" if rows["training"].nunique() > 1 else ""
+            which += f"\nstarted {day}" if rows["batch"].nunique() > 1 else ""
             ax.set_title(setting + which, fontsize="small")
             ax.set_xlabel("actor precision")
         axes[0, 0].set_ylabel("ms per actor step")

@@ -9,8 +9,11 @@ population), which tests/collate/test_stats.py simulates.
 Two methods across tasks (`probability_of_improvement`): rliable's probability that a run of one
 beats a run of the other, averaged over tasks, with the same stratified bootstrap.
 
-Two groups of runs (`ratio_interval`, ActorQ's speedups): the ratio of their means with a
-percentile bootstrap that resamples each group on its own.
+Two groups of runs (`ratio_interval`, ActorQ's speedups): the ratio of their geometric means,
+exp(mean log a - mean log b), with the Welch t interval of that difference of mean logs. Times and
+rates are skewed; on their logs Welch's interval covers at its level at 3 and 5 runs a side, where
+a percentile bootstrap of the ratio of plain means covers about 80% and 87%
+(`quarl.collate.coverage` simulates both).
 
 Across tasks (`stratified_bootstrap`, the aggregate plot): the definitions are rliable's (Agarwal et
 al., 2021): scores form one stratum per task (an (algo, env) pair), each with one score per run
@@ -169,25 +172,38 @@ def summarise(df: pd.DataFrame, by: list[str], value: str, **kw: Any) -> pd.Data
     return pd.DataFrame(rows, columns=[*by, "mean", "low", "high", "n"])
 
 
+def geometric_mean(values: Sequence[float] | np.ndarray) -> float:
+    """exp(mean log x) of `values` (NaN left out); 0 where one is 0, NaN where one is negative or none
+    is given."""
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
+    if not x.size or (x < 0).any():
+        return float("nan")
+    return 0.0 if (x == 0).any() else float(np.exp(np.log(x).mean()))
+
+
 def ratio_interval(
-    numerator: Sequence[float], denominator: Sequence[float], confidence: float = CONFIDENCE, seed: int = SEED
+    numerator: Sequence[float], denominator: Sequence[float], confidence: float = CONFIDENCE
 ) -> Interval:
-    """mean(numerator) / mean(denominator) of two independent groups of runs (a speedup: fp32 times
-    over int8 times), with the percentile interval of a bootstrap that resamples each group on its
-    own (`scipy.stats.bootstrap`, N_RESAMPLES); no interval where a group has fewer than 3 runs."""
+    """The ratio of the geometric means of two independent groups of runs (a speedup: fp32 times
+    over int8 times), with the Welch t interval of the difference of their mean logs, exponentiated
+    (Satterthwaite's degrees of freedom); NaN where a value is not positive, no interval where a
+    group has fewer than 3 runs, zero width where both groups are constant."""
     a, b = (np.asarray(x, dtype=float) for x in (numerator, denominator))
     a, b = a[~np.isnan(a)], b[~np.isnan(b)]
-    if not a.size or not b.size or b.mean() == 0:
-        return Interval(float("nan"), float("nan"), float("nan"), int(min(a.size, b.size)), 2)
-    estimate = float(a.mean() / b.mean())
-    if min(a.size, b.size) < 3:
-        return Interval(estimate, float("nan"), float("nan"), int(min(a.size, b.size)), 2)
-
-    def ratio(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-        return np.mean(x, axis=axis) / np.mean(y, axis=axis)
-
-    low, high = _percentile_bootstrap((a, b), ratio, N_RESAMPLES, confidence, seed)
-    return Interval(estimate, low, high, int(min(a.size, b.size)), 2)
+    n = int(min(a.size, b.size))
+    if not n or (a <= 0).any() or (b <= 0).any():
+        return Interval(float("nan"), float("nan"), float("nan"), n, 2)
+    la, lb = np.log(a), np.log(b)
+    difference = float(la.mean() - lb.mean())
+    if n < 3:
+        return Interval(float(np.exp(difference)), float("nan"), float("nan"), n, 2)
+    va, vb = la.var(ddof=1) / la.size, lb.var(ddof=1) / lb.size
+    if va + vb == 0:
+        return Interval(float(np.exp(difference)), float(np.exp(difference)), float(np.exp(difference)), n, 2)
+    dof = (va + vb) ** 2 / (va**2 / (la.size - 1) + vb**2 / (lb.size - 1))
+    half = float(stats.t.ppf(0.5 + confidence / 2, df=dof)) * float(np.sqrt(va + vb))
+    return Interval(float(np.exp(difference)), float(np.exp(difference - half)), float(np.exp(difference + half)), n, 2)
 
 
 def probability_of_improvement(

@@ -133,15 +133,36 @@ def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> st
     return "\n\n".join(p for p in parts if p).rstrip() + "\n"
 
 
+def record_name(record: dict) -> str:
+    """A record's file name in the records folder: its cell key and its run's start
+    (`<cell_key>.<YYYYMMDDTHHMMSS>.record.json`), so that a re-run of a cell, on another machine or day,
+    lands beside the earlier run, not over it."""
+    started = re.sub(r"[^0-9T]", "", str(record["run"].get("started_at") or ""))[:15]
+    return f"{record['run']['cell_key']}{f'.{started}' if started else ''}.record.json"
+
+
 def archive(root: Path, records: Path) -> int:
     """Copy every done record found under `root` (run dirs' JSON copies) into `records`, one file a
-    cell named by its key; returns how many files it holds now."""
+    run (`record_name`; a run already there under its cell key alone, as records were once named,
+    is written back to that file); returns how many files it holds now."""
     records.mkdir(parents=True, exist_ok=True)
     for record in find_records(root):
         if record["run"]["status"] == "done":
             text = json.dumps(record, indent=1, sort_keys=True, default=str)
-            (records / f"{record['run']['cell_key']}.record.json").write_text(text + "\n")
+            path = records / record_name(record)
+            legacy = records / f"{record['run']['cell_key']}.record.json"
+            if legacy.is_file() and _started(legacy) == record["run"].get("started_at"):
+                path = legacy
+            path.write_text(text + "\n")
     return sum(1 for _ in records.glob("*.record.json"))
+
+
+def _started(path: Path) -> object:
+    """The start time of the record in `path` (None where it cannot be read)."""
+    try:
+        return json.loads(path.read_text())["run"].get("started_at")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 REPORT_HEADING = "# QuaRL reproduced with quarl"  # the first line of every report quarl writes

@@ -109,7 +109,7 @@ def load_campaign(records: Path) -> Campaign:
         raise QuarlError(f"{records} is not a folder of records: give the campaign's docs/reproduction/records.")
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "report.sqlite")
-        if not rebuild(records, store):
+        if not rebuild(records, store, keep=lambda record: record["run"].get("quant") == "actorq"):
             raise QuarlError(
                 f"{records} holds no quarl record (*record.json): give the campaign's docs/reproduction/records, "
                 "or fill it first with --archive OUTPUTS."

@@ -8,15 +8,13 @@ from collections import Counter
 
 import pandas as pd
 
-from quarl.collate import actorq_timing
-from quarl.report import published_conditions, robustness
+from quarl.report import published_conditions, robustness, time_to_reward
 from quarl.report.campaign import CARTPOLE_ALGOS, Campaign, Inputs, series_of
 from quarl.report.extensions import extension_pairs
 from quarl.report.ptq_table import Row, ptq_table
 from quarl.report.qat_vs_ptq import holm_verdicts, qat_vs_ptq
 from quarl.report.sweet_spots import extension_finding, sweet_spot
 from quarl.report.text import fmt
-from quarl.report.time_to_reward import ratio_text, speedups
 
 MAX_LINES = 12
 
@@ -115,20 +113,8 @@ def robust_line(tables: dict[str, pd.DataFrame]) -> str:
 
 
 def actorq_line(campaign: Campaign) -> str:
-    """ActorQ's int8 speedups here beside the published ones, each with its bootstrap interval and n."""
-    ttr = campaign.time_to_reward
-    if ttr.empty:
-        return "not run yet."
-    shown = actorq_timing.ttr_display(ttr)
-    parts = []
-    for (_, r), (_, v) in zip(ttr.iterrows(), shown.iterrows()):
-        if r["precision"] != "int8":
-            continue
-        ratios = speedups(ttr, r)
-        speed = ratio_text(ratios[0], r["speedup_bound"]) if ratios else str(v["speedup_vs_fp32"])
-        paper = f", paper {fmt(r['speedup (paper)'])}" if pd.notna(r["speedup (paper)"]) else ""
-        parts.append(f"{r['algo']} {r['network']} on {r['env']} {speed} (n = {r['seeds']}{paper})")
-    return "int8 actors' speedup to the target, fp32's time over int8's: " + "; ".join(parts) + "."
+    """ActorQ's int8 speedups here beside the published ones (`time_to_reward.summary_line`)."""
+    return time_to_reward.summary_line(campaign)
 
 
 def summary(lines: list[str]) -> str:

@@ -1,6 +1,9 @@
 """The report's ActorQ section: time to the target return with fp32 and int8 actors per seed, from
-the first env step with the start-up apart, each side's throughput, and the int8 speedup as a ratio
-with its bootstrap interval, decomposed into the throughput ratio times the steps-to-target ratio."""
+the first env step with the start-up apart, each side's throughput over the same span, and the int8
+speedup as a ratio of geometric means with its Welch interval on the logs, decomposed into the
+throughput ratio times the steps-to-target ratio. Runs of one training started on different days
+(another machine or lease) are shown apart, each day linked to its provenance note where one is
+kept (`device_runs/<day>_<machine>.md` beside the report)."""
 
 from __future__ import annotations
 
@@ -10,8 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from quarl.collate import actorq_timing
-from quarl.collate.stats import Interval, ratio_interval
+from quarl.collate import actorq_timing, coverage
+from quarl.collate.stats import Interval, geometric_mean, ratio_interval
 from quarl.report.campaign import FIGURES, Campaign, Inputs
 from quarl.report.text import fmt, markdown, note, per_seed, shown
 
@@ -47,24 +50,42 @@ RANDOM_RETURNS = {"dmc/cartpole_balance": (332.1, 59.1, 20)}
 
 
 def _setting(frame: pd.DataFrame, setting: dict[str, Any]) -> pd.DataFrame:
-    """The rows of `frame` whose columns equal `setting`'s values."""
+    """The rows of `frame` whose columns equal `setting`'s values (none where it lacks a column: no
+    actor breakdown recorded)."""
+    if not set(setting) <= set(frame.columns):
+        return frame.iloc[0:0]
     return frame[(frame[list(setting)] == pd.Series(setting)).all(axis=1)]
 
 
-def _rate(cells: pd.DataFrame, column: str) -> float:
-    """`column` per second of training, mean over the seeds' runs."""
-    return float((pd.to_numeric(cells[column]) / pd.to_numeric(cells["train_time_s"])).mean())
+def _rates(r: pd.Series) -> tuple[float, float]:
+    """A row's env steps and learner updates per second from the first env step (wall time less
+    start-up), the geometric mean over its seeds: the numbers its throughput ratio divides."""
+    updates = r.get("seed_learner_updates_per_s")
+    return geometric_mean(r["seed_env_steps_per_s"]), geometric_mean(updates if updates is not None else [])
+
+
+#: Provenance notes of runs on lent machines, beside the report: `<day>_<machine>.md`.
+DEVICE_RUNS = "device_runs"
+
+
+def provenance(folder: Path) -> dict[str, str]:
+    """The provenance note of each day's runs kept in `folder`/device_runs ({'2026-11-28':
+    'device_runs/2026-11-28_h200.md'}), a link relative to the report."""
+    notes = sorted((folder / DEVICE_RUNS).glob("*_*.md")) if (folder / DEVICE_RUNS).is_dir() else []
+    return {note.name.split("_", 1)[0]: f"{DEVICE_RUNS}/{note.name}" for note in notes}
 
 
 def section(inputs: Inputs) -> str:
     """The section with its heading and figures."""
     figures = actorq_figures(inputs.campaign, inputs.folder, inputs.figures)
-    return "## ActorQ: fp32 vs int8 actors\n\n" + actorq_section(inputs.campaign, figures)
+    notes = provenance(inputs.folder)
+    return "## ActorQ: fp32 vs int8 actors\n\n" + actorq_section(inputs.campaign, figures, notes)
 
 
 def speedups(ttr: pd.DataFrame, r: pd.Series) -> tuple[Interval, Interval, Interval] | None:
     """(speedup, throughput ratio, steps-to-target ratio) of row `r` against the fp32 row of its
-    setting, each with its bootstrap interval; None for an fp32 row or without one."""
+    setting, each a ratio of geometric means with its Welch interval on the logs; None for an fp32
+    row or without one."""
     if r["precision"] == "fp32":
         return None
     fp32 = ttr[(ttr[actorq_timing.SETTING] == r[actorq_timing.SETTING]).all(axis=1) & (ttr["precision"] == "fp32")]
@@ -92,10 +113,16 @@ def ratio_text(ci: Interval, bound: str = "") -> str:
     return marks.get(bound, "") + shown(ci)
 
 
-def actorq_section(campaign: Campaign, figures: list[str]) -> str:
+def _day(day: str, notes: dict[str, str]) -> str:
+    """The day a row's runs started, linked to its provenance note where one is kept."""
+    return f"[{day}]({notes[day]})" if day in notes else day or "–"
+
+
+def actorq_section(campaign: Campaign, figures: list[str], notes: dict[str, str] | None = None) -> str:
     """Time to the paper's reward with fp32 and int8 actors, the speedup beside the published one,
-    and the actors' inference time per step."""
-    ttr, parts = campaign.time_to_reward, campaign.breakdown
+    and the actors' inference time per step; a row per training, precision and day (`notes`: the
+    provenance note of a day's runs)."""
+    ttr, parts, notes = campaign.time_to_reward, campaign.breakdown, notes or {}
     if ttr.empty:
         return "Not run yet."
     assert campaign.actorq is not None  # time to reward is read from it
@@ -106,6 +133,7 @@ def actorq_section(campaign: Campaign, figures: list[str]) -> str:
         cells, part = _setting(done, setting), _setting(parts, setting)
         ratios = speedups(ttr, r)
         startup = float(np.nanmean(r["seed_startup_s"])) if len(r["seed_startup_s"]) else np.nan
+        env_rate, update_rate = _rates(r)
         rows.append(
             [
                 r["algo"],
@@ -113,11 +141,12 @@ def actorq_section(campaign: Campaign, figures: list[str]) -> str:
                 r["network"] if r["training"] == r["algo"] else f"{r['network']}, {r['training']}",
                 r["precision"],
                 actorq_timing.learner_device(cells),
+                _day(r["batch"], notes),
                 str(r["seeds"]),
                 fmt(pd.to_numeric(cells["env_steps"]).mean(), 0),
                 fmt(pd.to_numeric(cells["train_time_s"]).mean(), 0),
-                fmt(_rate(cells, "env_steps"), 0),
-                fmt(_rate(cells, "learner_steps"), 1),
+                fmt(env_rate, 0),
+                fmt(update_rate, 1),
                 actorq_timing.regime(cells),
                 fmt(part["inference (ms/step)"].mean()) if len(part) else "–",
                 f"{fmt(r['target'])} ({r['target_from']}; {r['reached']} seeds reached it)",
@@ -131,33 +160,58 @@ def actorq_section(campaign: Campaign, figures: list[str]) -> str:
                 "/".join(sorted({str(int(n)) for n in pd.to_numeric(cells["n_episodes"]).dropna()})),
             ]
         )
-    header = [
-        "algo",
-        "env",
-        "policy",
-        "actors",
-        "learner",
-        "seeds",
-        "env steps",
-        "wall s",
-        "env steps/s",
-        "learner updates/s",
-        "regime (share of wall time)",
-        "actor inference ms/step",
-        "target return",
-        "start-up s (est.)",
-        "time to target s, per seed",
-        "speedup vs fp32 [95% bootstrap CI]",
-        "throughput ratio (env steps/s, int8 / fp32)",
-        "steps-to-target ratio (fp32 / int8)",
-        "published speedup",
-        "final eval reward",
-        "eval episodes",
-    ]
     reading = actorq_reading(ttr, done)
     gpu = any(row[4] == "cuda" for row in rows)
-    prose = note("actorq", gpu=gpu)
-    return prose + "\n\n" + markdown(header, rows) + reading + "".join(f"\n\n{f}" for f in figures)
+    runs = runs_text(ttr, done, notes)
+    prose = note("actorq", gpu=gpu, coverage=coverage.ratio_note(), runs=runs, repeated=repeated_text(ttr))
+    return prose + "\n\n" + markdown(HEADER, rows) + reading + "".join(f"\n\n{f}" for f in figures)
+
+
+HEADER = [
+    "algo",
+    "env",
+    "policy",
+    "actors",
+    "learner",
+    "started (UTC day)",
+    "seeds",
+    "env steps",
+    "wall s (whole run)",
+    "env steps/s (from the first env step)",
+    "learner updates/s (from the first env step)",
+    "regime (share of wall time)",
+    "actor inference ms/step",
+    "target return",
+    "start-up s",
+    "time to target s (from the first env step), per seed",
+    "speedup vs fp32 [95% CI]",
+    "throughput ratio (env steps/s, int8 / fp32)",
+    "steps-to-target ratio (fp32 / int8)",
+    "published speedup",
+    "final eval reward",
+    "eval episodes",
+]
+
+
+def runs_text(ttr: pd.DataFrame, done: pd.DataFrame, notes: dict[str, str]) -> str:
+    """One line per day of runs with the learner on a GPU: its records, settings, and its provenance
+    note where one is kept."""
+    gpu = done[done.get("training_device", pd.Series("cpu", index=done.index)).fillna("cpu") != "cpu"]
+    lines = []
+    for day, runs in gpu.groupby("batch"):
+        where = f" ([{notes[day]}]({notes[day]}))" if day in notes else ""
+        settings = runs.groupby(actorq_timing.SETTING).ngroups
+        lines.append(f"- {day or 'a day not recorded'}{where}: {len(runs)} runs in {settings} settings.")
+    return "\n".join(lines)
+
+
+def repeated_text(ttr: pd.DataFrame) -> str:
+    """How many trainings ran on more than one day ('' where none did)."""
+    days = ttr.groupby([k for k in actorq_timing.SETTING if k != "batch"])["batch"].nunique()
+    again = int((days > 1).sum())
+    if not again:
+        return ""
+    return f" Here {again} of {len(days)} trainings ran on more than one day."
 
 
 def _time_text(r: pd.Series, view: pd.Series) -> str:
@@ -177,14 +231,13 @@ def actorq_reading(ttr: pd.DataFrame, done: pd.DataFrame) -> str:
         by = {r["precision"]: r for _, r in rows.iterrows()}
         if "fp32" not in by or "int8" not in by:
             continue
-        rate, devices = {}, set()
+        rate, devices = {p: _rates(by[p]) for p in ("fp32", "int8")}, set()
         for precision in ("fp32", "int8"):
-            cells = _setting(done, {**setting, "precision": precision})
-            rate[precision] = (_rate(cells, "env_steps"), _rate(cells, "learner_steps"))
-            devices.add(actorq_timing.learner_device(cells))
+            devices.add(actorq_timing.learner_device(_setting(done, {**setting, "precision": precision})))
         pace = (
             f"int8 actors moved the run from {fmt(rate['fp32'][0], 0)} to {fmt(rate['int8'][0], 0)} env steps/s "
             f"and the learner from {fmt(rate['fp32'][1], 1)} to {fmt(rate['int8'][1], 1)} updates/s"
+            + publishing(done, setting)
         )
         unreached = [p for p in ("fp32", "int8") if by[p]["reached"].startswith("0/")]
         if unreached:
@@ -214,6 +267,60 @@ def actorq_reading(ttr: pd.DataFrame, done: pd.DataFrame) -> str:
         )
         learner = "/".join(sorted(devices))
         trained = "" if setting["training"] == setting["algo"] else f" {setting['training']},"
-        where = f"{setting['algo']} on {setting['env']}, {setting['network']} policy,{trained} learner on {learner}"
+        where = (
+            f"{setting['algo']} on {setting['env']}, {setting['network']} policy,{trained} learner on {learner}, "
+            f"started {setting['batch'] or 'on a day not recorded'}"
+        )
         lines.append(f"- {where}: {verdict}; {pace}{acts}.")
     return "\n\nReading the table:\n\n" + "\n".join(lines) if lines else ""
+
+
+def publishing(done: pd.DataFrame, setting: dict[str, Any]) -> str:
+    """'; publishing took 12-58% of the wall time (fp32) and 9-20% (int8)': each precision's range
+    over its runs of publishes x publish time / wall time, from the records ('' where they lack it)."""
+    parts = []
+    for precision in ("fp32", "int8"):
+        cells = _setting(done, {**setting, "precision": precision})
+        if not {"publishes", "publish_ms"} <= set(cells.columns):
+            return ""
+        wall = pd.to_numeric(cells["train_time_s"], errors="coerce")
+        share = pd.to_numeric(cells["publishes"], errors="coerce") * pd.to_numeric(cells["publish_ms"]) / 1e3 / wall
+        share = share.dropna()
+        if share.empty:
+            return ""
+        low, high = share.min(), share.max()
+        span = f"{low:.0%}" if f"{low:.0%}" == f"{high:.0%}" else f"{low:.0%}-{high:.0%}"
+        parts.append(f"{span} ({precision}, {len(share)} runs)")
+    return f"; publishing took {' and '.join(parts)} of the wall time"
+
+
+def summary_line(campaign: Campaign) -> str:
+    """The summary's line: each setting whose int8 speedup has an interval (every seed of both
+    precisions timed, three or more a side), named by its learner, training and day, with the
+    published speedup and a passing average's caveat; how many settings give less."""
+    ttr = campaign.time_to_reward
+    if ttr.empty:
+        return "not run yet."
+    assert campaign.actorq is not None  # time to reward is read from it
+    done = actorq_timing.runs(campaign.actorq)
+    listed, rest = [], 0
+    for _, r in ttr[ttr["precision"] == "int8"].iterrows():
+        ratios = speedups(ttr, r)
+        if not ratios or not ratios[0].has_ci or r["speedup_bound"] != "=":
+            rest += ratios is not None
+            continue
+        setting = {k: r[k] for k in actorq_timing.SETTING}
+        final = pd.to_numeric(_setting(done, setting)["reward_mean"]).mean()
+        caveat = "; a passing average: the final policies score below the target" if final < r["target"] else ""
+        paper = f", paper {fmt(r['speedup (paper)'])}" if pd.notna(r["speedup (paper)"]) else ""
+        learner = actorq_timing.learner_device(_setting(done, setting))
+        listed.append(
+            f"{r['training']} {r['network']} on {r['env']}, learner on {learner}, started {r['batch']}: "
+            f"{shown(ratios[0])} (n = {r['seeds']}{paper}{caveat})"
+        )
+    text = "; ".join(listed) if listed else "none with an interval yet"
+    return (
+        "int8 actors' speedup to the target, the ratio of fp32's and int8's geometric-mean times with its "
+        f"95% interval, where every seed of both timed it: {text}; {rest} more settings give a bound, one or two "
+        "seeds, or no time (the section's table)."
+    )

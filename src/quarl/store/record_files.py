@@ -5,8 +5,8 @@ A record is checked before it is believed: its parts and their types, its run fi
 types them (finite numbers, a status quarl writes), its config values as the config schema types
 them, integers the store can hold (64 bits), and names that make sane columns. Only regular files
 of bounded size are read. A rebuild passes over each bad record with one sentence naming the file
-and the field, keeps the newest record of each cell (by its end time, and says so), and rebuilds
-the rest.
+and the field, keeps the newest record of each cell (by its end time, and says so) or, where asked,
+every done run of a cell (each earlier one under its own key), and rebuilds the rest.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import math
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from quarl.store.sqlite import RUN_COLUMNS, Store, flatten
 
@@ -233,16 +233,39 @@ def _ended(record: dict[str, Any]) -> datetime:
     return datetime.min.replace(tzinfo=timezone.utc)
 
 
-def newest(found: Iterable[tuple[Path, dict[str, Any]]]) -> list[tuple[Path, dict[str, Any]]]:
+def rerun(record: dict[str, Any]) -> dict[str, Any]:
+    """A copy of an earlier run of a cell whose key names its start too (`<cell_key>@<started_at>`),
+    so that it is stored beside the cell's newest run, not in its place."""
+    run = {**record["run"], "cell_key": f"{record['run']['cell_key']}@{record['run'].get('started_at')}"}
+    return {**record, "run": run}
+
+
+def newest(
+    found: Iterable[tuple[Path, dict[str, Any]]], keep: Callable[[dict[str, Any]], bool] | None = None
+) -> list[tuple[Path, dict[str, Any]]]:
     """Of the records of each cell, the one whose run ended last (of two that ended together, the
-    file that sorts last); each choice is logged."""
+    file that sorts last); each choice is logged. Done runs for which `keep` is true are all kept:
+    the earlier runs of a cell (another start time) under their `rerun` key."""
     kept: dict[str, tuple[Path, dict[str, Any]]] = {}
+    earlier: list[tuple[Path, dict[str, Any]]] = []
     for path, record in found:
         key = record["run"]["cell_key"]
         if key in kept:
             older_path, older = kept[key]
             if _ended(record) < _ended(older):
                 (path, record), (older_path, older) = (older_path, older), (path, record)
+            if keep is not None and all(keep(r) and r["run"]["status"] == "done" for r in (record, older)):
+                if record["run"].get("started_at") != older["run"].get("started_at"):
+                    log.info(
+                        "Two runs of cell %s kept: %s and %s (started %s).",
+                        key,
+                        path,
+                        older_path,
+                        older["run"].get("started_at"),
+                    )
+                    earlier.append((older_path, rerun(older)))
+                    kept[key] = (path, record)
+                    continue
             log.info(
                 "Two records of cell %s: keeping %s (%s, ended %s), not %s (%s, ended %s).",
                 key,
@@ -254,13 +277,14 @@ def newest(found: Iterable[tuple[Path, dict[str, Any]]]) -> list[tuple[Path, dic
                 older["run"].get("ended_at") or "when not said",
             )
         kept[key] = (path, record)
-    return list(kept.values())
+    return list(kept.values()) + earlier
 
 
-def rebuild(root: Path, store: Store) -> int:
-    """Write the newest record of each cell found under `root` into `store` (`newest`); a bad one,
-    or one the store cannot hold, is passed over in a sentence. Returns how many were written."""
-    chosen = newest(find_record_files(root))
+def rebuild(root: Path, store: Store, keep: Callable[[dict[str, Any]], bool] | None = None) -> int:
+    """Write the newest record of each cell found under `root` into `store` (`newest`; every done run
+    for which `keep` is true); a bad one, or one the store cannot hold, is passed over in a sentence.
+    Returns how many were written."""
+    chosen = newest(find_record_files(root), keep)
     files = {id(record): path for path, record in chosen}
 
     def refused(record: Mapping[str, Any], why: str) -> None:
