@@ -55,6 +55,18 @@ def test_the_seed_interval_keeps_its_level_on_normal_values_and_is_stated_elsewh
 def test_the_stratified_bootstrap_is_stated_with_its_simulated_coverage():
     note = coverage.stratified_note()
     for n in (3, 5):
-        assert 0.5 < coverage.stratified_coverage(n) <= 1.0
-        assert f"{coverage.stratified_coverage(n):.2f} at n = {n}" in note
+        for simulated in (coverage.stratified_coverage(n), coverage.improvement_coverage(n)):
+            assert 0.5 < simulated <= 1.0
+            assert f"{simulated:.2f} at n = {n}" in note
     assert coverage.ratio_note().count(" at n = ") == 4
+
+
+def test_the_report_states_each_intervals_simulated_coverage():
+    """The intro states the Student-t interval's, the ActorQ caption the ratio's, every aggregate the
+    stratified bootstraps': the numbers of this module, as the committed report was built."""
+    from tests.conftest import ROOT
+
+    text = (ROOT / "docs/reproduction/README.md").read_text()
+    assert coverage.seed_note() in text.split("## Summary", 1)[0]
+    assert coverage.ratio_note() in text.split("## ActorQ", 1)[1]
+    assert text.count("Aggregated over") == text.count(coverage.stratified_note())

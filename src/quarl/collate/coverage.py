@@ -10,8 +10,9 @@ The data (each drawn with a fixed seed, `REPS` samples of n values):
 - `slow_seeds`: times where 1 seed in 5 takes 2.5 times as long (bimodal times), lognormal
   around each mode (sigma 0.15).
 
-The ratio intervals draw the fp32 side at twice the int8 side's scale; `stratified_coverage` draws
-`TASKS` tasks of `solve_or_fail` runs, the aggregate plots' and tables' shape.
+The ratio intervals draw the fp32 side at twice the int8 side's scale; `stratified_coverage` and
+`improvement_coverage` draw `TASKS` tasks of `solve_or_fail` runs, the aggregate plots' and tables'
+shape.
 """
 
 from __future__ import annotations
@@ -94,6 +95,22 @@ def stratified_coverage(n: int) -> float:
     return hits / BOOTSTRAP_REPS
 
 
+@lru_cache(maxsize=None)
+def improvement_coverage(n: int) -> float:
+    """Coverage of `stats.probability_of_improvement` over TASKS tasks of n `solve_or_fail` runs a
+    side, one side's returns scaled by 0.9 (its population value from a million pairs)."""
+    rng = np.random.default_rng(SEED + 1)
+    a, b = solve_or_fail(rng, (1_000_000,)), 0.9 * solve_or_fail(rng, (1_000_000,))
+    truth = float(np.mean(a > b))
+    rng = np.random.default_rng(SEED)
+    hits = 0
+    for _ in range(BOOTSTRAP_REPS):
+        xs, ys = solve_or_fail(rng, (TASKS, n)), 0.9 * solve_or_fail(rng, (TASKS, n))
+        ci = stats.probability_of_improvement(list(xs), list(ys), n_resamples=BOOTSTRAP_RESAMPLES)
+        hits += ci.low <= truth <= ci.high
+    return hits / BOOTSTRAP_REPS
+
+
 def _pair(coverage: Callable[..., float], *kind: str) -> str:
     """'0.49 at n = 3 and 0.67 at n = 5': `coverage(*kind, n)` at each n."""
     return " and ".join(f"{coverage(*kind, n):.2f} at n = {n}" for n in (3, 5))
@@ -117,8 +134,10 @@ def ratio_note() -> str:
 
 
 def stratified_note() -> str:
-    """What the stratified bootstrap of the IQM covers in simulation, for a caption."""
+    """What the stratified bootstraps (the IQM's, the probability of improvement's) cover in
+    simulation, for a caption."""
     return (
-        f"simulated coverage of this 95% interval (`quarl.collate.coverage`) over {TASKS} tasks of "
-        f"{WORDS['solve_or_fail']}: {_pair(stratified_coverage)} runs a task"
+        f"simulated coverage of these 95% intervals (`quarl.collate.coverage`) over {TASKS} tasks of "
+        f"{WORDS['solve_or_fail']}, n runs a task: the IQM's {_pair(stratified_coverage)}, the probability "
+        f"of improvement's {_pair(improvement_coverage)}"
     )

@@ -22,6 +22,7 @@ from typing import Callable
 
 import pandas as pd
 
+from quarl.collate import coverage
 from quarl.errors import QuarlError
 from quarl.progress import Steps
 from quarl.report import (
@@ -126,7 +127,7 @@ def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> st
     with Steps("Building the reproduction report", total=len(SECTIONS) + 1) as steps:
         steps.next(f"reading the records in {records}")
         inputs = Inputs.read(records, folder, sweeps, figures)
-        parts = [note("intro", files=inputs.files, done=inputs.done)]
+        parts = [note("intro", files=inputs.files, done=inputs.done, coverage=coverage.seed_note())]
         for part in SECTIONS:
             steps.next(part.doing)
             parts.append(part.make(inputs))

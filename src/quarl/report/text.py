@@ -10,6 +10,7 @@ from typing import Any, Sequence
 import jinja2
 import numpy as np
 
+from quarl.collate import coverage
 from quarl.collate.stats import Interval, iqm, probability_of_improvement, stratified_bootstrap
 
 UNBOUNDED = (-math.inf, math.inf)
@@ -64,8 +65,8 @@ def note(name: str, **values: Any) -> str:
 def aggregate_text(first: list[np.ndarray], second: list[np.ndarray], names: tuple[str, str], tasks: str) -> str:
     """' Aggregated over ...': the IQM of each side's normalised scores (one array of runs per task,
     the same tasks on both sides) with its stratified-bootstrap interval, and the probability that a
-    run of the first beats one of the second (rliable's definitions, `quarl.collate.stats`); ''
-    without tasks."""
+    run of the first beats one of the second (rliable's definitions, `quarl.collate.stats`), with
+    the intervals' simulated coverage (`quarl.collate.coverage`); '' without tasks."""
     if not first:
         return ""
     one, two = (stratified_bootstrap(side, iqm) for side in (first, second))
@@ -73,5 +74,5 @@ def aggregate_text(first: list[np.ndarray], second: list[np.ndarray], names: tup
     return (
         f" Aggregated over {len(first)} {tasks} (rliable's stratified bootstrap, 95%): IQM of the normalised "
         f"reward, {names[0]} {shown(one)}, {names[1]} {shown(two)}; probability that a {names[0]} seed beats a "
-        f"{names[1]} one {shown(better)} (0.5: no difference)."
+        f"{names[1]} one {shown(better)} (0.5: no difference); {coverage.stratified_note()}."
     )
