@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 
 from quarl.app import CONF_DIR
+from quarl.collate import verdicts
 from quarl.cli import main
-from quarl.report import build, extensions, ptq_table, qat_vs_ptq, sweet_spots, time_to_reward
+from quarl.report import build, extensions, ptq_table, qat_vs_ptq, robustness, sweet_spots, time_to_reward
 from quarl.report import campaign as report_records
 from tests.conftest import ROOT
 
@@ -479,3 +480,15 @@ def test_a_sweet_spot_named_on_means_says_whether_its_seeds_confirm_it():
     assert steady.startswith("Sweet spot: 2 bits") and "the seeds confirm it" in steady
     scattered = sweet_spots.extension_finding(table([270.0, 230.0, 250.0]), 400.0)
     assert scattered.startswith("Sweet spot: 2 bits") and "at n = 3 the seeds do not confirm it" in scattered
+
+
+def test_agreement_rising_is_counted_after_holms_correction():
+    """Over seven widths: a rise of about 0.3 in every seed survives Holm's correction; a rise that
+    excludes 0 alone (p = 0.009) but not after the correction, and noisy rises, are not counted."""
+    steady, alone, noisy = [0.30, 0.31, 0.32], [0.05, 0.06, 0.07], [0.01, 0.05, 0.09]
+    assert 0.05 / 6 < verdicts.t_test_p(alone) < 0.05  # significant alone, not as the second of seven after Holm
+    table = pd.DataFrame({"bits": ["2", "3", "4", "5", "6", "7", "8", "32"],
+                          "agreement_diffs": [steady, noisy, noisy, noisy, noisy, noisy, alone, [0.0, 0.0, 0.0]]})
+    rose = robustness._agreement_rose({"dqn/cartpole/sam": table})
+    assert [rose[("dqn/cartpole/sam", b)] for b in "2345678"] == [True] + [False] * 6
+    assert ("dqn/cartpole/sam", "32") not in rose  # fp32 is no width
