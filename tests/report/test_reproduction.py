@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from quarl.app import CONF_DIR
-from quarl.collate import verdicts
 from quarl.cli import main
+from quarl.collate import verdicts
 from quarl.report import build, extensions, ptq_table, qat_vs_ptq, robustness, sweet_spots, time_to_reward
 from quarl.report import campaign as report_records
 from tests.conftest import ROOT
