@@ -58,10 +58,10 @@ def test_the_actorq_section_keeps_each_day_apart_and_its_ratio_reads_from_its_co
     for day in ("2026-11-27", "2026-11-28"):
         of_day = [r for r in rows if day in r["started (UTC day)"]]
         fp32, int8 = (next(r for r in of_day if r["actors"] == p) for p in ("fp32", "int8"))
-        rate = "env steps/s (from the first env step)"
+        rate = "env steps/s (from the first env step; geometric mean)"
         ratio = float(int8["throughput ratio (env steps/s, int8 / fp32)"].split(" ")[0])
         assert ratio == pytest.approx(float(int8[rate]) / float(fp32[rate]), abs=0.01)
-        times = "time to target s (from the first env step), per seed"
+        times = "time to target s (from the first env step; geometric mean), per seed"
         speedup = float(int8["speedup vs fp32 [95% CI]"].split(" ")[0])
         assert speedup == pytest.approx(float(fp32[times].split(" ")[0]) / float(int8[times].split(" ")[0]), abs=0.01)
     assert "Here 1 of 1 trainings ran on more than one day" in section and "started 2026-11-28:" in section
@@ -79,3 +79,20 @@ def test_the_actorq_prose_types_no_number():
     text = (ROOT / "src/quarl/report/templates/actorq.md").read_text()
     text = re.sub(r"`[^`]*`|\{\{[^}]*\}\}|\b[A-Za-z]+[A-Za-z_]*\d+\w*", "", text)
     assert not re.findall(r".{20}\d.{10}", text)
+
+
+def test_the_summary_names_each_setting_and_a_passing_average(tmp_path: Path):
+    """The summary listed 'dqn 2048x2048x2048 on acrobot' five times with no setting, and passing
+    averages without their caveat: each item now names its training and day, and says so."""
+    records = tmp_path / "records"
+    runs = _two_days()
+    for rec in runs:
+        if rec["run"]["started_at"].startswith("2026-11-28"):
+            rec["run"]["reward_mean"] = -200.0  # the final policies score below the target, -107.45
+        write_json(rec, records / build.record_name(rec))
+    line = time_to_reward.summary_line(load_campaign(records))
+    items = line.split(": ", 1)[1].split("; ")
+    assert sum("started 2026-11-27: " in item for item in items) == 1
+    assert sum("started 2026-11-28: " in item for item in items) == 1
+    assert "a passing average" in line.split("started 2026-11-28: ", 1)[1]
+    assert "a passing average" not in line.split("started 2026-11-27: ", 1)[1].split("started 2026-11-28")[0]

@@ -7,6 +7,7 @@ kept (`device_runs/<day>_<machine>.md` beside the report)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -177,13 +178,13 @@ HEADER = [
     "seeds",
     "env steps",
     "wall s (whole run)",
-    "env steps/s (from the first env step)",
-    "learner updates/s (from the first env step)",
+    "env steps/s (from the first env step; geometric mean)",
+    "learner updates/s (from the first env step; geometric mean)",
     "regime (share of wall time)",
     "actor inference ms/step",
     "target return",
     "start-up s",
-    "time to target s (from the first env step), per seed",
+    "time to target s (from the first env step; geometric mean), per seed",
     "speedup vs fp32 [95% CI]",
     "throughput ratio (env steps/s, int8 / fp32)",
     "steps-to-target ratio (fp32 / int8)",
@@ -290,7 +291,7 @@ def publishing(done: pd.DataFrame, setting: dict[str, Any]) -> str:
             return ""
         low, high = share.min(), share.max()
         span = f"{low:.0%}" if f"{low:.0%}" == f"{high:.0%}" else f"{low:.0%}-{high:.0%}"
-        parts.append(f"{span} ({precision}, {len(share)} runs)")
+        parts.append(f"{span} ({precision}, {len(share)} run{'s' if len(share) > 1 else ''})")
     return f"; publishing took {' and '.join(parts)} of the wall time"
 
 
@@ -315,7 +316,7 @@ def summary_line(campaign: Campaign) -> str:
         paper = f", paper {fmt(r['speedup (paper)'])}" if pd.notna(r["speedup (paper)"]) else ""
         learner = actorq_timing.learner_device(_setting(done, setting))
         listed.append(
-            f"{r['training']} {r['network']} on {r['env']}, learner on {learner}, started {r['batch']}: "
+            f"{_short(r['training'])} {r['network']} on {r['env']}, learner on {learner}, started {r['batch']}: "
             f"{shown(ratios[0])} (n = {r['seeds']}{paper}{caveat})"
         )
     text = "; ".join(listed) if listed else "none with an interval yet"
@@ -324,3 +325,10 @@ def summary_line(campaign: Campaign) -> str:
         f"95% interval, where every seed of both timed it: {text}; {rest} more settings give a bound, one or two "
         "seeds, or no time (the section's table)."
     )
+
+
+def _short(training: str) -> str:
+    """A training's label without the network's own keys (its network is named beside it):
+    'dqn (actorq.actors=14, actorq.time_limit_s=30)'."""
+    short = re.sub(r"algo\.hyperparams\.[\w.]+=\[[^\]]*\](, )?", "", training)
+    return short.replace(" ()", "")
