@@ -172,3 +172,13 @@ def test_an_existing_out_is_refused_before_anything_is_loaded(tmp_path, caplog):
     for fmt in ("c", "onnx"):
         assert main(["export", "--store", str(store), "--format", fmt, "--out", str(tmp_path / "taken")]) == 1
         assert f"Export path {tmp_path / 'taken'} already exists" in caplog.text and "Traceback" not in caplog.text
+
+
+def test_booleans_in_a_refusal_read_as_a_user_types_them(tmp_path):
+    """Two policies apart in a boolean key: the refusal names its values true / false, not 0 / 1."""
+    path = tmp_path / "r.sqlite"
+    write(Store(path), [record("ppo", "cartpole", "ptq", 8, 0, config={"train.keep_best": keep})
+                        for keep in (False, True)])
+    with pytest.raises(QuarlError) as refused:
+        listing.one_record(results.load(path), "algo=ppo")
+    assert "train.keep_best (false, true)" in str(refused.value) and "(0, 1)" not in str(refused.value)

@@ -198,16 +198,15 @@ def latest(runs: pd.DataFrame) -> pd.Series:
     return (runs.sort_values(order, kind="stable", na_position="first") if order else runs).iloc[-1]
 
 
-def filter_text(record: pd.Series, key: str) -> str:
-    """`key=value` selecting `record`'s value of `key`, as a user types it (booleans as true/false)."""
+def typed_text(record: pd.Series, key: str) -> str:
+    """`record`'s value of `key` as a user types it: its stored config's, booleans as true/false."""
     value = record.get(key)
     if key in record.index and isinstance(record.get("config"), str):
         try:
             value = flatten(json.loads(record["config"])).get(key, value)
         except (TypeError, ValueError):
             pass
-    text = str(value).lower() if isinstance(value, bool) else value_text(value)
-    return shlex.quote(f"{key}={text}")
+    return str(value).lower() if isinstance(value, bool) else value_text(value)
 
 
 def one_record(
@@ -242,7 +241,7 @@ def one_record(
             break
         narrower = left[left[key].map(value_text) == value_text(record[key])]
         if len(narrower) < len(left):
-            picked.append(filter_text(record, key))
+            picked.append(shlex.quote(f"{key}={typed_text(record, key)}"))
             left = narrower
     named = [k for k in keys if not eval_only(k)][:shown]
     if not named:
@@ -258,7 +257,7 @@ def one_record(
 
 def values_text(runs: pd.DataFrame, key: str, limit: int = 4) -> str:
     """'0, 1, 2' or '500, null': the distinct values of `key` among `runs`, numbers in order."""
-    values = sorted(set(runs[key].map(value_text)), key=lambda v: (v == "null", _sort_number(v), v))
+    values = sorted({typed_text(r, key) for _, r in runs.iterrows()}, key=lambda v: (v == "null", _sort_number(v), v))
     shown = ", ".join(values[:limit])
     return shown + (f", ... ({len(values)} values)" if len(values) > limit else "")
 
