@@ -350,6 +350,7 @@ def breakdown(study: Study, actors: pd.DataFrame) -> pd.DataFrame:
 def breakdown_figure(table: pd.DataFrame, algo: str, env: str):
     """Stacked bars of ms per actor step by part: a bar per precision, a panel per network and update period."""
     rows = table[(table["algo"] == algo) & (table["env"] == env)]
+    rows = rows.assign(batch=rows["batch"] if "batch" in rows.columns else "")  # a table from before days
     panels = sorted(set(zip(rows["network"], rows["update_period"], rows["training"], rows["batch"])))
     columns = [f"{PART_NAMES[p]} (ms/step)" for p in PARTS]
     with plots.styled():
