@@ -336,3 +336,18 @@ def test_weights_that_name_code_are_refused_in_one_sentence(genuine: Path, tmp_p
         "read a model's weights as tensors only, so this is no model SB3 saved; give the model zip saved by SB3 or "
         "rl-zoo3.")
     assert not marker.exists()
+
+
+def test_trust_set_in_a_config_file_is_not_trust(genuine: Path, tmp_path: Path) -> None:
+    """A config file of the user's that says `policy.trust: true` grants nothing: only the command
+    line of the run does (a file written earlier cannot decide what runs)."""
+    folder = _copy(genuine, tmp_path / "crafted")
+    marker = tmp_path / "ran"
+    _craft_normalize(folder, marker)
+    group = tmp_path / "conf" / "mine"
+    group.mkdir(parents=True)
+    (group / "trusting.yaml").write_text("# @package _global_\npolicy:\n  trust: true\n")
+    done = run_quarl(tmp_path, "--config-dir", str(tmp_path / "conf"), "+mine=trusting", "policy.source=path",
+                     f"policy.path={folder}", *QUIET, check=False)
+    _refused(done, "vecnormalize.pkl")
+    assert not marker.exists() and "comes from a config file, not this command line" in done.stdout + done.stderr

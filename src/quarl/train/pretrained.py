@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import yaml
+from hydra.core.hydra_config import HydraConfig
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -131,8 +132,20 @@ def download(repo: str, cache: Path) -> Path:
 
 
 def trusted(cfg: Any) -> bool:
-    """Whether the user trusts the pretrained policy's files to run code (`policy.trust=true`)."""
-    return bool(cfg.policy.get("trust", False))
+    """Whether the user trusts the pretrained policy's files to run code: `policy.trust=true` said on
+    the command line of the run (Hydra's task overrides), never a config file's value alone. Outside
+    a Hydra run (the Python API, where the caller builds the config), the config's value."""
+    wanted = bool(cfg.policy.get("trust", False))
+    if not wanted or not HydraConfig.initialized():
+        return wanted
+    said = [o.split("=", 1)[1] for o in HydraConfig.get().overrides.task if o.lstrip("+~").startswith("policy.trust=")]
+    if said and said[-1].strip().lower() == "true":
+        return True
+    log.warning(
+        "policy.trust=true comes from a config file, not this command line: the policy's files are read without "
+        "running code (add policy.trust=true to the command to load them once, trusted)."
+    )
+    return False
 
 
 def hyperparams(config: Optional[Path], trust: bool = False) -> dict[str, Any]:
