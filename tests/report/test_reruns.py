@@ -65,6 +65,8 @@ def test_the_actorq_section_keeps_each_day_apart_and_its_ratio_reads_from_its_co
         speedup = float(int8["speedup vs fp32 [95% CI]"].split(" ")[0])
         assert speedup == pytest.approx(float(fp32[times].split(" ")[0]) / float(int8[times].split(" ")[0]), abs=0.01)
     assert "Here 1 of 1 trainings ran on more than one day" in section and "started 2026-11-28:" in section
+    by_day = r"int8 speedup by day .*: \d\.\d\d \[.*\] \(2026-11-27\), \d\.\d\d \[.*\] \(2026-11-28\)"
+    assert re.search(by_day, section)
 
 
 def _table(section: str) -> tuple[list[str], list[dict[str, str]]]:

@@ -207,12 +207,28 @@ def runs_text(ttr: pd.DataFrame, done: pd.DataFrame, notes: dict[str, str]) -> s
 
 
 def repeated_text(ttr: pd.DataFrame) -> str:
-    """How many trainings ran on more than one day ('' where none did)."""
-    days = ttr.groupby([k for k in actorq_timing.SETTING if k != "batch"])["batch"].nunique()
-    again = int((days > 1).sum())
-    if not again:
+    """How many trainings ran on more than one day, and each one's int8 speedup (else throughput
+    ratio) day by day, side by side ('' where none did)."""
+    training = [k for k in actorq_timing.SETTING if k != "batch"]
+    days = ttr.groupby(training)["batch"].nunique()
+    again = days[days > 1]
+    if again.empty:
         return ""
-    return f" Here {again} of {len(days)} trainings ran on more than one day."
+    lines = []
+    for key in again.index:
+        rows = ttr[(ttr[training] == pd.Series(dict(zip(training, key)))).all(axis=1) & (ttr["precision"] == "int8")]
+        per_day = []
+        for _, r in rows.iterrows():
+            ratios = speedups(ttr, r)
+            if ratios is not None:
+                timed = ratios[0].n_runs != -1 and not np.isnan(ratios[0].estimate)
+                what = ratio_text(ratios[0], r["speedup_bound"]) if timed else f"throughput {ratio_text(ratios[1])}"
+                per_day.append(f"{what} ({r['batch']})")
+        if per_day:
+            lines.append(f"{_short(key[-1])} {key[2]} on {key[1]}: " + ", ".join(per_day))
+    how = "int8 speedup by day (the throughput ratio where no time is one to the target)"
+    listed = f": {how}, {'; '.join(lines)}" if lines else ""
+    return f" Here {len(again)} of {len(days)} trainings ran on more than one day{listed}."
 
 
 def _time_text(r: pd.Series, view: pd.Series) -> str:
