@@ -480,7 +480,8 @@ def write_summary(out: Path, device: str) -> None:
 
 
 def archive(out: Path) -> int:
-    """The runs' records as one tar of `<cell_key>.record.json` files; how many."""
+    """The runs' records as one tar of `<cell_key>.<start>.record.json` files
+    (`quarl.report.build.record_name`); how many."""
     from quarl.report.build import archive as copy_records
 
     with tempfile.TemporaryDirectory() as tmp:
