@@ -26,7 +26,7 @@ from quarl.collate import stats
 
 LEVEL = 0.95
 REPS = 4000  # draws per coverage: the estimate's own standard error is about 0.35 points at 0.95
-BOOTSTRAP_REPS, BOOTSTRAP_RESAMPLES = 400, 1000  # a bootstrap per draw: fewer draws (about 1 point)
+BOOTSTRAP_REPS, BOOTSTRAP_RESAMPLES = 400, 1000  # a bootstrap per draw: fewer draws (about 1.5 points)
 TASKS = 8
 SEED = 2026
 SCALE = 2.0  # the ratio the two groups of a ratio interval are drawn at
