@@ -4,6 +4,7 @@ the results store."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import signal
 import sys
@@ -13,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from quarl.config import backend_registry
-from quarl.errors import QuarlError
+from quarl.errors import QuarlError, ended, ending_like_ctrl_c
 from quarl.store import record_files, sqlite, studies
 from quarl.store.flags import FLAG_LEGEND, with_flags
 from quarl.store.listing import one_record, pack, shorten, shown, status_lines, summary_columns, terminal_width
@@ -57,22 +58,12 @@ def cmd_rebuild(args: argparse.Namespace) -> None:
 def cmd_collate(args: argparse.Namespace) -> None:
     from quarl.collate import collate
 
-    filters = _filters(args.filters)
     parts = ["quarl collate", f"--store {args.store}", *([f"--sweep {args.sweep}"] if args.sweep else [])]
     parts += [f"--out {args.out}", f"--bits {args.bits}", *(["--log-y"] if args.log_y else [])]
     parts += [*([f"--formats {args.formats}"] if args.formats else []), *args.filters]
-    written = collate(
-        args.store,
-        args.out,
-        filters,
-        bits=args.bits,
-        command=" ".join(parts),
-        sweep=args.sweep,
-        overwrite=args.overwrite,
-        log_y=args.log_y,
-        force=args.force,
-        formats=args.formats.split(",") if args.formats else None,
-    )
+    options: dict[str, Any] = {k: getattr(args, k) for k in ("bits", "sweep", "overwrite", "log_y", "force")}
+    formats = args.formats.split(",") if args.formats else None
+    written = collate(args.store, args.out, _filters(args.filters), command=" ".join(parts), formats=formats, **options)
     for path in written:
         print(path)
 
@@ -163,7 +154,6 @@ def cmd_status(args: argparse.Namespace) -> None:
             print(pack([f"in {row.get('run_dir')}"], width, indent="    ", first="  "))
 
 
-#: The order `quarl status` lists states in.
 #: The fewest characters a shortened value keeps.
 MIN_VALUE = 24
 
@@ -435,7 +425,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     args = parser().parse_args(argv)
     try:
-        args.func(args)
+        with ending_like_ctrl_c() if args.command != "run" else contextlib.nullcontext():  # run.py: its own
+            args.func(args)
+    except KeyboardInterrupt as exc:
+        how, code = ended(exc)
+        log.error("quarl %s: %s; what it wrote so far is replaced when it runs again.", args.command, how)
+        return code
     except QuarlError as exc:
         log.error("quarl: %s", exc)
         return 1

@@ -76,3 +76,38 @@ def test_formats_choose_the_figure_files_and_an_unknown_one_is_refused(tmp_path:
         assert cli.main(["collate", "--store", str(path), "--out", str(refused), "--formats", "png,svg"]) == 1
     assert "--formats png,svg: figures are written as png and/or pdf." in caplog.text
     assert not refused.exists()
+
+
+def test_an_out_that_cannot_be_written_is_refused_before_any_work(tmp_path: Path, caplog, monkeypatch):
+    path = stored(tmp_path, ptq_study(algos=("ppo",), envs=("cartpole",), seeds=(0,), bits=(8,)))
+    (tmp_path / "a_file").write_text("x")
+    monkeypatch.setattr("quarl.collate.collation.load", None)  # reading a record would fail: none is read
+    assert cli.main(["collate", "--store", str(path), "--out", str(tmp_path / "a_file" / "coll")]) == 1
+    assert "--out" in caplog.text and "a_file is a file, not a folder" in caplog.text and "Traceback" not in caplog.text
+
+
+def test_a_collation_stopped_half_way_is_replaced_whole_by_the_next(tmp_path: Path, caplog, monkeypatch):
+    """SIGTERM in the middle: one line and exit 143; the folder it leaves is quarl's, so running the
+    same command again replaces it (it used to be refused as a folder no collation wrote)."""
+    import os
+    import signal
+
+    from quarl.collate import outputs
+
+    path = stored(tmp_path, ptq_study(algos=("ppo",), envs=("cartpole",), seeds=(0,), bits=(8,)))
+    out = tmp_path / "coll"
+    real = outputs.write_tables
+
+    def stopped(study, folder):
+        real(study, folder)  # some files written, then the signal
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(outputs, "write_tables", stopped)
+    command = ["collate", "--store", str(path), "--out", str(out), "--formats", "png"]
+    assert cli.main(command) == 143
+    assert "quarl collate: Terminated by SIGTERM; what it wrote so far is replaced" in caplog.text
+    assert (out / "tables").is_dir() and "in_progress" in (out / outputs.MANIFEST).read_text()
+    (out / "tables" / "stale.md").write_text("left by the stopped run")
+    monkeypatch.setattr(outputs, "write_tables", real)
+    assert cli.main(command) == 0
+    assert not (out / "tables" / "stale.md").exists() and "in_progress" not in (out / outputs.MANIFEST).read_text()

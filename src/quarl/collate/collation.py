@@ -86,7 +86,11 @@ def collate(
         every = " and/or ".join(plots.FIGURE_FORMATS)
         raise QuarlError(f"--formats {','.join(formats) or '(none)'}: figures are written as {every}.")
     from quarl.collate.sweep import sweep_cells
+    from quarl.store.disk import cannot_make
 
+    why = cannot_make(Path(out_dir))
+    if why is not None:  # before any record is read or figure drawn
+        raise QuarlError(f"--out {out_dir} cannot be written: {why}. Give a folder quarl can write into.")
     cells = sweep_cells(Path(sweep)) if sweep is not None else None
     study = load(store, filters, cells)
     out = Path(out_dir)
@@ -101,6 +105,7 @@ def collate(
         )
         return unchanged
     outputs.clear_out(out, overwrite, Path(store))
+    outputs.write_manifest(out, [], digest, in_progress=True)  # interrupted, it is still known as quarl's
     if study.empty:
         log.warning("Nothing to collate from %s; see the notes above.", store)
         written = outputs.write_readme(study, out, filters or {}, bits, command, [])

@@ -325,8 +325,11 @@ def _previous(out: Path) -> list[Path] | None:
     manifest = out / MANIFEST
     if manifest.is_file():
         try:
-            return [out / f for f in json.loads(manifest.read_text())["files"]] + [manifest]
-        except (ValueError, KeyError, TypeError):
+            found = json.loads(manifest.read_text())
+            if found.get("in_progress"):  # interrupted: everything there is its own (the folder was cleared first)
+                return [p for p in out.rglob("*") if p.is_file()]
+            return [out / f for f in found["files"]] + [manifest]
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None
     readme = out / "README.md"
     if readme.is_file() and readme.read_text(errors="replace").startswith(README_HEADING):
@@ -387,17 +390,20 @@ def up_to_date(out: Path, digest: str) -> list[Path] | None:
         manifest = json.loads((out / MANIFEST).read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(manifest, dict) or manifest.get("inputs") != digest:
+    if not isinstance(manifest, dict) or manifest.get("inputs") != digest or manifest.get("in_progress"):
         return None
     files = [out / f for f in manifest.get("files", [])]
     return files if all(f.is_file() for f in files) else None
 
 
-def write_manifest(out: Path, written: list[Path], digest: str) -> None:
+def write_manifest(out: Path, written: list[Path], digest: str, in_progress: bool = False) -> None:
     """`out`/.quarl-collate.json: the files this collation wrote (what the next one replaces) and
-    the digest of its inputs (`inputs_digest`)."""
+    the digest of its inputs (`inputs_digest`); `in_progress` while it writes, so that a collation
+    interrupted half-way is replaced whole by the next one, not refused as a folder quarl did not write."""
+    out.mkdir(parents=True, exist_ok=True)
     files = sorted(p.relative_to(out).as_posix() for p in written if p.is_relative_to(out))
-    (out / MANIFEST).write_text(json.dumps({"files": files, "inputs": digest}, indent=1))
+    state = {"in_progress": True} if in_progress else {}
+    (out / MANIFEST).write_text(json.dumps({"files": files, "inputs": digest, **state}, indent=1))
 
 
 def write_all(
