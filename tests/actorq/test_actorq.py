@@ -213,7 +213,9 @@ def test_rate_limiter_holds_both_sides_to_samples_per_insert():
 
 def test_store_from_before_actorq_gets_the_new_curve_columns(tmp_path):
     path = tmp_path / "old.sqlite"
-    with sqlite3.connect(path) as con:
+    with sqlite3.connect(path) as con:  # a store as quarl wrote it before ActorQ: its curves had no wall time
+        con.execute("CREATE TABLE runs (cell_key TEXT PRIMARY KEY, status TEXT)")
+        con.execute("CREATE TABLE episodes (cell_key TEXT, episode INTEGER, seed INTEGER, reward REAL, length INTEGER)")
         con.execute("CREATE TABLE curves (cell_key TEXT NOT NULL, step INTEGER NOT NULL, reward REAL, length INTEGER)")
         con.execute("INSERT INTO curves VALUES ('k', 1, 2.0, 3)")
     curves = Store(path).curves()
