@@ -78,6 +78,21 @@ def test_unwritable_output_and_bad_bits_are_one_sentence(tmp_path, caplog):
     write(Store(store), [record("ppo", "cartpole", "fp32"), record("ppo", "cartpole", "ptq", 8)])
     (tmp_path / "file").write_text("not a folder")
     assert main(["collate", "--store", str(store), "--out", str(tmp_path / "file" / "out")]) == 1
-    assert f"quarl: {tmp_path / 'file' / 'out'}" in caplog.text and "Not a directory" in caplog.text
+    assert f"quarl: --out {tmp_path / 'file' / 'out'} cannot be written: {tmp_path / 'file'} is a file" in caplog.text
     assert main(["sensitivity", "--bits", "a,b"]) == 1
     assert "--bits a,b is not a list of whole numbers" in caplog.text and "Traceback" not in caplog.text
+
+
+def test_a_full_disk_without_a_file_name_names_the_folder_written(tmp_path, caplog, monkeypatch):
+    """The system's error may carry no file name (a full disk during a write): the sentence names
+    the command's --out, not 'a file'."""
+    import errno
+
+    from quarl import cli
+
+    def full(args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cli, "cmd_collate", full)
+    assert cli.main(["collate", "--out", str(tmp_path / "coll")]) == 1
+    assert f"quarl: {tmp_path / 'coll'}: No space left on device." in caplog.text

@@ -435,7 +435,8 @@ def main(argv: list[str] | None = None) -> int:
         log.error("quarl: %s", exc)
         return 1
     except OSError as exc:  # a read-only or full folder the command was told to write into
-        log.error("quarl: %s: %s.", exc.filename or "a file", exc.strerror or exc)
+        where = exc.filename or getattr(args, "out", None) or getattr(args, "store", None) or "the folder written"
+        log.error("quarl: %s: %s.", where, exc.strerror or exc)
         return 1
     return 0
 
