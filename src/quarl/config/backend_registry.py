@@ -10,11 +10,10 @@ at import: their `build` imports what it needs.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from quarl.config.plugins import discover
 from quarl.errors import QuarlError
 
 PLUGINS = "quarl.backends"  # the package whose modules are the backends
@@ -45,13 +44,8 @@ class Backend:
 
 
 def _discover() -> dict[str, Backend]:
-    found: dict[str, Backend] = {}
-    plugins = importlib.import_module(PLUGINS)  # by name: the plugins sit above this module, not below
-    for module in sorted(pkgutil.iter_modules(plugins.__path__), key=lambda m: m.name):
-        for backend in importlib.import_module(f"{PLUGINS}.{module.name}").BACKENDS:
-            if backend.name in found or backend.name in ("fake", "auto"):
-                raise QuarlError(f"backend {backend.name} is defined twice ({PLUGINS}.{module.name}).")
-            found[backend.name] = backend
+    """Every backend of every plugin module (`quarl.config.plugins`), listed by rank, then name."""
+    found = discover(PLUGINS, "BACKENDS", Backend, reserved=("fake", "auto"))
     return dict(sorted(found.items(), key=lambda item: (item[1].rank, item[0])))
 
 

@@ -10,15 +10,14 @@ import (no torch): the keys of a sweep's cells are computed without it.
 from __future__ import annotations
 
 import copy
-import importlib
 import logging
-import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 
+from quarl.config.plugins import discover
 from quarl.errors import QuarlError
 
 if TYPE_CHECKING:
@@ -158,15 +157,8 @@ log = logging.getLogger(__name__)
 
 
 def _discover() -> dict[str, QuantMethod]:
-    """Every method of every module of this package, the baseline first."""
-    found: dict[str, QuantMethod] = {}
-    plugins = importlib.import_module(PLUGINS)  # by name: the plugins sit above this module, not below
-    for module in sorted(pkgutil.iter_modules(plugins.__path__), key=lambda m: (m.name != "floats", m.name)):
-        for method in importlib.import_module(f"{PLUGINS}.{module.name}").METHODS:
-            if method.name in found:
-                raise QuarlError(f"quant method {method.name} is defined twice ({PLUGINS}.{module.name}).")
-            found[method.name] = method
-    return found
+    """Every method of every plugin module (`quarl.config.plugins`), the baseline's module first."""
+    return discover(PLUGINS, "METHODS", QuantMethod, first="floats")
 
 
 _REGISTRY: dict[str, QuantMethod] = {}

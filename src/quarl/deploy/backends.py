@@ -174,7 +174,11 @@ def _example(net: ActingNetwork, example_obs: Optional[np.ndarray]) -> np.ndarra
 
 
 def _build(net: ActingNetwork, backend: str, example: np.ndarray, calibrated: bool, threads: int) -> Runner:
-    return backend_registry.get(backend).build(net, example, calibrated, threads)
+    """The runner of the registered `backend`, named as registered: a plugin that reuses another's
+    runner (a `c_ruy` built on `CRunner`) is logged and recorded under its own name."""
+    runner = backend_registry.get(backend).build(net, example, calibrated, threads)
+    runner.backend = backend
+    return runner
 
 
 def calibrated_int8_ranges(net: ActingNetwork) -> Optional[list[tuple[float, int]]]:

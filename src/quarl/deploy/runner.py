@@ -15,7 +15,7 @@ class Runner(ABC):
     """A compiled policy: `runner(obs)` -> actions for a batch of raw observations.
 
     Attributes:
-        backend: the backend that runs it (a key of BACKENDS).
+        backend: the registered backend that runs it (a key of BACKENDS, as compile_network named it).
         precision: "fp32", "int8", "int4", "int2", "fp16" or "bf16".
         nbytes: bytes of the stored tensors it computes with (weights as stored by the backend:
             int8 weights 1 byte each plus their scales and zero points; 4-/2-bit weights packed two

@@ -12,19 +12,19 @@ executed instructions, measure the linked flash and RAM) is the same for every t
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Optional
 
+from quarl.config.plugins import discover
 from quarl.errors import QuarlError
 
 if TYPE_CHECKING:
     import numpy as np
 
     from quarl.deploy.edge.integer import IntegerPolicy
-    from quarl.deploy.edge.targets._firmware import Firmware, Footprint
+    from quarl.deploy.edge.targets._firmware import Firmware
+    from quarl.deploy.edge.tools import Footprint
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class Target:
 
     def missing(self) -> Optional[str]:
         """None where every tool is installed, else one sentence naming the first missing one's packages."""
-        from quarl.deploy.edge.targets._firmware import locate
+        from quarl.deploy.edge.tools import locate
 
         for name in self.tools():
             try:
@@ -87,15 +87,8 @@ class Target:
 
 
 def _discover() -> dict[str, Target]:
-    found: dict[str, Target] = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        candidate = getattr(module, "TARGET", None)
-        if isinstance(candidate, Target):
-            found[candidate.name] = candidate
-    return found
+    """Every target of the package's plugin modules (`quarl.config.plugins`: helpers `_x` skipped)."""
+    return discover(__name__, "TARGET", Target, one=True)
 
 
 TARGETS: dict[str, Target] = _discover()
