@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 from quarl.config.keys import train_steps
 from quarl.config.method_registry import QuantConfig, TrainingHook
 from quarl.errors import QuarlError
-from quarl.methods.ptq import IntegerWeights, check_integer_weights
+from quarl.methods._integer import IntegerWeights, check_integer_weights
 
 if TYPE_CHECKING:
     from stable_baselines3.common.base_class import BaseAlgorithm

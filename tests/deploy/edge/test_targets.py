@@ -94,7 +94,7 @@ def test_the_huffman_coded_4_bit_policy_costs_at_most_3_times_the_int8_one_on_th
 
 
 def test_a_command_that_does_not_finish_is_one_sentence(tmp_path):
-    from quarl.deploy.edge.targets._firmware import run
+    from quarl.deploy.edge.tools import run
 
     with pytest.raises(QuarlError, match=r"Running the firmware did not finish in 0 s \(sleep 5\)\."):
         run(["sleep", "5"], tmp_path, "Running the firmware", timeout=0.2)

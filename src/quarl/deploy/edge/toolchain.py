@@ -17,7 +17,7 @@ import numpy as np
 from quarl.deploy.edge import targets
 from quarl.deploy.edge.cgen import header, source
 from quarl.deploy.edge.integer import IntegerPolicy
-from quarl.deploy.edge.targets._firmware import Footprint, locate, run
+from quarl.deploy.edge.tools import Footprint, locate, run
 from quarl.errors import QuarlError
 
 HOST_FLAGS = ["-std=c99", "-O3", "-Wall", "-Wextra", "-Werror"]

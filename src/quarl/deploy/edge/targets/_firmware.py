@@ -12,7 +12,6 @@ policy). Built in one folder per policy:
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Mapping, Optional, Protocol, Sequence
 import numpy as np
 
 from quarl.deploy.edge.cgen import _hex_float, _values
+from quarl.deploy.edge.tools import Footprint, locate, run
 from quarl.errors import QuarlError
 
 if TYPE_CHECKING:
@@ -133,14 +133,6 @@ void policy_act(const float *obs, POLICY_ACTION_T *action) {
 EMULATOR_TIMEOUT = 300.0  # seconds a build or a firmware run may take (a crashed firmware spins forever)
 
 
-def locate(name: str, packages: str) -> str:
-    """The path of the command `name`, or a QuarlError naming the Debian `packages` that install it."""
-    found = shutil.which(name)
-    if found is None:
-        raise QuarlError(f"{name} is not installed: the C policy needs it; it comes with Debian's {packages}.")
-    return found
-
-
 def _tool(target: Target, name: str) -> str:
     return locate(name, target.packages[name])
 
@@ -171,25 +163,6 @@ def check_main(target: Target) -> str:
 
 
 @dataclass
-class Footprint:
-    """Bytes of the policy object (`size -A` of policy.o; stack from -fstack-usage)."""
-
-    text: int  # code
-    rodata: int  # const arrays: weights, biases, multipliers, tables
-    data: int
-    bss: int  # the activation buffers
-    stack: int  # the deepest frame chain of policy_act (an upper bound: every function's frame summed)
-
-    @property
-    def flash(self) -> int:
-        return self.text + self.rodata + self.data
-
-    @property
-    def ram(self) -> int:
-        return self.data + self.bss + self.stack
-
-
-@dataclass
 class Firmware:
     """The policy in a target's minimal firmware, measured under the emulator."""
 
@@ -199,17 +172,6 @@ class Firmware:
     ram: int  # the same for data + bss, plus the stack of policy_act
     instructions: float  # executed per action (QEMU -singlestep), start-up excluded
     counted: int  # states the instructions were counted over
-
-
-def run(cmd: Sequence[str], cwd: Path, what: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run `cmd`; a failure or a run past `timeout` seconds is one QuarlError with its output."""
-    try:
-        done = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise QuarlError(f"{what} did not finish in {timeout:.0f} s ({' '.join(cmd)}).") from None
-    if done.returncode != 0:
-        raise QuarlError(f"{what} failed ({' '.join(cmd)}):\n{done.stdout}{done.stderr}")
-    return done
 
 
 def _prepare(target: Target, policy: IntegerPolicy, folder: Path) -> tuple[str, int]:
