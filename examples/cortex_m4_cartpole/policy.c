@@ -12,6 +12,10 @@
  * fixed-point multiplier and shift (gemmlowp rounding). No heap, no libm. */
 #include "policy.h"
 
+#if defined(__FAST_MATH__) || (defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__)
+#error "NaN and infinite inputs need IEEE floats (docs/edge.md): build without -ffast-math, -Ofast, -ffinite-math-only"
+#endif
+
 #if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
 #include <arm_acle.h>
 #define POLICY_SIMD 1

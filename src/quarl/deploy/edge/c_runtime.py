@@ -88,6 +88,14 @@ static int32_t rdbpot(int32_t x, int e) {
 
 @REQUANTIZE@"""
 
+#: NaN and infinite observations saturate to the input codes (docs/edge.md) only under IEEE float
+#: semantics; fast math lets the compiler assume neither occurs, and the policy then acts otherwise
+IEEE_ONLY = r"""
+#if defined(__FAST_MATH__) || (defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__)
+#error "NaN and infinite inputs need IEEE floats (docs/edge.md): build without -ffast-math, -Ofast, -ffinite-math-only"
+#endif
+"""
+
 QUANTIZE = r"""
 /* clamp(round half away from zero (v)) to act_t, without libm: 2v is exact and truncates to 2n or
    2n + 1 (n = trunc(v)), so (t + sign(t)) / 2 rounds half away; NaN enters as ACT_MIN */

@@ -194,6 +194,7 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
         f" * Arithmetic: TFLite's {scheme}: per-channel symmetric weights, requantization by a\n"
         f" * fixed-point multiplier and shift ({policy.rounding} rounding). No heap, no libm. */\n",
         f'#include "{name}.h"\n',
+        c_runtime.IEEE_ONLY,
         csimd.PRELUDE + "\n",
         "#define I32_MIN (-2147483647 - 1)\n#define I32_MAX 2147483647\n",
         f"#define ACT_MIN ({policy.input.qmin})\n#define ACT_MAX {policy.input.qmax}\n",

@@ -231,7 +231,8 @@ def _export_c(
 
 #: Values an observation feature takes in the extreme probes every export checks: beyond any
 #: calibrated range, infinite and NaN. Every runtime saturates them to the input's codes (NaN: the
-#: lowest), as the reference does (`IntegerPolicy.quantize_input`).
+#: lowest), as the reference does (`IntegerPolicy.quantize_input`; the contract: docs/edge.md, "NaN and
+#: infinite observations", which the C policy keeps only without fast math and so refuses it).
 EXTREMES = (np.inf, -np.inf, np.nan, 1e30, -1e30, 1e7, -1e7, 1e5, -1e5)
 
 
