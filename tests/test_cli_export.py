@@ -182,3 +182,43 @@ def test_booleans_in_a_refusal_read_as_a_user_types_them(tmp_path):
     with pytest.raises(QuarlError) as refused:
         listing.one_record(results.load(path), "algo=ppo")
     assert "train.keep_best (false, true)" in str(refused.value) and "(0, 1)" not in str(refused.value)
+
+
+def _policyless_store(tmp_path) -> str:
+    """A store of one PTQ 8-bit record whose policy is in no cache: a refusal must come before loading it."""
+    store = tmp_path / "r.sqlite"
+    write(Store(store), [record("ppo", "cartpole", "ptq", 8, config={"store.policies": str(tmp_path / "none")})])
+    return str(store)
+
+
+def test_an_out_under_a_file_names_that_file_before_anything_is_loaded(tmp_path, caplog):
+    """Not the system's "File exists" (about the export path) or "Not a directory", after calibrating."""
+    store = _policyless_store(tmp_path)
+    (tmp_path / "afile").write_text("")
+    for fmt, out in (("onnx", "afile/p.onnx"), ("c", "afile/policy"), ("c", "afile/deeper/policy")):
+        caplog.clear()
+        assert cli.main(["export", "--store", store, "--format", fmt, "--out", str(tmp_path / out)]) == 1
+        assert error_of(caplog) == (f"quarl: Export path {tmp_path / out} cannot be made: {tmp_path / 'afile'} is a "
+                                    "file, not a folder; give a path in a folder.")
+    assert (tmp_path / "afile").read_text() == ""
+
+
+@pytest.mark.parametrize("flags, refusal", [
+    (["--format", "c", "--precision", "int4", "--activations", "int16"],
+     "activations=int16 takes int8 weights (TFLite's 16x8 scheme), not precision=int4."),
+    (["--format", "c", "--precision", "fp32"],
+     "precision=fp32 is not supported for format=c: choose int8, int4, int2."),
+    (["--format", "tflite", "--precision", "int4"], "precision=int4 is not supported for format=tflite: choose int8."),
+    (["--format", "tflite", "--weight-coding", "huffman"],
+     "weight_coding=huffman is not supported for format=tflite: choose packed."),
+    (["--activations", "int16"],
+     "--activations chooses the full-integer formats' activations: use --format c or tflite."),
+    (["--weight-coding", "huffman"], "--weight-coding chooses how the C policy stores its weights: use --format c."),
+])
+def test_flags_that_do_not_go_together_are_refused_before_any_warning(flags, refusal, tmp_path, caplog):
+    """`--precision int4` of an 8-bit record warns that it re-rounds the weights: not before refusing the pair."""
+    store = _policyless_store(tmp_path)
+    with caplog.at_level("INFO"):
+        assert cli.main(["export", "--store", store, "--out", str(tmp_path / "out"), *flags]) == 1
+    said = [r.getMessage() for r in caplog.records if r.levelname in ("WARNING", "ERROR")]
+    assert said == [f"quarl: {refusal}"] and not (tmp_path / "out").exists()

@@ -76,12 +76,14 @@ def cmd_export(args: argparse.Namespace) -> None:
     from quarl.app import CONF_DIR
     from quarl.config.method_registry import policy_config
     from quarl.deploy import export
+    from quarl.deploy.edge.export import check_flags
     from quarl.deploy.onnx_export import check_new, export_precision, provenance
     from quarl.quantize.calibration import calibrator
     from quarl.quantize.weights import quantize_policy
     from quarl.sweeps import run_cell_key
     from quarl.train.cache import recorded
 
+    check_flags(args.format, args.precision, args.activations, args.weight_coding)  # before any warning
     df = load(args.store, _filters(args.filters))
     typed = " ".join(args.filters) or "(no filter)"
     record, note = one_record(df[df["status"] == "done"], typed, run_cell=run_cell_key(CONF_DIR, args.filters))
@@ -103,11 +105,6 @@ def cmd_export(args: argparse.Namespace) -> None:
         )
         print(report.text())
         return
-    if args.activations != "int8":
-        formats = backend_registry.integer_formats()
-        raise QuarlError(f"--activations chooses the full-integer formats' activations: use --format {formats}.")
-    if args.weight_coding != "packed":
-        raise QuarlError("--weight-coding chooses how the C policy stores its weights: use --format c.")
     origin = provenance(cfg, precision, record["cell_key"])
     print(export(model, args.out, precision, policy.obs_transform(), env_id=cfg.env.id, origin=origin))
 

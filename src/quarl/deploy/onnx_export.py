@@ -112,9 +112,15 @@ def _env_id(model: BaseAlgorithm) -> Optional[str]:
 
 
 def check_new(path: Path) -> None:
-    """Refuse an export path that exists (a file, a folder or a link): nothing is overwritten."""
+    """Refuse an export path that exists (a file, a folder or a link): nothing is overwritten; and one
+    under a file, naming the parent that is a file (not the system's "File exists" about the path)."""
     if path.exists() or path.is_symlink():
         raise QuarlError(f"Export path {path} already exists: choose another path or delete it.")
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise QuarlError(
+            f"Export path {path} cannot be made: {parent} is a file, not a folder; give a path in a folder."
+        )
 
 
 def _check_target(path: Path) -> None:

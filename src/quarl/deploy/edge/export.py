@@ -29,6 +29,7 @@ from typing import Any, Optional, Union
 import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 
+from quarl.config import backend_registry
 from quarl.deploy.acting import ObsTransform, acting_network
 from quarl.deploy.edge.calibrate import calibration_states
 from quarl.deploy.edge.convert import integer_policy
@@ -95,6 +96,36 @@ class EdgeExport:
         return "\n".join(lines)
 
 
+def check_options(fmt: str, precision: str, activations: str, weight_coding: str) -> None:
+    """Refuse an edge format, precision, activations and weight coding that do not go together."""
+    if fmt not in FORMATS:
+        raise QuarlError(f"format={fmt} is not an edge format: choose one of {', '.join(FORMATS)}.")
+    if precision not in PRECISIONS or (fmt == "tflite" and precision != "int8"):
+        allowed = "int8" if fmt == "tflite" else ", ".join(PRECISIONS)
+        raise QuarlError(f"precision={precision} is not supported for format={fmt}: choose {allowed}.")
+    if activations not in ACTIVATIONS:
+        raise QuarlError(f"activations={activations} is not supported: choose one of {', '.join(ACTIVATIONS)}.")
+    if weight_coding not in WEIGHT_CODINGS or (fmt == "tflite" and weight_coding != "packed"):
+        allowed = "packed" if fmt == "tflite" else ", ".join(WEIGHT_CODINGS)
+        raise QuarlError(f"weight_coding={weight_coding} is not supported for format={fmt}: choose {allowed}.")
+    if activations == "int16" and precision != "int8":
+        raise QuarlError(f"activations=int16 takes int8 weights (TFLite's 16x8 scheme), not precision={precision}.")
+
+
+def check_flags(fmt: str, precision: Optional[str], activations: str, weight_coding: str) -> None:
+    """`quarl export`'s flags that do not go together, refused before any record is read, any policy
+    loaded or any warning given: --activations and --weight-coding choose the full-integer formats',
+    and those formats' own pairs (`check_options`; without --precision the record's own, checked later)."""
+    if fmt not in FORMATS:
+        if activations != "int8":
+            formats = backend_registry.integer_formats()
+            raise QuarlError(f"--activations chooses the full-integer formats' activations: use --format {formats}.")
+        if weight_coding != "packed":
+            raise QuarlError("--weight-coding chooses how the C policy stores its weights: use --format c.")
+        return
+    check_options(fmt, precision or "int8", activations, weight_coding)
+
+
 def export_edge(
     model: BaseAlgorithm,
     path: Union[str, Path],
@@ -136,18 +167,7 @@ def export_edge(
         QuarlError: bad format, precision or path; a policy without an integer form; a missing
             package or toolchain (naming it); a target whose actions differ from the reference.
     """
-    if fmt not in FORMATS:
-        raise QuarlError(f"format={fmt} is not an edge format: choose one of {', '.join(FORMATS)}.")
-    if precision not in PRECISIONS or (fmt == "tflite" and precision != "int8"):
-        allowed = "int8" if fmt == "tflite" else ", ".join(PRECISIONS)
-        raise QuarlError(f"precision={precision} is not supported for format={fmt}: choose {allowed}.")
-    if activations not in ACTIVATIONS:
-        raise QuarlError(f"activations={activations} is not supported: choose one of {', '.join(ACTIVATIONS)}.")
-    if weight_coding not in WEIGHT_CODINGS or (fmt == "tflite" and weight_coding != "packed"):
-        allowed = "packed" if fmt == "tflite" else ", ".join(WEIGHT_CODINGS)
-        raise QuarlError(f"weight_coding={weight_coding} is not supported for format={fmt}: choose {allowed}.")
-    if activations == "int16" and precision != "int8":
-        raise QuarlError(f"activations=int16 takes int8 weights (TFLite's 16x8 scheme), not precision={precision}.")
+    check_options(fmt, precision, activations, weight_coding)
     path = Path(path)
     if fmt == "tflite" and path.suffix != ".tflite":
         raise QuarlError(f"Export path {path} must end in .tflite.")
