@@ -1,7 +1,9 @@
 """Figures the docs state in more than one place come from one source: the suite's size and time
-(docs/development.md, measured by `.ci/run` on a clean clone) and the commands people run most
-(the README)."""
+(docs/development.md, measured by `.ci/run` on a clean clone), the commands people run most
+(the README) and the C export's sample output (docs/reproduction/edge_export.json, the export's own
+measures.json)."""
 
+import json
 import re
 from pathlib import Path
 
@@ -38,3 +40,37 @@ def test_every_page_states_the_suite_as_development_md_measured_it():
 
 def test_the_docs_home_shows_the_readmes_commands():
     assert _commands(ROOT / "docs/index.md") == _commands(ROOT / "README.md")
+
+
+def _edge_sample() -> str:
+    """The lines of `quarl export --format c` that docs/edge.md shows."""
+    text = (ROOT / "docs/edge.md").read_text()
+    start = text.index("```text\n  C policy (host cc): ") + len("```text\n")
+    return text[start : text.index("```", start)]
+
+
+def test_the_c_exports_sample_output_is_what_it_measured():
+    """docs/edge.md shows what the export printed of the record whose measures.json is
+    docs/reproduction/edge_export.json: its checks, and per target its flash, RAM and instructions
+    per action (5,856 B and 22,226 instructions stayed there after the export measured 6,244 B and 7,832)."""
+    from quarl.deploy.edge.export import FIRMWARE_CHECK_STATES, EdgeExport
+
+    measures = json.loads((ROOT / "docs/reproduction/edge_export.json").read_text())
+    sample = _edge_sample()
+    for m in measures["firmware"].values():
+        shown = f"the policy takes {m['flash']:,} B flash and {m['ram']:,} B RAM"
+        assert shown in sample and f"; {m['instructions']:,.0f} instructions per action" in sample
+        assert f"under QEMU over {m['counted']} states" in sample
+    assert f"on {measures['states']} states and {measures['probes']} extreme probes" in sample
+
+    class Described:  # the sample leaves out the files and the tensors' scales
+        def describe(self) -> str:
+            return ""
+
+    checked_on = min(FIRMWARE_CHECK_STATES, measures["states"])  # each firmware: 300 of the states
+    firmware_checks = {k: checked_on for k in measures["checked"] if "firmware" in k}
+    printed = EdgeExport(
+        [], Described(), checked=measures["checked"], states=measures["states"], probes=measures["probes"],
+        sizes=measures["sizes"], notes=measures["notes"], checked_on=firmware_checks, firmware=measures["firmware"],
+    ).text()
+    assert sample == printed + "\n"
