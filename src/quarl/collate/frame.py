@@ -273,7 +273,7 @@ def _seed_list(keys: list[tuple]) -> str:
 def _baselines(done: pd.DataFrame, notes: Notes) -> pd.DataFrame:
     """fp32 reward per (algo, env, seed): the fp32 records, or else the baseline stored with the
     quantized records of the same policy; with `fp32_flag` ('not learned', 'not solved' or None)
-    from the records (`quarl.store.listing.flags`)."""
+    from the records (`quarl.store.flags.flags`)."""
     keys = ["algo", "env", "seed"]
     fp32 = done[done["quant"] == "fp32"].groupby(keys, dropna=False)["reward_mean"].mean()
     carried = done[done["quant"] != "fp32"].groupby(keys, dropna=False)["fp32_reward"].mean()

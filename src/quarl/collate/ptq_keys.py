@@ -12,7 +12,7 @@ LAYER_PREFIX = "quant.layer_bits."
 def effective_quant_columns(done: pd.DataFrame) -> pd.DataFrame:
     """A copy of `done` where a PTQ record written before PTQ quantized activations (no
     `quant.input_bits`) has `quant.act_bits` and `quant.input_bits` 32, as it ran (its act_bits was
-    QAT's setting; `quarl.config.keys.ptq_activation_bits`), one written before `quant.min_elements` has 0
+    QAT's setting; `quarl.methods.ptq.activation_bits`), one written before `quant.min_elements` has 0
     (every weight quantized), and a record's per-layer weight bits
     (`quant.layer_bits.<layer>` columns) are one `quant.layer_bits` column (JSON text, None where uniform)."""
     out = done.copy()

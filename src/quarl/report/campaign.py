@@ -245,7 +245,7 @@ def learned(cells: pd.DataFrame) -> tuple[pd.DataFrame, int]:
 
 def fp32_flag(cells: pd.DataFrame) -> str:
     """'† fp32 not learned in 1 of 5 seeds' (or '‡ ... not solved ...') for the seeds of `cells`
-    (any records of one series: each carries its fp32 reward), from `quarl.store.listing.flags`,
+    (any records of one series: each carries its fp32 reward), from `quarl.store.flags.flags`,
     the weakest kind first; '' where every seed's fp32 policy is sound."""
     if cells.empty:
         return ""

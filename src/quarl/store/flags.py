@@ -13,7 +13,7 @@ import yaml
 
 from quarl.rl.baseline import fp32_flag
 
-#: A weak fp32 baseline's kind -> its marker in every table and listing (`quarl.rl.envs.fp32_flag`).
+#: A weak fp32 baseline's kind -> its marker in every table and listing (`quarl.rl.baseline.fp32_flag`).
 FLAGS = {"not learned": "†", "not solved": "‡"}
 FLAG_LEGEND = (
     "† fp32 not learned: the fp32 policy is no better than a random one, so E compares two unlearned policies; "

@@ -33,7 +33,7 @@ def visited_states(
 def calibration_states(cfg: Any, policy: Any) -> np.ndarray:
     """The states the fp32 policy of record config `cfg` visits in its calibration episodes
     (`quant.calibration_episodes`, default 5). `policy`: its CachedPolicy
-    (`quarl.train.cache.cached(quarl.methods.policy_config(cfg), root)`)."""
+    (`quarl.train.cache.cached(quarl.config.method_registry.policy_config(cfg), root)`)."""
     from quarl.quantize.calibration import calibration_seeds
 
     episodes = int(cfg.quant.get("calibration_episodes", 5))
