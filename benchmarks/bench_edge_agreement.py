@@ -2,8 +2,9 @@
 stage at a time to a trained policy, the agreement measured after each.
 
 The policy: quarl's default run's (PPO on CartPole, rl-zoo3's tuned 64x64 Tanh MLP, seed 0, from the
-policy cache, trained first if missing), or `--algo dqn` (rl-zoo3's tuned 4-256-256-2 ReLU MLP, keep-best). The states: the
-fp32 policy's own greedy episodes (`--episodes`, seeds disjoint from the calibration episodes).
+policy cache, trained first if missing), or `--algo dqn` (rl-zoo3's tuned 4-256-256-2 ReLU MLP,
+keep-best). The states: the fp32 policy's own greedy episodes (`--episodes`, seeds disjoint from the
+calibration episodes).
 
 Stages, each in float64 on top of the previous one, then the integer reference itself:
 1. weights int8, symmetric per output channel;
@@ -17,11 +18,12 @@ Stages, each in float64 on top of the previous one, then the integer reference i
    than TFLite's int8 scheme gives (`ceiling`): the input on a decision-aligned basis, the first
    Tanh's output on a calibrated grid, the first layer in int16.
 
-With `--algo dqn` it also sets the Q-value gap between the best two actions beside how far int8
-weights (per tensor, as quarl's PTQ default, and per channel) move the Q-values: where the move is
-larger than the gap, rounding alone can flip the greedy action.
+With `--algo dqn` it also sets, for each of `--seeds`, the Q-value gap between the best two actions
+beside how far int8 weights (per tensor, as quarl's PTQ default, and per channel) move the Q-values
+(where the move is larger than the gap, rounding alone can flip the greedy action), the int8 policy's
+action agreement and both policies' greedy returns; `--csv` keeps that table.
 
-Usage: python benchmarks/bench_edge_agreement.py [--algo ppo|dqn] [--episodes 10]
+Usage: python benchmarks/bench_edge_agreement.py [--algo ppo|dqn] [--episodes 10] [--seeds 0,1,2,3,4 --csv FILE]
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import platform
+import sys
+from datetime import date
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -119,50 +124,83 @@ def ceiling(net: nn.Module, ip: IntegerPolicy, calibration: np.ndarray, obs: np.
     return forward(on_grid(x, basis, 127), True, 8, tanh_step).argmax(axis=1)
 
 
-def q_gaps(q_net: nn.Module, states: np.ndarray) -> pd.DataFrame:
-    """Median abs Q, the gap between the best two Q-values, and the Q-value error of int8 weights."""
+def int8_weights(q_net: nn.Module, granularity: str) -> nn.Module:
+    """A copy of `q_net` with every Linear weight rounded to symmetric int8 (per tensor or per channel)."""
+    rounded = copy.deepcopy(q_net)
+    with torch.no_grad():
+        for m in rounded.modules():
+            if isinstance(m, nn.Linear):
+                w = m.weight
+                peak = w.abs().amax(dim=1, keepdim=True) if granularity == "per channel" else w.abs().max()
+                m.weight.copy_(torch.round(w / (peak / 127)) * (peak / 127))
+    return rounded
+
+
+def greedy_return(model: object, env_cfg: object, seeds: list[int]) -> float:
+    """Mean return of `model`'s greedy episodes on CartPole: one point a step, so an episode's return is
+    the number of states it acts on."""
+    return len(visited_states(model, env_cfg, seeds)) / len(seeds)
+
+
+def q_gaps(model: object, states: np.ndarray, env_cfg: object, episodes: list[int]) -> pd.DataFrame:
+    """Median abs Q, the gap between the best two Q-values and the Q-value error of int8 weights, with
+    the int8 policy's action agreement and both policies' greedy returns."""
+    q_net = model.q_net  # type: ignore[attr-defined]
     obs = torch.as_tensor(states)
+    fp32_return = greedy_return(model, env_cfg, episodes)
     with torch.no_grad():
         q = q_net(obs).numpy()
-        top = np.sort(q, axis=1)
-        gap = top[:, -1] - top[:, -2]
-        rows = []
-        for granularity in ("per tensor", "per channel"):
-            rounded = copy.deepcopy(q_net)
-            for m in rounded.modules():
-                if isinstance(m, nn.Linear):
-                    w = m.weight
-                    peak = w.abs().amax(dim=1, keepdim=True) if granularity == "per channel" else w.abs().max()
-                    m.weight.copy_(torch.round(w / (peak / 127)) * (peak / 127))
-            error = np.abs(rounded(obs).numpy() - q).max(axis=1)
-            rows.append(
-                {
-                    "int8 weights": granularity,
-                    "median abs Q": float(np.median(np.abs(q))),
-                    "median gap": float(np.median(gap)),
-                    "median Q error": float(np.median(error)),
-                    "states where error > gap": float((error > gap).mean()),
-                }
-            )
+    top = np.sort(q, axis=1)
+    gap = top[:, -1] - top[:, -2]
+    rows = []
+    for granularity in ("per tensor", "per channel"):
+        rounded = int8_weights(q_net, granularity)
+        with torch.no_grad():
+            q8 = rounded(obs).numpy()
+        error = np.abs(q8 - q).max(axis=1)
+        int8 = copy.deepcopy(model)
+        int8.q_net = rounded  # type: ignore[attr-defined]
+        int8.policy.q_net = rounded  # type: ignore[attr-defined]
+        rows.append(
+            {
+                "int8 weights": granularity,
+                "median abs Q": float(np.median(np.abs(q))),
+                "median gap": float(np.median(gap)),
+                "median Q error": float(np.median(error)),
+                "states where error > gap": float((error > gap).mean()),
+                "action agreement": float((q8.argmax(axis=1) == q.argmax(axis=1)).mean()),
+                "fp32 return": fp32_return,
+                "int8 return": greedy_return(int8, env_cfg, episodes),
+            }
+        )
     return pd.DataFrame(rows)
+
+
+def policy_of(algo: str, seed: int) -> tuple[object, object]:
+    """The composed config and the cached (trained if missing) policy of `algo` on CartPole, `seed`."""
+    overrides = [f"algo={algo}", "env=cartpole", "train.progress=false", "quant.bits=8", f"seed={seed}"]
+    overrides += ["train.keep_best=true"] if algo == "dqn" else []
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    return cfg, obtain(cfg, ROOT / "outputs/policies")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--algo", default="ppo", choices=["ppo", "dqn"])
     ap.add_argument("--episodes", type=int, default=10)
+    ap.add_argument("--seeds", default="0", help="dqn: the seeds whose Q-value gaps are measured, e.g. 0,1,2,3,4")
+    ap.add_argument("--csv", type=Path, help="dqn: also write the per-seed Q-value gaps to this CSV file")
     a = ap.parse_args()
     torch.set_num_threads(1)
     schema.register()
-    overrides = [f"algo={a.algo}", "env=cartpole", "train.progress=false", "quant.bits=8"]
-    overrides += ["train.keep_best=true"] if a.algo == "dqn" else []
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
-    policy = obtain(cfg, ROOT / "outputs/policies")
+    seeds = [int(s) for s in a.seeds.split(",")]
+    cfg, policy = policy_of(a.algo, seeds[0])
     model = policy.load()
     net = acting_network(model, policy.obs_transform())
     calibration = calibration_states(cfg, policy)
-    states = visited_states(model, cfg.env, list(range(10_000, 10_000 + a.episodes)), policy.obs_transform())
+    episodes = list(range(10_000, 10_000 + a.episodes))
+    states = visited_states(model, cfg.env, episodes, policy.obs_transform())
     fp32 = model.predict(states, deterministic=True)[0]
     ip = integer_policy(net, calibration)
     names = [
@@ -190,13 +228,26 @@ def main() -> None:
             agreement = float((ceiling(net.body, ip, calibration, states, variant) == fp32).mean())
             rows.append({"stage": f"what-if, stages 1-4 with: {variant}", "action agreement": agreement})
     print(
-        f"## Action agreement with fp32: {a.algo.upper()} CartPole seed 0 ({len(states)} states of "
+        f"## Action agreement with fp32: {a.algo.upper()} CartPole seed {seeds[0]} ({len(states)} states of "
         f"{a.episodes} fp32 episodes; calibration: {len(calibration)} states)\n"
     )
     print(pd.DataFrame(rows).to_markdown(index=False, floatfmt=".4f"))
     if a.algo == "dqn":
-        print("\n## DQN's Q-value gaps against the Q-value error of int8 weights (same states)\n")
-        print(q_gaps(model.q_net, states).to_markdown(index=False, floatfmt=".4g"))
+        gaps = []
+        for seed in seeds:
+            model = policy_of(a.algo, seed)[1].load() if seed != seeds[0] else model
+            seen = visited_states(model, cfg.env, episodes)
+            gaps.append(q_gaps(model, seen, cfg.env, episodes).assign(seed=seed, states=len(seen)))
+        table = pd.concat(gaps, ignore_index=True)
+        print(f"\n## DQN's Q-value gaps against int8 weights' Q-value error ({a.episodes} fp32 episodes a seed)\n")
+        print(table.to_markdown(index=False, floatfmt=".4g"))
+        if a.csv:
+            command = "python benchmarks/bench_edge_agreement.py " + " ".join(sys.argv[1:])
+            cpu = platform.processor() or "cpu"
+            machine = f"{date.today()}, {platform.machine()} ({cpu}), torch {torch.__version__}"
+            a.csv.write_text(f"# {command}\n# {machine}, policies trained on this machine\n")
+            with a.csv.open("a") as out:
+                table.to_csv(out, index=False)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ are stated with their simulated coverage (computed, never typed)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from scipy import stats as sps
@@ -59,6 +61,8 @@ def test_the_stratified_bootstrap_is_stated_with_its_simulated_coverage():
             assert 0.5 < simulated <= 1.0
             assert f"{simulated:.2f} at n = {n}" in note
     assert coverage.ratio_note().count(" at n = ") == 4
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "collation.md").read_text()
+    assert coverage.stratified_note()[1:] in " ".join(docs.split())  # the aggregate plots' intervals, stated there
 
 
 def test_the_report_states_each_intervals_simulated_coverage():
@@ -69,4 +73,28 @@ def test_the_report_states_each_intervals_simulated_coverage():
     text = (ROOT / "docs/reproduction/README.md").read_text()
     assert coverage.seed_note() in text.split("## Summary", 1)[0]
     assert coverage.ratio_note() in text.split("## ActorQ", 1)[1]
-    assert text.count("Aggregated over") == text.count(coverage.stratified_note())
+    assert text.count("Aggregated over") == text.count(coverage.cluster_note())
+
+
+def test_the_seed_cluster_bootstrap_is_stated_with_its_simulated_coverage():
+    note = coverage.cluster_note()
+    for n in (3, 5):
+        for simulated in coverage.cluster_coverage(n):
+            assert 0.5 < simulated <= 1.0
+            assert f"{simulated:.2f} at n = {n}" in note
+
+
+def test_widths_that_share_their_seeds_count_as_one_draw_of_those_seeds():
+    """Four widths that are copies of one width's seeds carry no more information than that width:
+    the seed-cluster bootstrap gives them the one width's intervals, while resampling the widths as
+    independent tasks (rliable's stratified bootstrap) narrows them."""
+    rng = np.random.default_rng(3)
+    plain, better = rng.normal(0.7, 0.2, 4), rng.normal(0.8, 0.2, 4)  # 4 seeds: the IQM of 4 copies is theirs
+    one = stats.seed_cluster_aggregate([plain[:, None]], [better[:, None]])
+    four = stats.seed_cluster_aggregate([np.tile(plain[:, None], 4)], [np.tile(better[:, None], 4)])
+    for single, copies in zip(one, four):
+        assert (copies.low, copies.estimate, copies.high) == pytest.approx((single.low, single.estimate, single.high))
+    assert four[0].n_tasks == 4 and one[0].n_tasks == 1
+    independent = stats.stratified_bootstrap([plain] * 4, stats.iqm)
+    assert independent.high - independent.low < 0.8 * (four[0].high - four[0].low)
+    assert not stats.seed_cluster_aggregate([plain[:1, None]], [better[:1, None]])[2].has_ci  # one seed

@@ -98,3 +98,39 @@ def test_the_summary_names_each_setting_and_a_passing_average(tmp_path: Path):
     assert sum("started 2026-11-28: " in item for item in items) == 1
     assert "a passing average" in line.split("started 2026-11-28: ", 1)[1]
     assert "a passing average" not in line.split("started 2026-11-27: ", 1)[1].split("started 2026-11-28")[0]
+
+
+def test_the_intro_counts_the_cells_outside_actorq_whose_earlier_runs_it_sets_aside(tmp_path: Path):
+    records = tmp_path / "records"
+    records.mkdir()
+    ptq = record("dqn", "cartpole", seed=0)
+    for day in ("2026-11-27", "2026-11-28"):  # one PTQ cell run twice
+        ptq["run"]["started_at"] = f"{day}T10:00:00+00:00"
+        write_json(ptq, records / build.record_name(ptq))
+    write_json(record("dqn", "cartpole", seed=1), records / "once.record.json")
+    for rec in _two_days():  # ActorQ's re-runs are shown by day, not set aside
+        write_json(rec, records / build.record_name(rec))
+    assert build.superseded(records) == 1
+    intro = build.note("intro", files=0, done=0, coverage="", superseded=1)
+    assert "one cell outside ActorQ has earlier runs set aside" in intro
+    assert "no cell outside ActorQ has run twice" in build.note("intro", files=0, done=0, coverage="", superseded=0)
+
+
+def test_the_q_gap_reason_reads_each_seed_from_the_measured_file(tmp_path: Path):
+    from quarl.report import mechanisms
+
+    assert "not measured here" in mechanisms.q_gaps(tmp_path)
+    columns = "int8 weights,median abs Q,median gap,median Q error,states where error > gap,action agreement,"
+    (tmp_path / mechanisms.Q_GAPS).write_text(
+        "# python benchmarks/bench_edge_agreement.py --algo dqn --seeds 0,1\n"
+        + columns + "fp32 return,int8 return,seed,states\n"
+        + "per tensor,76.0,0.043,0.265,0.944,0.745,500.0,500.0,0,5000\n"
+        + "per channel,76.0,0.043,0.204,0.909,0.508,500.0,193.4,0,5000\n"
+        + "per tensor,81.2,0.051,0.31,0.9,0.62,500.0,211.0,1,4000\n"
+    )
+    text = mechanisms.q_gaps(tmp_path)
+    assert "measured on 2 policies" in text
+    assert "seed 0: gap 0.043 on Q-values near 76, moved by 0.265 (more than the gap on 94% of the states), " \
+           "agreement 74%, return 500 against fp32's 500" in text
+    assert "seed 1:" in text and "return 211 against fp32's 500" in text
+    assert "193" not in text  # per-channel rows are not quarl's PTQ default

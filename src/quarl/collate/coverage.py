@@ -11,8 +11,9 @@ The data (each drawn with a fixed seed, `REPS` samples of n values):
   around each mode (sigma 0.15).
 
 The ratio intervals draw the fp32 side at twice the int8 side's scale; `stratified_coverage` and
-`improvement_coverage` draw `TASKS` tasks of `solve_or_fail` runs, the aggregate plots' and tables'
-shape.
+`improvement_coverage` draw `TASKS` tasks of `solve_or_fail` runs, the aggregate plots' shape;
+`cluster_coverage` draws series of widths that share their seeds (`seeds_across_widths`), the
+report's aggregates' shape.
 """
 
 from __future__ import annotations
@@ -109,6 +110,47 @@ def improvement_coverage(n: int) -> float:
         ci = stats.probability_of_improvement(list(xs), list(ys), n_resamples=BOOTSTRAP_RESAMPLES)
         hits += ci.low <= truth <= ci.high
     return hits / BOOTSTRAP_REPS
+
+
+CLUSTERS, WIDTHS = 3, 4  # seed-cluster data: 3 series (algorithms), 4 widths each from the same seeds
+
+
+def seeds_across_widths(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """`solve_or_fail` seeds shared by the last axis (the widths): a seed solves at every width
+    (1 - |N(0, 0.03)| each) or fails at every width, around its own level (uniform on 0.04..0.5,
+    N(0, 0.05) a width)."""
+    seed_shape = (*shape[:-1], 1)
+    solved = 1 - np.abs(rng.normal(0.0, 0.03, shape))
+    failed = np.clip(rng.uniform(0.04, 0.5, seed_shape) + rng.normal(0.0, 0.05, shape), 0.0, 1.0)
+    return np.where(rng.random(seed_shape) < 0.2, failed, solved)
+
+
+@lru_cache(maxsize=None)
+def cluster_coverage(n: int) -> tuple[float, float]:
+    """Coverage of `stats.seed_cluster_aggregate`'s IQM and probability-of-improvement intervals over
+    CLUSTERS series of WIDTHS widths, n seeds each (`seeds_across_widths`), one side scaled by 0.9,
+    the sides drawn apart (their population values from a million seeds)."""
+    rng = np.random.default_rng(SEED + 1)
+    one, two = seeds_across_widths(rng, (1_000_000, 1)), 0.9 * seeds_across_widths(rng, (1_000_000, 1))
+    truth_iqm, truth_better = float(stats.iqm(one.ravel())), float(np.mean(one > two))
+    rng = np.random.default_rng(SEED)
+    hits = np.zeros(2)
+    for _ in range(BOOTSTRAP_REPS):
+        xs = seeds_across_widths(rng, (CLUSTERS, n, WIDTHS))
+        ys = 0.9 * seeds_across_widths(rng, (CLUSTERS, n, WIDTHS))
+        first, _, better = stats.seed_cluster_aggregate(list(xs), list(ys), n_resamples=BOOTSTRAP_RESAMPLES)
+        hits += [first.low <= truth_iqm <= first.high, better.low <= truth_better <= better.high]
+    return float(hits[0] / BOOTSTRAP_REPS), float(hits[1] / BOOTSTRAP_REPS)
+
+
+def cluster_note() -> str:
+    """What the seed-cluster bootstrap's intervals cover in simulation, for a caption."""
+    shown = [" and ".join(f"{cluster_coverage(n)[k]:.2f} at n = {n}" for n in (3, 5)) for k in (0, 1)]
+    return (
+        f"simulated coverage of these 95% intervals (`quarl.collate.coverage`) over {CLUSTERS} series of "
+        f"{WIDTHS} widths from the same seeds, {WORDS['solve_or_fail']} at every width, n seeds a series: "
+        f"the IQM's {shown[0]}, the probability of improvement's {shown[1]}"
+    )
 
 
 def _pair(coverage: Callable[..., float], *kind: str) -> str:

@@ -241,3 +241,53 @@ def probability_of_improvement(
         total += improvement(xr, yr)
     low, high = np.percentile(total / len(tasks), [50 * (1 - confidence), 50 * (1 + confidence)])
     return Interval(estimate, float(low), float(high), runs, len(tasks))
+
+
+def _improvement(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """P(X > Y) + P(X = Y) / 2 over every pair of a task's runs: (..., n, T) against (..., m, T) -> (..., T)."""
+    diff = x[..., :, None, :] - y[..., None, :, :]
+    return ((diff > 0) + 0.5 * (diff == 0)).mean(axis=(-3, -2))
+
+
+def seed_cluster_aggregate(
+    first: Sequence[np.ndarray],
+    second: Sequence[np.ndarray],
+    *,
+    n_resamples: int = N_RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = SEED,
+) -> tuple[Interval, Interval, Interval]:
+    """The IQM of each side's pooled scores and the probability that a run of `first` beats one of
+    `second` (per task, averaged over the tasks), with the percentile intervals of a bootstrap over
+    seeds: `first[c]` and `second[c]` are cluster c's scores, seeds x tasks (one seed's training
+    behind every task of its cluster), and a resample draws each cluster's seeds with replacement,
+    taking each drawn seed's whole row. Tasks that share seeds are not independent, so resampling
+    them one by one (`stratified_bootstrap`) gives intervals too narrow. The two sides are drawn
+    apart: the probability compares every run of one side with every run of the other, and a seed
+    drawn twice on both sides would weigh its own pairing; where the sides' seeds are positively
+    correlated (QAT and PTQ of one training), this errs wide. No interval where no cluster has two
+    seeds on both sides."""
+    clusters = [(np.asarray(a, float), np.asarray(b, float)) for a, b in zip(first, second)]
+    clusters = [(a, b) for a, b in clusters if a.ndim == b.ndim == 2 and a.size and b.size and a.shape[1] == b.shape[1]]
+    if not clusters:
+        nothing = Interval(float("nan"), float("nan"), float("nan"), 0, 0)
+        return nothing, nothing, nothing
+
+    def summary(pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:  # (..., n, T) each
+        one, two = (np.concatenate([p[k].reshape(*p[k].shape[:-2], -1) for p in pairs], axis=-1) for k in (0, 1))
+        better = np.concatenate([_improvement(a, b) for a, b in pairs], axis=-1).mean(axis=-1)
+        return [np.asarray(iqm(one, axis=-1)), np.asarray(iqm(two, axis=-1)), better]
+
+    estimates = [float(v) for v in summary(clusters)]
+    runs, tasks = sum(a.size + b.size for a, b in clusters), sum(a.shape[1] for a, _ in clusters)
+    if not any(min(a.shape[0], b.shape[0]) >= 2 for a, b in clusters):
+        return tuple(Interval(e, float("nan"), float("nan"), runs, tasks) for e in estimates)  # type: ignore[return-value]
+    rng = np.random.default_rng(seed)
+
+    def draw(side: np.ndarray) -> np.ndarray:  # n_resamples x seeds x tasks: whole seeds, with replacement
+        return side[rng.integers(0, len(side), (n_resamples, len(side)))]
+
+    resampled = summary([(draw(a), draw(b)) for a, b in clusters])
+    cuts = [50 * (1 - confidence), 50 * (1 + confidence)]
+    bounds = [np.percentile(values, cuts) for values in resampled]
+    return tuple(Interval(e, float(lo), float(hi), runs, tasks) for e, (lo, hi) in zip(estimates, bounds))  # type: ignore[return-value]

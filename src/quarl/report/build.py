@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -28,6 +29,7 @@ from quarl.progress import Steps
 from quarl.report import (
     deployment,
     extensions,
+    facts,
     mixed_precision,
     ptq_table,
     published_conditions,
@@ -50,20 +52,8 @@ def not_run_here(sweeps: Path, runs: pd.DataFrame) -> str:
     archived = runs["run_dir"].map(sweep_of).value_counts() if "run_dir" in runs.columns else pd.Series(dtype=int)
     rows = []
     for path in sorted(sweeps.glob("*.yaml")):
-        header = [
-            line[2:] for line in path.read_text().splitlines() if line.startswith("# ") and "@package" not in line
-        ]
-        text = " ".join(header)
-        cost = re.search(r"Cost[^:]*: (.*?)(?= Quantizer:| Policies:| Run:|$)", text)
-        run = re.search(r"Run: (.*?)(?=\s{2,}|\(|$)", text)
-        rows.append(
-            [
-                f"`{path.stem}`",
-                str(int(archived.get(path.stem, 0))),
-                (cost.group(1) if cost else "see its header").strip(),
-                f"`{run.group(1).strip()}`" if run else f"`python run.py -m +sweep={path.stem}`",
-            ]
-        )
+        named = facts.sweep(path.stem, sweeps)
+        rows.append([f"`{path.stem}`", str(int(archived.get(path.stem, 0))), named.cost, f"`{named.command}`"])
     return markdown(["sweep", "records here", "cost (its header)", "command"], rows)
 
 
@@ -127,11 +117,22 @@ def build(records: Path, folder: Path, sweeps: Path, figures: bool = True) -> st
     with Steps("Building the reproduction report", total=len(SECTIONS) + 1) as steps:
         steps.next(f"reading the records in {records}")
         inputs = Inputs.read(records, folder, sweeps, figures)
-        parts = [note("intro", files=inputs.files, done=inputs.done, coverage=coverage.seed_note())]
+        intro = {"files": inputs.files, "done": inputs.done, "superseded": superseded(records)}
+        parts = [note("intro", coverage=coverage.seed_note(), **intro)]
         for part in SECTIONS:
             steps.next(part.doing)
             parts.append(part.make(inputs))
     return "\n\n".join(p for p in parts if p).rstrip() + "\n"
+
+
+def superseded(records: Path) -> int:
+    """How many cells outside ActorQ have more than one run's record in `records` (the report reads
+    their newest run, as `quarl rebuild` does)."""
+    runs = defaultdict(list)
+    for path in records.glob("*.record.json"):
+        runs[path.name.split(".", 1)[0]].append(path)
+    repeated = [paths[0] for paths in runs.values() if len(paths) > 1]
+    return sum(1 for path in repeated if json.loads(path.read_text())["run"].get("quant") != "actorq")
 
 
 def record_name(record: dict) -> str:

@@ -19,7 +19,8 @@ from quarl.collate import actorq_timing, trainings
 from quarl.collate.bounds import return_range
 from quarl.collate.frame import Study
 from quarl.errors import QuarlError
-from quarl.report.text import UNBOUNDED
+from quarl.report import mechanisms
+from quarl.report.text import TEMPLATES, UNBOUNDED
 from quarl.rl.baseline import reward_threshold
 from quarl.store.flags import FLAGS, flags
 from quarl.store.query import as_run, effective_budget
@@ -73,6 +74,8 @@ class Inputs:
         campaign = load_campaign(records)
         reasons_file = folder / REASONS
         reasons = (yaml.safe_load(reasons_file.read_text()) or {}) if reasons_file.exists() else {}
+        measured = {"q_gaps": mechanisms.q_gaps(folder)}  # what a reason may cite
+        reasons = {key: TEMPLATES.from_string(str(text)).render(**measured) for key, text in reasons.items()}
         done = int((campaign.every["status"] == "done").sum()) if "status" in campaign.every.columns else 0
         files = sum(1 for _ in records.glob("*.record.json"))
         return cls(campaign, folder, sweeps, reasons, figures, files, done)

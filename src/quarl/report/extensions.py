@@ -8,12 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
+from quarl.report import facts
 from quarl.report.campaign import below_threshold, by_seed, of_series, select, series_of, sweep_of, threshold, values
 from quarl.report.sweet_spots import agreement_reading, extension_finding, sweet_spot, sweet_table
 from quarl.report.text import fmt, markdown
-from quarl.rl import matrix as compat
 
 EXTENSIONS = "ptq_extensions"
 
@@ -64,20 +63,17 @@ def _extension_block(runs: pd.DataFrame, series: str, env: str) -> str:
 def extensions_left(sweeps: Path, runs: pd.DataFrame) -> str:
     """The extensions sweep's algo x task pairs that apply, run here on fewer seeds than the sweep
     asks: each with its seeds so far, rl-zoo3's tuned budget and the command that runs the rest."""
-    params = yaml.safe_load((sweeps / f"{EXTENSIONS}.yaml").read_text())["hydra"]["sweeper"]["params"]
-    algos, envs, seeds = (str(params[key]).split(",") for key in ("algo", "env", "seed"))
+    named = facts.sweep(EXTENSIONS, sweeps)
+    seeds = named.grid["seed"]
     ran = runs[runs["run_dir"].map(sweep_of) == EXTENSIONS] if "run_dir" in runs.columns else runs.iloc[0:0]
     conf = sweeps.parent
     rows = []
-    for env in envs:
-        for algo in algos:
-            if not compat.applies(conf, algo, env):
-                continue
-            n = select(ran, algo=algo, env=env, quant="ptq", quant__bits=32)["seed"].nunique()
-            if n < len(seeds):
-                tuned = yaml.safe_load((conf / "tuned" / algo / f"{env}.yaml").read_text())
-                command = f"`python run.py -m +sweep={EXTENSIONS} algo={algo} env={env}`"
-                rows.append([algo, env, f"{n} of {len(seeds)}", f"{int(tuned['n_timesteps']):,}", command])
+    for algo, env in named.pairs(conf):
+        n = select(ran, algo=algo, env=env, quant="ptq", quant__bits=32)["seed"].nunique()
+        if n < len(seeds):
+            tuned = facts.tuned(algo, env, conf=conf)
+            command = f"`python run.py -m +sweep={EXTENSIONS} algo={algo} env={env}`"
+            rows.append([algo, env, f"{n} of {len(seeds)}", f"{int(tuned['n_timesteps']):,}", command])
     if not rows:
         return "Every pair that applies has run on all its seeds."
     return "Left to run (the store skips the seeds already done):\n\n" + markdown(

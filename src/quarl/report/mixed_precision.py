@@ -30,7 +30,23 @@ def section(folder: Path) -> str:
         return note("amp", devices=0) + "\n\n" + markdown(PAPER_HEADER, [_published(n, p) for n, p in paper.iterrows()])
     measured = measured.assign(run=measured["run"] if "run" in measured else 1, device=measured["device"].astype(str))
     cards = [_card(device, runs, paper) for device, runs in measured.groupby("device", sort=True)]
-    return note("amp", devices=len(cards)) + "\n\n" + "\n\n".join(cards)
+    return note("amp", devices=len(cards), largest=_largest(measured, paper)) + "\n\n" + "\n\n".join(cards)
+
+
+def _largest(measured: pd.DataFrame, paper: pd.DataFrame) -> dict[str, str]:
+    """The largest policy, as the prose names it: its size (parameters where measured, its
+    architecture) and the paper's speedup for it; the paper lists its sizes smallest first."""
+    name = str(paper.index[-1])
+    if "parameters" in measured.columns and measured["parameters"].notna().any():
+        name = str(measured.loc[measured["parameters"].idxmax(), "policy"])
+    rows = measured[measured["policy"] == name]
+    counted = rows["parameters"].dropna() if "parameters" in rows.columns else pd.Series(dtype=float)
+    size = f"{float(counted.iloc[0]) / 1e6:.0f}M parameters: " if len(counted) else ""
+    return {
+        "name": name,
+        "size": size + str(paper.loc[name, "architecture"]),
+        "paper": f"{float(paper.loc[name, 'speedup']):.2f}x",
+    }
 
 
 def _card(device: str, measured: pd.DataFrame, paper: pd.DataFrame) -> str:

@@ -9,9 +9,10 @@ import pandas as pd
 
 from quarl.collate import verdicts
 from quarl.collate.stats import seed_interval
+from quarl.report import facts
 from quarl.report.campaign import by_seed, difference_bounds, of_series, select, unless_both_fail, values
 from quarl.report.sweet_spots import keeps_fp32
-from quarl.report.text import aggregate_text, markdown, note, shown
+from quarl.report.text import aggregate_text, markdown, note, seed_matrix, shown
 
 
 def qat_vs_ptq(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataFrame:
@@ -50,7 +51,7 @@ def qat_vs_ptq(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataF
                 "diff": d,
                 "verdict": verdict,
                 "diffs": diff.to_numpy(),
-                "values": (values(qat, "reward_mean"), values(ptq, "reward_mean")),
+                "by_seed": (by_seed(qat, "reward_mean"), by_seed(ptq, "reward_mean")),
             }
         )
     out = pd.DataFrame(rows)
@@ -73,19 +74,18 @@ def _confirmed(ptq: pd.DataFrame, env: str) -> str:
 
 def aggregate(tables: list[pd.DataFrame]) -> str:
     """Across every series and width: the IQM of the normalised reward (R - R_random) / (R_fp32 -
-    R_random) of QAT and of PTQ with stratified-bootstrap intervals, and the probability that a QAT
-    run beats a PTQ one (rliable's definitions, `quarl.collate.stats`)."""
-    qat, ptq = [], []
+    R_random) of QAT and of PTQ, and the probability that a QAT run beats a PTQ one (rliable's
+    definitions), with intervals of a bootstrap over each series' seeds (`aggregate_text`)."""
+    qat: list[np.ndarray] = []
+    ptq: list[np.ndarray] = []
     for table in tables:
         random = table.attrs.get("random")
-        if random is None:
+        rows = [r for _, r in table.iterrows() if r["fp32"].n_runs and all(len(s) for s in r["by_seed"])]
+        if random is None or not rows:
             continue
-        for _, r in table.iterrows():
-            if r["fp32"].n_runs and len(r["values"][0]) and len(r["values"][1]):
-                scale = r["fp32"].estimate - random
-                qat.append((r["values"][0] - random) / scale)
-                ptq.append((r["values"][1] - random) / scale)
-    return aggregate_text(qat, ptq, ("QAT", "PTQ"), "series x widths")
+        for side, out in ((0, qat), (1, ptq)):
+            out.append(seed_matrix([(r["by_seed"][side] - random) / (r["fp32"].estimate - random) for r in rows]))
+    return aggregate_text(qat, ptq, ("QAT", "PTQ"), "widths")
 
 
 MARGIN = verdicts.SCALE_MARGIN * 500.0  # 5% of CartPole's return scale
@@ -159,4 +159,5 @@ def section(runs: pd.DataFrame, algos: list[str]) -> str:
         )
     if findings:
         qat.append("Read across the tables: " + " ".join(findings) + aggregate([t for _, t in found]))
-    return "## QAT vs PTQ\n\n" + note("qat") + "\n\n" + ("\n\n".join(qat) if qat else "Not run yet.")
+    widths = facts.widths(sorted({int(b) for _, t in found for b in t["bits"]})) if found else "the widths of its grid"
+    return "## QAT vs PTQ\n\n" + note("qat", widths=widths) + "\n\n" + ("\n\n".join(qat) if qat else "Not run yet.")

@@ -20,7 +20,7 @@ from quarl.report.campaign import (
     values,
 )
 from quarl.report.sweet_spots import KEEP_FRACTION, SWEET_BITS, extension_finding, width_summary
-from quarl.report.text import FRACTION, UNBOUNDED, aggregate_text, markdown, shown
+from quarl.report.text import FRACTION, UNBOUNDED, aggregate_text, markdown, seed_matrix, shown
 
 TASKS = (("dqn", "cartpole"), ("dqn", "acrobot"), ("dqn", "box2d/lunarlander"), ("sac", "pendulum"))
 TECHNIQUES = {"sam": "SAM", "noise": "pseudo-quantization noise"}
@@ -60,8 +60,7 @@ def comparison(plain_runs: pd.DataFrame, robust_runs: pd.DataFrame, algo: str, e
                 "agreement_diffs": agreement_diffs,
                 "paired": len(diffs),
                 "diffs": diffs,
-                "plain_values": values(twins, "reward_mean"),
-                "robust_values": values(robust, "reward_mean"),
+                "by_seed": (by_seed(twins, "reward_mean"), by_seed(robust, "reward_mean")),
                 "verdict": "",
                 "kind": "",
             }
@@ -83,15 +82,16 @@ def aggregate(tables: list[pd.DataFrame]) -> str:
     (R - R_random) / (R_fp32 plain - R_random) of each side with its stratified-bootstrap interval,
     and the probability that a robust run beats a plain one (rliable's definitions, Agarwal et al.
     2021, `quarl.collate.stats`); '' where no task has a random return to normalise by."""
-    plain, robust = [], []
+    plain: list[np.ndarray] = []
+    robust: list[np.ndarray] = []
     for table in tables:
-        if table.attrs.get("normal") is None:
+        widths = table[table["bits"] != "32"] if not table.empty else table
+        if table.attrs.get("normal") is None or widths.empty:
             continue
         random, fp32 = table.attrs["normal"]
-        for _, r in table[table["bits"] != "32"].iterrows():
-            plain.append((np.asarray(r["plain_values"]) - random) / (fp32 - random))
-            robust.append((np.asarray(r["robust_values"]) - random) / (fp32 - random))
-    return aggregate_text(robust, plain, ("robust", "plain"), "task-widths")
+        for side, out in ((0, plain), (1, robust)):
+            out.append(seed_matrix([(seeds[side] - random) / (fp32 - random) for seeds in widths["by_seed"]]))
+    return aggregate_text(robust, plain, ("robust", "plain"), "widths")
 
 
 def _sweet(table: pd.DataFrame, side: str, scale: float) -> str:

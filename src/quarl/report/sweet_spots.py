@@ -64,12 +64,12 @@ def _sd(r: pd.Series, quantity: str) -> str:
 
 
 def keeps_fp32(reward: float, fp32: float, env: str) -> bool:
-    """Whether `reward` keeps the fp32 reward: within 5% of the env's reward threshold below it."""
+    """Whether `reward` keeps the fp32 reward: within KEEP_FRACTION of the env's reward threshold below it."""
     limit = threshold(env)
-    return reward >= fp32 - (0.05 * abs(limit) if limit else 0.0)
+    return reward >= fp32 - (KEEP_FRACTION * abs(limit) if limit else 0.0)
 
 
-KEEP_FRACTION = 0.05  # an extension's width keeps fp32's reward within this fraction of the env's return scale
+KEEP_FRACTION = verdicts.SCALE_MARGIN  # a width keeps fp32's reward within this fraction of the env's scale
 
 
 def extension_finding(table: pd.DataFrame, scale: float) -> str:

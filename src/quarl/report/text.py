@@ -9,9 +9,11 @@ from typing import Any, Sequence
 
 import jinja2
 import numpy as np
+import pandas as pd
 
 from quarl.collate import coverage
-from quarl.collate.stats import Interval, iqm, probability_of_improvement, stratified_bootstrap
+from quarl.collate.stats import Interval, seed_cluster_aggregate
+from quarl.report import facts
 
 UNBOUNDED = (-math.inf, math.inf)
 MAX_SHOWN = 5  # up to this many seeds, a table shows each seed's value beside the summary
@@ -55,6 +57,7 @@ TEMPLATES = jinja2.Environment(
     undefined=jinja2.StrictUndefined,  # a value a template names but is not given is an error
     keep_trailing_newline=False,
 )
+TEMPLATES.globals.update(facts.GLOBALS)  # the settings the prose names, read where they are defined
 
 
 def note(name: str, **values: Any) -> str:
@@ -62,17 +65,24 @@ def note(name: str, **values: Any) -> str:
     return TEMPLATES.get_template(f"{name}.md").render(**values)
 
 
+def seed_matrix(by_width: Sequence[pd.Series]) -> np.ndarray:
+    """Seeds x widths of one series: each width's values by seed, side by side, over the seeds that
+    have every width (the others left out, so that a resampled seed brings all its widths)."""
+    return pd.concat(list(by_width), axis=1, join="inner").to_numpy(dtype=float)
+
+
 def aggregate_text(first: list[np.ndarray], second: list[np.ndarray], names: tuple[str, str], tasks: str) -> str:
-    """' Aggregated over ...': the IQM of each side's normalised scores (one array of runs per task,
-    the same tasks on both sides) with its stratified-bootstrap interval, and the probability that a
-    run of the first beats one of the second (rliable's definitions, `quarl.collate.stats`), with
-    the intervals' simulated coverage (`quarl.collate.coverage`); '' without tasks."""
+    """' Aggregated over ...': the IQM of each side's normalised scores (one seeds x widths matrix a
+    series, the same series on both sides) with its interval, and the probability that a run of the
+    first beats one of the second (rliable's definitions), the intervals those of a bootstrap over
+    each series' seeds (`quarl.collate.stats.seed_cluster_aggregate`: the widths of a series share its
+    seeds, so they are not resampled as independent tasks) with their simulated coverage
+    (`quarl.collate.coverage`); '' without a series."""
     if not first:
         return ""
-    one, two = (stratified_bootstrap(side, iqm) for side in (first, second))
-    better = probability_of_improvement(first, second)
+    one, two, better = seed_cluster_aggregate(first, second)
     return (
-        f" Aggregated over {len(first)} {tasks} (rliable's stratified bootstrap, 95%): IQM of the normalised "
-        f"reward, {names[0]} {shown(one)}, {names[1]} {shown(two)}; probability that a {names[0]} seed beats a "
-        f"{names[1]} one {shown(better)} (0.5: no difference); {coverage.stratified_note()}."
+        f" Aggregated over {one.n_tasks} {tasks} in {len(first)} series (a bootstrap over each series' seeds, "
+        f"95%): IQM of the normalised reward, {names[0]} {shown(one)}, {names[1]} {shown(two)}; probability that "
+        f"a {names[0]} seed beats a {names[1]} one {shown(better)} (0.5: no difference); {coverage.cluster_note()}."
     )
