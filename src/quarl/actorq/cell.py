@@ -144,9 +144,9 @@ def _start(cfg: Any) -> tuple[Settings, Any, torch.device]:
     """The run's settings and its learner on the device that really runs it (said in the log)."""
     settings = resolve(cfg)
     if settings.backend == "ray":
-        from quarl.actorq.ray_transport import _ray
+        from quarl.actorq.ray_transport import ray_module
 
-        _ray()  # fail before any work when Ray is missing
+        ray_module()  # fail before any work when Ray is missing
     torch.manual_seed(cfg.seed)
     device = _device(cfg.train.device)
     learner = (DQNLearner if settings.actor.algo == "dqn" else D4PGLearner)(settings, device)

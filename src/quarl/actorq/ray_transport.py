@@ -30,7 +30,8 @@ from quarl.rl.envs import make_env
 log = logging.getLogger(__name__)
 
 
-def _ray() -> Any:
+def ray_module() -> Any:
+    """The `ray` module, or one sentence saying how to install it."""
     try:
         import ray
     except ImportError:
@@ -46,7 +47,7 @@ class RayLink:
 
     def __init__(self, server: Any, chunks: Any) -> None:
         self.server, self.chunks = server, chunks
-        self.ray = _ray()
+        self.ray = ray_module()
 
     def pull(self, have: int) -> Optional[tuple[int, np.ndarray]]:
         got = self.ray.get(self.server.pull.remote(have))
@@ -77,7 +78,7 @@ class RayTransport(Transport):
     """Actors as Ray actors (one CPU each); weights through the object store; chunks through a Ray queue."""
 
     def __init__(self, spec: ActorSpec, address: Optional[str], actors: int) -> None:
-        ray = self.ray = _ray()
+        ray = self.ray = ray_module()
         from ray.util.queue import Queue
 
         self.spec = spec

@@ -18,15 +18,15 @@ from quarl.collate.plots import (
     HEAT_LABEL_PT,
     LINE_IN,
     MAX_WIDTH_IN,
-    _band,
-    _legend_below,
-    _x,
-    _yerr,
+    band,
     bit_scale,
     bits_axis,
+    legend_below,
     new_figure,
     styled,
     wrapped,
+    x_positions,
+    yerr,
 )
 from quarl.collate.trainings import title
 
@@ -91,16 +91,16 @@ def aggregate(table: pd.DataFrame, quantizer: str = "") -> Figure:
             t = table[table["statistic"] == statistic]
             for j, method in enumerate(methods):
                 s = t[t["method"] == method].sort_values("bits").rename(columns={"estimate": "mean"})
-                x = _x(scale, s["bits"])
+                x = x_positions(scale, s["bits"])
                 ax.plot(x, s["mean"], marker="o", color=palette[j], label=f"{method} ({_counts(s)})")
-                _band(ax, x, s, palette[j])
+                band(ax, x, s, palette[j])
             for method, marker in FLOAT_MARKERS.items():
                 s = t[t["method"] == method].rename(columns={"estimate": "mean"})
                 if not s.empty:
                     ax.errorbar(
                         [scale[16]],
                         [s.iloc[0]["mean"]],
-                        yerr=_yerr(s.iloc[0]),
+                        yerr=yerr(s.iloc[0]),
                         marker=marker,
                         color="0.25",
                         linestyle="none",
@@ -114,7 +114,7 @@ def aggregate(table: pd.DataFrame, quantizer: str = "") -> Figure:
         axes[0, 0].set_ylabel("normalised score 1 − E (fp32 = 1)")
         has_ci = table["low"].notna().any()
         ci = "shaded: 95% stratified-bootstrap CI over seeds" if has_ci else "no confidence interval: one seed per task"
-        _legend_below(
+        legend_below(
             fig, axes[0, 1], "method (tasks, runs per point; † fp32 not learned, ‡ not solved); E n/a left out"
         )
         fig.suptitle(

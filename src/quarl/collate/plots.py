@@ -93,7 +93,8 @@ def bits_axis(ax: Axes, scale: dict[int, float], has_float: dict[int, str]) -> N
     ax.set_xlabel("weight bit width (bits; evenly spaced)")
 
 
-def _x(scale: dict[int, float], bits: Iterable[int]) -> np.ndarray:
+def x_positions(scale: dict[int, float], bits: Iterable[int]) -> np.ndarray:
+    """Where each width in `bits` sits on the x axis (`scale`: width -> position)."""
     return np.array([scale[int(b)] for b in bits], dtype=float)
 
 
@@ -112,12 +113,14 @@ def n_text(counts: pd.Series, how: str = "shaded") -> str:
     return f"n = {span} {unit} per point; {how}: {CI_TEXT}"
 
 
-def _band(ax: Axes, x: np.ndarray, s: pd.DataFrame, color: object, alpha: float = 0.2) -> None:
+def band(ax: Axes, x: np.ndarray, s: pd.DataFrame, color: object, alpha: float = 0.2) -> None:
+    """Shade the interval of `s` (its low and high columns) around a line, where it has one."""
     if s["low"].notna().any():
         ax.fill_between(x, s["low"].to_numpy(float), s["high"].to_numpy(float), color=color, alpha=alpha, linewidth=0)
 
 
-def _yerr(s: pd.Series) -> np.ndarray | None:
+def yerr(s: pd.Series) -> np.ndarray | None:
+    """The error bar of one row (mean, low, high) for `errorbar`, None without an interval."""
     if pd.isna(s["low"]):
         return None
     return np.array([[s["mean"] - s["low"]], [s["high"] - s["mean"]]])
@@ -156,7 +159,7 @@ def _series(
                 continue
             color = palette[i] if several else palette[j]
             style = LINESTYLES[j % len(LINESTYLES)] if several else "-"
-            x = _x(scale, s["bits"])
+            x = x_positions(scale, s["bits"])
             label = (f"{title(algo)} {method}" if len(methods) > 1 else title(algo)) if several else method
             label += mark
             if several:
@@ -176,7 +179,7 @@ def _series(
                 )
             else:
                 ax.plot(x, s["mean"], marker="o", color=color, linestyle=style, label=label, **face)
-                _band(ax, x, s, color)
+                band(ax, x, s, color)
         for method, marker in FLOAT_MARKERS.items():
             s = cells[(cells["algo"] == algo) & (cells["method"] == method)]
             if s.empty:
@@ -185,7 +188,7 @@ def _series(
             ax.errorbar(
                 [scale[16] + offset],
                 [row["mean"]],
-                yerr=_yerr(row),
+                yerr=yerr(row),
                 marker=marker,
                 markersize=7,
                 color=algo_color,
@@ -208,7 +211,7 @@ def _series(
             ax.errorbar(
                 [scale[32] + offset],
                 [row["mean"]],
-                yerr=_yerr(row),
+                yerr=yerr(row),
                 marker="*",
                 markersize=11,
                 color=algo_color,
@@ -233,7 +236,7 @@ def _yerrs(s: pd.DataFrame) -> np.ndarray | None:
 MAX_WIDTH_IN = 14.0  # a figure grows up to this width for its legend, then the legend takes more rows
 
 
-def _legend_below(fig: Figure, ax: Axes, title: str) -> None:
+def legend_below(fig: Figure, ax: Axes, title: str) -> None:
     """The legend in columns under the plot (never beside it, where it took 40% of the width), as
     wide as the figure allows: up to three columns, fewer where long labels would not fit; the
     figure widens (up to MAX_WIDTH_IN) or grows taller so that no label is cut off."""
@@ -335,7 +338,7 @@ def sweet_spot(study: Study, env: str, algos: list[str] | None = None, methods: 
         counts = pd.concat([cells["n"], fp32["n"]])
         lacking = [title(a) for a in algos if a not in set(fp32["algo"])]
         missing = f"\nno fp32 baseline in the selection for {', '.join(lacking)}" if lacking else ""
-        _legend_below(fig, ax, "algorithm, method" if several else "method")
+        legend_below(fig, ax, "algorithm, method" if several else "method")
         ax.set_title(
             wrapped(
                 f"{who} on {env_id}: reward vs weight bit width\n{study.quantizers(methods, algos)}\n"
@@ -368,7 +371,7 @@ def agreement(study: Study, env: str, algo: str) -> Figure:
         axes[0, 0].set_title("reward", fontsize=10)
         axes[0, 1].set_title("actions: same as fp32 on the states fp32 visits", fontsize=10)
         axes[0, 1].set_ylim(top=1.02)
-        _legend_below(fig, axes[0, 0], "method")
+        legend_below(fig, axes[0, 0], "method")
         fig.suptitle(
             wrapped(
                 f"{title(algo)} on {env_id}: reward and action agreement vs weight bit width\n"

@@ -246,7 +246,7 @@ def learned(cells: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     return cells[~unlearned], int(seeds[unlearned].nunique())
 
 
-def fp32_flag(cells: pd.DataFrame) -> str:
+def series_flag(cells: pd.DataFrame) -> str:
     """'† fp32 not learned in 1 of 5 seeds' (or '‡ ... not solved ...') for the seeds of `cells`
     (any records of one series: each carries its fp32 reward), from `quarl.store.flags.flags`,
     the weakest kind first; '' where every seed's fp32 policy is sound."""

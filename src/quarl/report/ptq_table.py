@@ -19,11 +19,11 @@ from quarl.report.campaign import (
     Inputs,
     below_threshold,
     e_bounds,
-    fp32_flag,
     learned,
     of_series,
     reward_bounds,
     select,
+    series_flag,
     series_of,
     values,
 )
@@ -91,7 +91,7 @@ def _ptq_rows(cells: pd.DataFrame, series: str, env: str, pub: pd.Series, reason
         "int8": (int8, "reward_mean", 1.0, int8, reward),
         "E_int8 (%)": (int8, "rel_error", 100.0, None, e_bounds(int8, reward)),
     }
-    flag = fp32_flag(fp32)
+    flag = series_flag(fp32)
     rows = []
     for quantity, (frame, column, scale, agreeing, bounds) in measured.items():
         value = float(pub[PUBLISHED_COLUMN[quantity]])

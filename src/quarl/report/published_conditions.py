@@ -10,7 +10,7 @@ import pandas as pd
 
 from quarl.collate import published
 from quarl.collate.stats import seed_interval
-from quarl.report.campaign import UNLEARNED_E, e_bounds, fp32_flag, learned, reward_bounds, select, values
+from quarl.report.campaign import UNLEARNED_E, e_bounds, learned, reward_bounds, select, series_flag, values
 from quarl.report.ptq_table import NO_REASON, int8_cells, published_verdict
 from quarl.report.text import FRACTION, fmt, markdown, shown
 
@@ -68,7 +68,7 @@ def rows(defaults: pd.DataFrame, published_runs: pd.DataFrame, reasons: dict[str
         pair: list[dict] = []
         for name, which, min_elements in CONDITIONS:
             fp32, int8 = _int8(defaults if which == "defaults" else published_runs, algo, env, min_elements)
-            flag = fp32_flag(fp32)  # of every seed: one left out below is still marked
+            flag = series_flag(fp32)  # of every seed: one left out below is still marked
             seeds = set(int8["seed"]) if not int8.empty else set()
             fp32, int8 = _seeds_with_e(fp32, int8)  # one n per row: every column over the seeds E is over
             na = len(seeds) - (int8["seed"].nunique() if not int8.empty else 0)

@@ -13,9 +13,9 @@ from quarl.collate.stats import Interval, seed_interval
 from quarl.report.campaign import (
     by_seed,
     difference_bounds,
-    fp32_flag,
     reward_bounds,
     select,
+    series_flag,
     unless_both_fail,
     values,
 )
@@ -69,7 +69,7 @@ def comparison(plain_runs: pd.DataFrame, robust_runs: pd.DataFrame, algo: str, e
     pair = select(robust_runs, algo=algo, env=env)
     scale = values(pair, "env.return_scale") if "env.return_scale" in pair.columns else np.empty(0)
     out.attrs["scale"] = float(scale[0]) if scale.size else float("nan")
-    out.attrs["flags"] = {"plain": fp32_flag(plain_cells), "robust": fp32_flag(robust_cells)}
+    out.attrs["flags"] = {"plain": series_flag(plain_cells), "robust": series_flag(robust_cells)}
     out.attrs["bounds"] = reward_bounds(pair)
     random = values(pair, "env.random_return") if "env.random_return" in pair.columns else np.empty(0)
     fp32 = values(select(plain_cells, quant__bits=32), "reward_mean")

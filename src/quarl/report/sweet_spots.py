@@ -14,7 +14,7 @@ from quarl.collate import verdicts
 from quarl.collate.stats import seed_interval
 from quarl.config import method_registry
 from quarl.evaluate.fidelity import AGREEMENT_TOLERANCE
-from quarl.report.campaign import FIGURES, by_seed, fp32_flag, of_series, reward_bounds, select, threshold, values
+from quarl.report.campaign import FIGURES, by_seed, of_series, reward_bounds, select, series_flag, threshold, values
 from quarl.report.text import FRACTION, UNBOUNDED, fmt, markdown, note, shown
 
 SWEET_FIGURE = "sweet_spot_cartpole.png"
@@ -32,7 +32,7 @@ def sweet_spot(runs: pd.DataFrame, algo: str, env: str = "cartpole") -> pd.DataF
         out.append(width_summary(str(bits), cells))
     out.append(width_summary("fp16", select(base, quant="fp16")))
     table = pd.DataFrame(out)
-    table.attrs["flag"] = fp32_flag(base)
+    table.attrs["flag"] = series_flag(base)
     table.attrs["bounds"] = reward_bounds(base)
     return table
 
@@ -75,7 +75,7 @@ KEEP_FRACTION = verdicts.SCALE_MARGIN  # a width keeps fp32's reward within this
 def extension_finding(table: pd.DataFrame, scale: float) -> str:
     """Which of 2..8 bits keep the fp32 (32-bit) mean reward, to within KEEP_FRACTION of the env's
     return scale, and whether they are every width down to the fewest (a sweet spot) or not; no
-    sweet spot where the table's fp32 baseline is weak (`attrs["flag"]`, `fp32_flag`)."""
+    sweet spot where the table's fp32 baseline is weak (`attrs["flag"]`, `series_flag`)."""
     if table.attrs.get("flag"):
         why = "a width can only keep the reward of a policy that solves its task"
         return f"Sweet spot: none named ({table.attrs['flag']}: {why})."

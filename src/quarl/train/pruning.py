@@ -40,7 +40,7 @@ class Pruned(Exception):
 
 
 @dataclass
-class Target:
+class PruningTrial:
     """The trial a training reports to, and where the training sits in it."""
 
     study: Any  # optuna.Study, with the pruner the sweeper stored
@@ -76,7 +76,7 @@ def _storage_of(cfg: Any) -> Optional[str]:
     return url
 
 
-def find_target(cfg: Any) -> Optional[Target]:
+def find_target(cfg: Any) -> Optional[PruningTrial]:
     """The running trial that waits for the training `cfg` describes, where pruning is on."""
     url = _storage_of(cfg)
     if url is None:
@@ -99,15 +99,15 @@ def find_target(cfg: Any) -> Optional[Target]:
     summary, frozen, (seed_index, stage) = found
     spec = dict(summary.user_attrs[studies.PRUNER])
     study = optuna.load_study(study_name=summary.study_name, storage=storage, pruner=studies.build_pruner(spec))
-    return Target(study, optuna.trial.Trial(study, frozen._trial_id), int(seed_index), int(stage), spec)  # noqa: SLF001
+    return PruningTrial(study, optuna.trial.Trial(study, frozen._trial_id), int(seed_index), int(stage), spec)  # noqa: SLF001
 
 
 class ReportToTrial(BaseCallback):
     """Report the training return to the target trial and stop the training when it is pruned."""
 
-    def __init__(self, target: Target, steps: int, seed: int) -> None:
+    def __init__(self, target: PruningTrial, steps: int, seed: int) -> None:
         super().__init__()
-        self.target: Optional[Target] = target
+        self.target: Optional[PruningTrial] = target
         self.steps, self.seed, self.reports = steps, seed, int(target.spec["reports"])
         self.recent: collections.deque[float] = collections.deque(maxlen=RECENT)
         self.next = 1
@@ -146,12 +146,12 @@ class ReportToTrial(BaseCallback):
         if pruned:
             raise Pruned(f"{target.name} was {pruned}")
 
-    def _pruned_elsewhere(self, target: Target) -> str:
+    def _pruned_elsewhere(self, target: PruningTrial) -> str:
         """Where the trial was pruned on its first seed ('' where it was not)."""
         attrs = target.study._storage.get_trial_user_attrs(target.trial._trial_id)  # noqa: SLF001
         return f"{studies.pruned_note(attrs)} (this is seed {self.seed})" if studies.PRUNED in attrs else ""
 
-    def _report(self, target: Target, k: int, ask: bool) -> str:
+    def _report(self, target: PruningTrial, k: int, ask: bool) -> str:
         """Report the mean recent return as step `stage * reports + k`; where the pruner prunes the
         trial, mark it (for the sweeper and the other seeds) and say where."""
         if k == 0 or not self.recent:

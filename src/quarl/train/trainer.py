@@ -110,7 +110,7 @@ def checkpoint_every(cfg: Any) -> int:
     return max(1, train_steps(cfg) // 10) if every is None else int(every)
 
 
-def training_device(name: str) -> str:
+def resolve_device(name: str) -> str:
     """The torch device to train on; `cuda` without a visible GPU warns and trains on the CPU."""
     if name == "cuda" and not torch.cuda.is_available():
         log.warning("train.device=cuda but no GPU is visible: training runs on the CPU.")
@@ -226,7 +226,7 @@ def _model(cfg: Any, steps: int) -> tuple[VecEnv, Optional[VecNormalize], BaseAl
     if algo_cfg.normalize:
         kwargs = as_dict(algo_cfg.normalize_kwargs)
         venv = normalizer = VecNormalize(venv, gamma=algo_cfg.hyperparams.get("gamma", 0.99), **kwargs)
-    device = training_device(cfg.train.device)
+    device = resolve_device(cfg.train.device)
     model = algos.build(algo_cfg, venv, seed=cfg.seed, device=device, total_steps=steps, train=cfg.train)
     _warn_rounding(model, steps)
     return venv, normalizer, model

@@ -46,7 +46,7 @@ def _ident(name: str) -> str:
     return ident if not ident[0].isdigit() else f"p_{ident}"
 
 
-def _hex_float(x: float) -> str:
+def hex_float(x: float) -> str:
     """An exact C float literal of a float32 value."""
     value = float(np.float32(x))
     if value == 0.0:
@@ -54,14 +54,15 @@ def _hex_float(x: float) -> str:
     return f"{value.hex()}f"
 
 
-def _values(values: Iterable[str], indent: str = "    ") -> str:
+def c_values(values: Iterable[str], indent: str = "    ") -> str:
+    """C initialiser lines of `values`, PER_LINE to a line, each line indented by `indent`."""
     items = list(values)
     lines = [", ".join(items[i : i + PER_LINE]) for i in range(0, len(items), PER_LINE)]
     return indent + f",\n{indent}".join(lines)
 
 
 def _array(ctype: str, name: str, values: Iterable[str], dims: str) -> str:
-    return f"static const {ctype} {name}{dims} = {{\n{_values(values)}\n}};\n"
+    return f"static const {ctype} {name}{dims} = {{\n{c_values(values)}\n}};\n"
 
 
 def _ints(a: np.ndarray) -> list[str]:
@@ -203,13 +204,13 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
     ]
     n = policy.obs_dim
     if policy.mean is not None and policy.std is not None and policy.clip is not None:
-        parts.append(_array("float", "OBS_MEAN", map(_hex_float, policy.mean), f"[{n}]"))
-        parts.append(_array("float", "OBS_STD", map(_hex_float, policy.std), f"[{n}]"))
-        parts.append(f"static const float OBS_CLIP = {_hex_float(policy.clip)};\n")
-    parts.append(_array("float", "IN_CENTER", map(_hex_float, policy.center), f"[{n}]"))
-    parts.append(_array("float", "IN_STEP", map(_hex_float, policy.step), f"[{n}]"))
+        parts.append(_array("float", "OBS_MEAN", map(hex_float, policy.mean), f"[{n}]"))
+        parts.append(_array("float", "OBS_STD", map(hex_float, policy.std), f"[{n}]"))
+        parts.append(f"static const float OBS_CLIP = {hex_float(policy.clip)};\n")
+    parts.append(_array("float", "IN_CENTER", map(hex_float, policy.center), f"[{n}]"))
+    parts.append(_array("float", "IN_STEP", map(hex_float, policy.step), f"[{n}]"))
     if coded:
-        parts.append(cpairs.arrays(policy, _values) if paired else _stream_arrays(policy))
+        parts.append(cpairs.arrays(policy, c_values) if paired else _stream_arrays(policy))
     for i, layer in enumerate(layers):
         rows, cols = layer.weight.shape
         parts.append(f"\n/* {layer.name}: {cols} -> {rows}, {layer.activation} */\n")
@@ -305,7 +306,7 @@ def _head_constants(policy: IntegerPolicy) -> str:
         table = policy.action_table
         return (
             f"\n/* each output code's action value (at code + 128), SB3's {'squash' if policy.squash else 'clip'} */\n"
-            + _array("float", "ACTION_TABLE", map(_hex_float, table.reshape(-1)), f"[{table.shape[0] * 256}]")
+            + _array("float", "ACTION_TABLE", map(hex_float, table.reshape(-1)), f"[{table.shape[0] * 256}]")
         )
     assert policy.low is not None and policy.high is not None
     k = policy.n_outputs
@@ -313,9 +314,9 @@ def _head_constants(policy: IntegerPolicy) -> str:
     second = ("SPAN", (high - low).astype(np.float32)) if policy.squash else ("HIGH", high)
     return (
         f"\n/* the float32 head: SB3's {'squash' if policy.squash else 'clip'} of the dequantized output */\n"
-        f"static const float OUT_SCALE = {_hex_float(policy.output.scale)};\n"
-        + _array("float", "LOW", map(_hex_float, low), f"[{k}]")
-        + _array("float", second[0], map(_hex_float, second[1]), f"[{k}]")
+        f"static const float OUT_SCALE = {hex_float(policy.output.scale)};\n"
+        + _array("float", "LOW", map(hex_float, low), f"[{k}]")
+        + _array("float", second[0], map(hex_float, second[1]), f"[{k}]")
     )
 
 

@@ -1,4 +1,4 @@
-"""The minimal firmware around the C policy, the same for every target (`Target` says how to build and
+"""The minimal firmware around the C policy, the same for every target (a `Target` says how to build and
 emulate it): `main.c` acts on the recorded states of `states.h` and prints the actions through
 semihosting (the check), or calls `policy_act` a given number of times and prints nothing (the
 measure: executed instructions, and the linked flash and RAM against the same firmware without the
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Mapping, Optional, Protocol, Sequence
 
 import numpy as np
 
-from quarl.deploy.edge.cgen import _hex_float, _values
+from quarl.deploy.edge.cgen import c_values, hex_float
 from quarl.deploy.edge.tools import Footprint, locate, run
 from quarl.errors import QuarlError
 
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from quarl.deploy.edge.integer import IntegerPolicy
 
 
-class Target(Protocol):
-    """What the firmware needs of a target (quarl.deploy.edge.targets.Target, which imports this module)."""
+class FirmwareTarget(Protocol):
+    """What the firmware needs of a target (met by quarl.deploy.edge.targets.Target, which imports this module)."""
 
     @property
     def name(self) -> str: ...
@@ -133,7 +133,7 @@ void policy_act(const float *obs, POLICY_ACTION_T *action) {
 EMULATOR_TIMEOUT = 300.0  # seconds a build or a firmware run may take (a crashed firmware spins forever)
 
 
-def _tool(target: Target, name: str) -> str:
+def _tool(target: FirmwareTarget, name: str) -> str:
     return locate(name, target.packages[name])
 
 
@@ -141,14 +141,14 @@ def _literal(v: float) -> str:
     """A C float constant: an exact hexadecimal float, or C99's INFINITY / NAN (math.h, no libm)."""
     if np.isnan(v):
         return "NAN"
-    return _hex_float(v) if np.isfinite(v) else ("INFINITY" if v > 0 else "-INFINITY")
+    return hex_float(v) if np.isfinite(v) else ("INFINITY" if v > 0 else "-INFINITY")
 
 
 def states_header(states: np.ndarray, note: Optional[str] = None) -> str:
     """`states.h`: N_STATES raw observations as one const float array (exact hexadecimal floats;
     the extreme probes' infinities and NaNs as C99's macros)."""
     flat = np.asarray(states, dtype=np.float32).reshape(len(states), -1)
-    body = _values(_literal(float(v)) for v in flat.reshape(-1))
+    body = c_values(_literal(float(v)) for v in flat.reshape(-1))
     comment = f"/* {note} */\n" if note else ""
     return (
         f"{comment}#ifndef QUARL_STATES_H\n#define QUARL_STATES_H\n\n#include <math.h>\n\n"
@@ -157,7 +157,7 @@ def states_header(states: np.ndarray, note: Optional[str] = None) -> str:
     )
 
 
-def check_main(target: Target) -> str:
+def check_main(target: FirmwareTarget) -> str:
     """The check firmware's main.c for `target` (its semihosting set-up spliced in)."""
     return CHECK_MAIN.replace("/*PRELUDE*/", target.main_prelude).replace("/*INIT*/", target.main_init)
 
@@ -174,7 +174,7 @@ class Firmware:
     counted: int  # states the instructions were counted over
 
 
-def _prepare(target: Target, policy: IntegerPolicy, folder: Path) -> tuple[str, int]:
+def _prepare(target: FirmwareTarget, policy: IntegerPolicy, folder: Path) -> tuple[str, int]:
     """Writes the policy and the target's files in `folder`, compiles policy.o; its path and stack."""
     from quarl.deploy.edge.cgen import header, source
 
@@ -192,20 +192,26 @@ def _prepare(target: Target, policy: IntegerPolicy, folder: Path) -> tuple[str, 
 
 
 def _link(
-    target: Target, cc: str, folder: Path, main: str, elf: str, defines: Sequence[str] = (), policy: str = "policy.o"
+    target: FirmwareTarget,
+    cc: str,
+    folder: Path,
+    main: str,
+    elf: str,
+    defines: Sequence[str] = (),
+    policy: str = "policy.o",
 ) -> Path:
     cmd = [cc, *target.cflags, *defines, *target.ldflags, "-I.", *target.c_files(), main, policy, "-o", elf]
     run(cmd, folder, f"Building the {target.name} firmware")
     return folder / elf
 
 
-def _emulate(target: Target, elf: Path, timeout: float = EMULATOR_TIMEOUT) -> str:
+def _emulate(target: FirmwareTarget, elf: Path, timeout: float = EMULATOR_TIMEOUT) -> str:
     cmd = [_tool(target, target.emulator), *target.emulator_args, str(elf)]
     done = run(cmd, elf.parent, f"Running the policy under {target.emulator}", timeout)
     return done.stdout + done.stderr  # QEMU writes a semihosting console (SYS_WRITEC: picolibc) to stderr
 
 
-def executed_instructions(target: Target, elf: Path, timeout: float = EMULATOR_TIMEOUT) -> int:
+def executed_instructions(target: FirmwareTarget, elf: Path, timeout: float = EMULATOR_TIMEOUT) -> int:
     """Instructions the firmware executes under QEMU: with -singlestep each translation block is one
     instruction, and -d exec,nochain logs one "Trace" line per block executed."""
     cmd = [_tool(target, target.emulator), "-singlestep", "-d", "exec,nochain", "-D", "/dev/stdout"]
@@ -242,7 +248,7 @@ def parse_actions(printed: str, policy: IntegerPolicy) -> np.ndarray:
     return bits.view(np.float32).reshape((len(rows), *policy.action_shape))
 
 
-def _check(target: Target, cc: str, policy: IntegerPolicy, states: np.ndarray, folder: Path) -> np.ndarray:
+def _check(target: FirmwareTarget, cc: str, policy: IntegerPolicy, states: np.ndarray, folder: Path) -> np.ndarray:
     (folder / "check").mkdir(exist_ok=True)
     (folder / "check" / "main.c").write_text(check_main(target))
     (folder / "check" / "states.h").write_text(states_header(policy.batch(states), f"{len(states)} recorded states"))
@@ -256,7 +262,9 @@ def _folder(folder: Optional[Path], tmp: str) -> Path:
     return work
 
 
-def actions(target: Target, policy: IntegerPolicy, states: np.ndarray, folder: Optional[Path] = None) -> np.ndarray:
+def actions(
+    target: FirmwareTarget, policy: IntegerPolicy, states: np.ndarray, folder: Optional[Path] = None
+) -> np.ndarray:
     """The C policy's actions on `states`, computed by `target`'s firmware under its emulator."""
     with tempfile.TemporaryDirectory(prefix=f"quarl-{target.name}-") as tmp:
         work = _folder(folder, tmp)
@@ -264,7 +272,7 @@ def actions(target: Target, policy: IntegerPolicy, states: np.ndarray, folder: O
         return _check(target, cc, policy, states, work)
 
 
-def _size(target: Target, elf: Path) -> tuple[int, int, int]:
+def _size(target: FirmwareTarget, elf: Path) -> tuple[int, int, int]:
     """text, data, bss of an ELF (Berkeley format: every allocated section in one of the three)."""
     out = run([_tool(target, target.size), "-B", "-d", elf.name], elf.parent, target.size).stdout.splitlines()
     text, data, bss = (int(v) for v in out[1].split()[:3])
@@ -272,7 +280,7 @@ def _size(target: Target, elf: Path) -> tuple[int, int, int]:
 
 
 def measure(
-    target: Target, policy: IntegerPolicy, check: np.ndarray, count: np.ndarray, folder: Optional[Path] = None
+    target: FirmwareTarget, policy: IntegerPolicy, check: np.ndarray, count: np.ndarray, folder: Optional[Path] = None
 ) -> Firmware:
     """`check`'s actions under the emulator; the firmware's flash and RAM with the policy minus
     without it; instructions per action: (those of n calls - those of 0 calls) / n, n = len(count)."""
@@ -302,7 +310,7 @@ def measure(
     )
 
 
-def object_footprint(target: Target, policy: IntegerPolicy, folder: Optional[Path] = None) -> Footprint:
+def object_footprint(target: FirmwareTarget, policy: IntegerPolicy, folder: Optional[Path] = None) -> Footprint:
     """policy.o for `target` (its cflags, -fstack-usage): .text, .rodata, .data, .bss and its stack."""
     with tempfile.TemporaryDirectory(prefix=f"quarl-{target.name}-") as tmp:
         work = _folder(folder, tmp)
