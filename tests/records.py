@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from quarl.store.query import float_bits
 from quarl.store.record_files import write_json
 from quarl.store.sqlite import Store
 
@@ -31,7 +32,7 @@ def record(algo: str, env: str, quant: str = "ptq", bits: int = 8, seed: int = 0
            status: str = "done", run: dict | None = None, config: dict | None = None, **extra: Any) -> dict:
     """One record as the pipeline writes it: `run` fields, the nested `config`, per-episode rewards.
     E is computed from `fp32` as the pipeline does (None: no baseline, E blank)."""
-    bits = {"fp32": 32, "fp16": 16, "bf16": 16}.get(quant, bits)
+    bits = float_bits().get(quant, bits)
     cfg = {
         "algo": {"name": algo, "n_envs": 4}, "env": {"name": env, "id": ENV_IDS.get(env, env)},
         "quant": {"method": quant, "bits": bits, "scheme": scheme, "granularity": "per_tensor",

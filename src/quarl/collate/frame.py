@@ -18,7 +18,7 @@ from quarl.collate.trainings import select
 from quarl.config.keys import result_keys
 from quarl.store.flags import FLAGS, flags
 from quarl.store.listing import FIDELITY_COLUMNS, config_keys, value_text
-from quarl.store.query import FLOAT_BITS
+from quarl.store.query import float_bits
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ QUANTIZER_KEYS = ("scheme", "granularity", "quantize_bias")
 #: The weight scheme of QuaRL's released code, behind the paper's published numbers.
 PAPER_SCHEME = "quarl_code"
 
-__all__ = ["CELL", "FLOAT_BITS", "Notes", "Study", "bit_label", "config_keys", "is_float", "prepare", "select"]
+__all__ = ["CELL", "Notes", "Study", "bit_label", "config_keys", "is_float", "prepare", "select"]
 
 
 class Notes(list):
@@ -58,7 +58,7 @@ ABSENT_MEANS = {"quant.backend": "fake"}
 
 def is_float(method: str) -> bool:
     """True for a float method's label ('fp16', 'fp16 (backend=onnx)'): no bit width of its own."""
-    return str(method).split(" (", 1)[0] in FLOAT_BITS
+    return str(method).split(" (", 1)[0] in float_bits()
 
 
 def _variant_labels(done: pd.DataFrame, notes: Notes) -> pd.Series:
@@ -87,7 +87,7 @@ def _variant_labels(done: pd.DataFrame, notes: Notes) -> pd.Series:
 
 
 def _bits(done: pd.DataFrame) -> pd.Series:
-    fixed = done["quant"].map(FLOAT_BITS)
+    fixed = done["quant"].map(float_bits())
     if "quant.bits" in done.columns:
         return fixed.fillna(pd.to_numeric(done["quant.bits"], errors="coerce")).astype("Int64")
     return fixed.astype("Int64")

@@ -32,6 +32,7 @@ from scipy import stats as sps
 from quarl.collate.frame import Notes, Study
 from quarl.collate.plots import new_figure, styled
 from quarl.collate.trainings import title
+from quarl.config import method_registry
 from quarl.errors import QuarlError
 from quarl.train import META_FILE
 
@@ -198,7 +199,8 @@ def report(study: Study, bits: int = 8, notes: Notes | None = None) -> WeightRep
     if done.empty or "policy_key" not in done.columns or "config" not in done.columns:
         return WeightReport(bits, scheme, granularity, pd.DataFrame(columns=STAT_COLUMNS), pd.DataFrame(), [])
     env_ids = study.env_ids()
-    fp32_policies = done[done["quant"].isin(["fp32", "fp16", "bf16", "ptq"])]  # QAT trains policies of its own
+    shared = [name for name, m in method_registry.registry().items() if not m.trains_policy]  # not QAT's own
+    fp32_policies = done[done["quant"].isin(shared)]
     ordered = fp32_policies.assign(is_fp32=fp32_policies["quant"] != "fp32").sort_values(
         ["is_fp32", "algo", "env", "seed"]
     )

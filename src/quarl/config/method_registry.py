@@ -72,6 +72,9 @@ class QuantMethod:
     own_algos: ClassVar[tuple[str, ...]] = ()
     #: the fp32 baseline itself: its cell is the baseline record
     baseline: ClassVar[bool] = False
+    #: a float method (weights cast to a float type, no bit width of its own): its weights' width
+    #: (fp16: 16), what `used_bits` returns and what stores and tables show for it; None otherwise
+    float_width: ClassVar[Optional[int]] = None
 
     def node(self) -> QuantConfig:
         """The settings `conf/quant/<name>.yaml` composes (Hydra's ConfigStore node)."""
@@ -90,8 +93,8 @@ class QuantMethod:
 
     def used_bits(self, quant: DictConfig) -> Optional[int]:
         """The weight width this method really uses where that is not `quant.bits` (fp16: 16);
-        None where `quant.bits` is its setting."""
-        return None
+        None where `quant.bits` is its setting. By default, its `float_width`."""
+        return self.float_width
 
     def prepare(self, cfg: DictConfig) -> None:
         """Resolve derived settings in place before the cell runs (recorded as run)."""
@@ -218,6 +221,11 @@ def settle(cfg: DictConfig, warn: bool) -> None:
             used,
         )
     cfg.quant.bits = used
+
+
+def float_widths() -> dict[str, int]:
+    """The float methods (`QuantMethod.float_width`) by name, with their widths, the baseline first."""
+    return {name: m.float_width for name, m in registry().items() if m.float_width is not None}
 
 
 def trained_only_by(algo: str) -> tuple[str, ...]:

@@ -18,16 +18,16 @@ class FP32(QuantMethod):
 
     name = "fp32"
     baseline = True
+    float_width = 32
 
     def node(self) -> QuantConfig:
         return QuantConfig(method=self.name, bits=32)
 
-    def used_bits(self, quant: DictConfig) -> int:
-        return 32
-
 
 class HalfPrecision(QuantMethod):
     """Weights and biases of every inference layer cast to a 16-bit float type and back."""
+
+    float_width = 16
 
     def __init__(self, name: str, dtype: str) -> None:
         self.name, self.dtype = name, dtype  # type: ignore[misc]
@@ -35,9 +35,6 @@ class HalfPrecision(QuantMethod):
 
     def node(self) -> QuantConfig:
         return QuantConfig(method=self.name, bits=16)
-
-    def used_bits(self, quant: DictConfig) -> int:
-        return 16
 
     def quantize(self, model: BaseAlgorithm, quant: DictConfig, calibrate: Optional[Calibrate] = None) -> None:
         import torch

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from quarl.errors import QuarlError
-from quarl.store.query import FLOAT_BITS, _norm, query
+from quarl.store.query import _norm, float_bits, query
 from quarl.store.sqlite import RUN_COLUMNS, flatten
 
 #: Config keys that never change a stored number (left out when looking for keys that tell records apart).
@@ -278,16 +278,17 @@ def _sort_number(text: str) -> float:
 
 def setting_label(quant: Any, bits: Any) -> str:
     """'fp32', 'fp16' or 'ptq 4b': a quant setting as a status column."""
-    if quant in FLOAT_BITS:
+    if quant in float_bits():
         return str(quant)
     return f"{quant} {value_text(bits)}b" if _norm(bits) is not None else str(quant)
 
 
 def setting_order(label: str) -> tuple:
-    """Sort key of status columns: fp32, fp16, bf16 first, then each method by its bit width (as numbers)."""
+    """Sort key of status columns: the float methods first (fp32, fp16, bf16), then each by bit width."""
     head, _, rest = label.partition(" ")
-    if head in FLOAT_BITS:
-        return (0, list(FLOAT_BITS).index(head), 0.0, label)
+    floats = list(float_bits())
+    if head in floats:
+        return (0, floats.index(head), 0.0, label)
     bits = rest.split(" ", 1)[0].rstrip("b")
     return (1, head, _sort_number(bits), label)
 
@@ -314,7 +315,7 @@ def status(store: str | Path, filters: Mapping[str, Any] | None = None) -> tuple
         bits = bits.where((runs["quant"] != "actorq") | runs["quant.actor_bits"].isna(), runs["quant.actor_bits"])
     labels = {i: setting_label(q, b) for i, q, b in zip(runs.index, runs["quant"], bits)}
     for method, group in runs.groupby("quant", sort=False):  # a method's options that differ among its records
-        own = [k for k in differing_keys(group, exclude=fixed) if k in quant_keys and method not in FLOAT_BITS]
+        own = [k for k in differing_keys(group, exclude=fixed) if k in quant_keys and method not in float_bits()]
         for i in group.index:
             shown_keys = [k for k in own if _norm(runs.at[i, k]) is not None]
             labels[i] = " ".join(

@@ -27,10 +27,16 @@ from quarl.errors import QuarlError
 from quarl.store.sqlite import Store
 
 DEFAULT_STORE = Path("outputs/results.sqlite")
-#: Methods without a bit width, and the width they stand for.
-FLOAT_BITS = {"fp32": 32, "fp16": 16, "bf16": 16}
 _NULL = ("null", "none", "nan", "")
 _BOOLS = {"true": 1.0, "false": 0.0}
+
+
+def float_bits() -> dict[str, int]:
+    """Methods without a bit width (the registry's float methods, `QuantMethod.float_width`), and the
+    width they stand for, the baseline first."""
+    from quarl.config import method_registry  # light: the method modules import no torch
+
+    return method_registry.float_widths()
 
 
 def weight_bits(quant: Any) -> int:
