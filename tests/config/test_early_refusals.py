@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from quarl.config import backend_registry
 from quarl.config.schema import MAX_STEPS, check
 from quarl.errors import QuarlError
 from tests.conftest import compose_cfg, run_quarl
 
 
-@pytest.mark.parametrize("backend", ["c", "tflite", "c_16x8", "tflite_16x8"])
+@pytest.mark.parametrize("backend", [b.name for b in backend_registry.registry().values() if b.mlp_only])
 @pytest.mark.parametrize("algo", ["dqn", "ppo"])
 def test_an_mlp_only_backend_is_refused_for_a_cnn_policy(backend, algo):
     with pytest.raises(QuarlError) as err:

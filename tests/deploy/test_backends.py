@@ -18,8 +18,9 @@ from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 
+from quarl.config import backend_registry
 from quarl.config.schema import EnvConfig
-from quarl.deploy import backends, compile_network, compile_policy, export, measure
+from quarl.deploy import CHOICES, backends, compile_network, compile_policy, export, measure
 from quarl.deploy.acting import acting_network
 from quarl.errors import QuarlError
 from quarl.quantize import fake_quant as qat
@@ -302,8 +303,7 @@ def test_a_layer_int8_cannot_quantize_is_named(trained):
 
 
 def test_unknown_backend_names_the_choices(trained):
-    with pytest.raises(QuarlError, match="backend=int4 is not known: "
-                                         "choose one of auto, torch, onnx, onnx_int8, onnx_int4, onnx_int2"):
+    with pytest.raises(QuarlError, match=f"backend=int4 is not known: choose one of {', '.join(CHOICES)}."):
         compile_policy(trained["ppo_cartpole"], "int4")
 
 
@@ -360,3 +360,29 @@ def test_a_runner_stands_in_for_the_model_in_quarl_evaluate(trained):
     assert runner.predict(obs[0])[0].shape == () and runner.predict(obs)[0].shape == (2,)
     with pytest.raises(QuarlError, match="eval.deterministic=true"):
         runner.predict(obs, deterministic=False)
+
+
+@pytest.mark.parametrize("backend", list(backend_registry.registry()))
+def test_every_backend_runs_an_evaluation_of_a_policy_it_accepts(trained, tmp_path, backend):
+    """Each registered backend executes the PPO CartPole policy, PTQ-quantized to its widest weights
+    where it takes integer policies only (calibrated on visited states where it calibrates), through
+    two evaluation episodes; where its package or compiler is missing, the skip names it."""
+    from quarl.evaluate.episodes import evaluate
+
+    spec = backend_registry.get(backend)
+    model = reload(trained["ppo_cartpole"], tmp_path, backend)
+    if spec.max_bits is not None:
+        quantize_policy(model, OmegaConf.merge(PTQ8, {"bits": spec.max_bits}))
+    obs = rollout_obs("CartPole-v1", 256, seed=5)
+    try:
+        runner = compile_policy(model, backend, obs)
+    except QuarlError as exc:
+        if "is not installed" not in str(exc):
+            raise
+        pytest.skip(str(exc))
+    assert runner.backend == backend and runner.precision == spec.precision
+    env_cfg = OmegaConf.structured(EnvConfig(name="cartpole", id="CartPole-v1"))
+    episodes = evaluate(runner, env_cfg, episodes=2, seed=0, n_envs=2)
+    assert len(episodes.rewards) == 2 and all(np.isfinite(episodes.rewards))
+    fake_quant, _ = model.predict(obs, deterministic=True)
+    assert np.mean(runner(obs) == fake_quant) >= 0.8  # it executes this policy

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Optional
 
 import numpy as np
 
@@ -13,19 +13,21 @@ if TYPE_CHECKING:
     from quarl.deploy.runner import Runner
 
 
-def builder(name: str) -> Callable[..., Runner]:
-    """The eager runner called `name` (its weight layers in that backend's dtype)."""
+def builder(name: str, cast: Optional[str] = None) -> Callable[..., Runner]:
+    """The eager runner called `name`, its weight layers cast to `cast` (a torch dtype's name) where given."""
 
     def build(net: ActingNetwork, example: np.ndarray, calibrated: bool, threads: int) -> Runner:
         from quarl.deploy.backends import TorchRunner
 
-        return TorchRunner(net, name)
+        return TorchRunner(net, name, cast)
 
     return build
 
 
 BACKENDS = (
     Backend("torch", "fp32", builder("torch"), "eager PyTorch: the reference", rank=0),
-    Backend("torch_fp16", "fp16", builder("torch_fp16"), "eager PyTorch, weight layers in float16", rank=5),
-    Backend("torch_bf16", "bf16", builder("torch_bf16"), "eager PyTorch, weight layers in bfloat16", rank=6),
+    Backend("torch_fp16", "fp16", builder("torch_fp16", "float16"), "eager PyTorch, weight layers in float16", rank=5),
+    Backend(
+        "torch_bf16", "bf16", builder("torch_bf16", "bfloat16"), "eager PyTorch, weight layers in bfloat16", rank=6
+    ),
 )

@@ -71,22 +71,21 @@ AGREEMENT_TOLERANCE = (
 AGREEMENT_MIN_OBS = 64  # observations min_agreement needs
 INT8_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 CONV_LAYERS = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
-HALF = {"torch_fp16": torch.float16, "torch_bf16": torch.bfloat16}
 # auto runs int8 only when it takes at most this fraction of the fastest fp32 backend's time: closer
 # than that is within run-to-run noise, and fp32 is the exact policy.
 AUTO_MARGIN = 0.9
 
 
 class TorchRunner(Runner):
-    """Eager PyTorch: fp32, or the weight layers cast to float16 / bfloat16."""
+    """Eager PyTorch: fp32, or the weight layers cast to `cast`, a torch dtype's name (float16, bfloat16)."""
 
-    def __init__(self, net: ActingNetwork, backend: str) -> None:
-        self.net, self.backend, self.precision = net, backend, BACKENDS[backend]
+    def __init__(self, net: ActingNetwork, backend: str, cast: Optional[str] = None) -> None:
+        self.net, self.backend, self.precision = net, backend, backend_registry.get(backend).precision
         self.threads, self.timings_ms = torch.get_num_threads(), {}
         self.module: nn.Module = net
-        if backend in HALF:
+        if cast is not None:
             self.module = copy.deepcopy(net)
-            self.module.body = _Cast(self.module.body, HALF[backend])
+            self.module.body = _Cast(self.module.body, getattr(torch, cast))
         self.module.eval()
         self.nbytes = sum(t.numel() * t.element_size() for t in (*self.module.parameters(), *self.module.buffers()))
 
@@ -99,7 +98,7 @@ class OnnxRunner(Runner):
     """ONNX Runtime on the CPU: fp32, int8, or 4-/2-bit weights (NbitsRunner)."""
 
     def __init__(self, net: ActingNetwork, backend: str, model: bytes, threads: int) -> None:
-        self.net, self.backend, self.precision = net, backend, BACKENDS[backend]
+        self.net, self.backend, self.precision = net, backend, backend_registry.get(backend).precision
         self.threads, self.timings_ms = threads, {}
         self._model = model
         self.session = onnx_io.session(model, threads)
@@ -244,8 +243,8 @@ def compile_network(
         raise TypeError(
             f"compile_network takes an ActingNetwork (from acting_network(model)), not {type(net).__name__}"
         )
-    if backend not in CHOICES:
-        raise QuarlError(f"backend={backend} is not known: choose one of {', '.join(CHOICES)}.")
+    if backend not in backend_registry.choices():
+        raise QuarlError(f"backend={backend} is not known: choose one of {', '.join(backend_registry.choices())}.")
     if min_agreement is not None:
         _check_bound(backend, min_agreement, example_obs)
     example = _example(net, example_obs)
