@@ -30,8 +30,8 @@ VecNormalize; trained through quarl's cache): `tflite`, the LiteRT int8 model un
 builtin kernels, and `c`, the C policy compiled by the host cc and called through ctypes, both at
 batch 1, each calibrated on the states the trained fp32 policy visits in quarl's calibration
 episodes (`quarl.quantize.calibration.calibration_seeds`). `c (native)` is the same C policy timed in C,
-without the Python call. Their `flash bytes` / `RAM bytes`: the C policy for a Cortex-M4
-(arm-none-eabi-gcc -Os: .text + .rodata, and .data + .bss + stack), the .tflite file and TFLite
+without the Python call. Their `flash bytes` / `RAM bytes`: the C policy's object for the
+SIZES_TARGET target, cortex-m4 (its flags: .text + .rodata, and .data + .bss + stack), the .tflite file and TFLite
 Micro's tensor arena; their reward is the executed full-integer policy's. `tflite_16x8` and `c_16x8`
 are the same in TFLite's 16x8 scheme (int16 activations).
 
@@ -122,6 +122,7 @@ EDGE_POLICIES = {"tflite_16x8": "fp32 -> 16x8", "c_16x8": "fp32 -> 16x8",
 EDGE_MAX_WEIGHTS = 4_000_000  # larger MLPs get no C source / .tflite rows (MLP 3x2048: 8.4M weights)
 TARGET_MAX_WEIGHTS = 150_000  # firmware rows up to MLP 3x256 (133k weights): seconds of QEMU each
 TARGET_CHECK_STATES, TARGET_COUNT_STATES = 300, 4  # as `quarl export --format c`
+SIZES_TARGET = "cortex-m4"  # the target whose policy.o sizes the latency table's C rows show
 
 
 def compose_config(overrides: list[str], policies: Path) -> Any:
@@ -257,7 +258,7 @@ def latency(runners: dict[str, Any], obs: np.ndarray, rounds: int, budget_s: flo
 def edge_runners(net: ActingNetwork, calibration: np.ndarray) -> tuple[dict[str, Any], dict[str, dict[str, float]]]:
     """The full-integer runners of `net` (`tflite` where ai-edge-litert is installed, `c` where a host
     cc is) and their flash / RAM bytes; a missing one is said once, not a failure."""
-    from quarl.deploy.edge.toolchain import arm_footprint, available
+    from quarl.deploy.edge.targets import target
     from quarl.errors import QuarlError
 
     runners: dict[str, Any] = {}
@@ -273,9 +274,10 @@ def edge_runners(net: ActingNetwork, calibration: np.ndarray) -> tuple[dict[str,
         for coding in WEIGHT_CODINGS:
             integer = dataclasses.replace(integer_policy(net, calibration, weight_bits=4), weight_coding=coding)
             runners[f"c [int4 {coding}]"] = CRunner(net, integer)
-    missing = available("arm-none-eabi-gcc", "arm-none-eabi-size")
+    sized = target(SIZES_TARGET)
+    missing = sized.missing()
     if missing is not None and any(name.startswith("c") for name in runners):
-        print(f"- no Cortex-M sizes: {missing}")
+        print(f"- no {sized.name} sizes: {missing}")
     for name, runner in runners.items():
         if name.startswith("tflite"):
             from quarl.deploy.edge.tflite import MicroPolicy
@@ -286,7 +288,7 @@ def edge_runners(net: ActingNetwork, calibration: np.ndarray) -> tuple[dict[str,
                 arena = None
             sizes[name] = {"flash bytes": len(runner.model), "RAM bytes": float("nan") if arena is None else arena}
         elif missing is None:
-            footprint = arm_footprint(runner.integer)
+            footprint = sized.footprint(runner.integer)
             sizes[name] = sizes[native_name(name)] = {"flash bytes": footprint.flash, "RAM bytes": footprint.ram}
     return runners, sizes
 

@@ -27,7 +27,8 @@ from quarl.deploy.edge import cpairs, cstream, fixedpoint, huffman, integer_poli
 from quarl.deploy.edge.cgen import data_bytes, half_table, header, pack_weights, source
 from quarl.deploy.edge.integer import Quant
 from quarl.deploy.edge.stages import check_model
-from quarl.deploy.edge.toolchain import CPolicy, arm_footprint, available, qemu_actions, tool
+from quarl.deploy.edge.targets import TARGETS
+from quarl.deploy.edge.toolchain import CPolicy, available, tool
 from quarl.errors import QuarlError
 from quarl.quantize.weights import quantize_policy
 from quarl.rl.envs import random_observations
@@ -339,13 +340,14 @@ def test_cartpole_64x64_fits_6_25kb_flash_and_1kb_ram_at_8_bits(cartpole):
     missing = _arm_missing()
     if missing:
         pytest.skip(missing)
-    footprint = arm_footprint(cartpole.integer())
+    cortex_m4 = TARGETS["cortex-m4"]
+    footprint = cortex_m4.footprint(cartpole.integer())
     # 4,480 weights, biases, two 256-entry Tanh tables (one load per output) and the layers' code
     assert footprint.flash <= 6.25 * 1024, footprint
     assert footprint.ram <= 1024, footprint
-    smaller = arm_footprint(cartpole.integer(weight_bits=4))
+    smaller = cortex_m4.footprint(cartpole.integer(weight_bits=4))
     assert smaller.rodata < footprint.rodata - 2000  # the 4096 + 384 weights packed two to a byte
-    coded = arm_footprint(dataclasses.replace(cartpole.integer(weight_bits=4), weight_coding="huffman"))
+    coded = cortex_m4.footprint(dataclasses.replace(cartpole.integer(weight_bits=4), weight_coding="huffman"))
     # weights and shifts Huffman-coded in pairs (about 1.9 KB), the pairs' 256-entry table (1 KB), the two Tanh
     # tables (512 B, as the packed policy's) and the layers' code: more than the packed 4-bit policy, the price of
     # one look-up per pair
@@ -361,7 +363,7 @@ def test_c_policy_on_an_emulated_cortex_m4_gives_the_reference_actions(which, bi
         pytest.skip(missing)
     trained = request.getfixturevalue(which)
     policy = dataclasses.replace(trained.integer(weight_bits=bits), weight_coding=coding)
-    got = qemu_actions(policy, trained.states, tmp_path)
+    got = TARGETS["cortex-m4"].actions(policy, trained.states, tmp_path)
     expected = policy.act(trained.states)
     assert len(got) == len(trained.states) >= N_STATES
     assert np.array_equal(np.asarray(got).view(np.uint8), np.asarray(expected).view(np.uint8))

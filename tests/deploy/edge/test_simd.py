@@ -17,7 +17,8 @@ from stable_baselines3 import PPO
 from quarl.deploy import acting_network
 from quarl.deploy.edge import cpairs, csimd, huffman, integer_policy
 from quarl.deploy.edge.cgen import header, source
-from quarl.deploy.edge.toolchain import CPolicy, available, qemu_actions, tool
+from quarl.deploy.edge.targets import TARGETS
+from quarl.deploy.edge.toolchain import CPolicy, available, tool
 from quarl.quantize.weights import quantize_policy
 from quarl.rl.envs import random_observations
 from tests.deploy.edge.test_cgen import PTQ8
@@ -148,7 +149,7 @@ def test_the_cortex_m4_build_runs_the_dsp_kernel_bit_for_bit(activation_bits, we
     dump = subprocess.run(["arm-none-eabi-objdump", "-d", "policy.o"], cwd=tmp_path, capture_output=True, text=True)
     assert "sxtb16" in dump.stdout and ("smlald" if activation_bits == 16 else "smlad") in dump.stdout
     assert "smmulr" in dump.stdout or activation_bits == 16  # the int8 requantization
-    got = qemu_actions(policy, states[:300], tmp_path / "mps2")
+    got = TARGETS["cortex-m4"].actions(policy, states[:300], tmp_path / "mps2")
     assert np.array_equal(np.asarray(got).view(np.uint8), policy.act(states[:300]).view(np.uint8))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import pkgutil
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 from quarl.deploy.edge import targets
 from quarl.deploy.edge.targets import TARGETS, Target, target
 from quarl.errors import QuarlError
+from tests.conftest import ROOT
 
 EVERY = [pytest.param(t, id=t.name) for t in TARGETS.values()]
 
@@ -32,7 +34,8 @@ def test_every_target_module_is_registered_and_an_unknown_name_lists_them():
     modules = {m.name for m in pkgutil.iter_modules(targets.__path__) if not m.name.startswith("_")}
     assert {"cortex_m4", "riscv32"} <= modules and len(TARGETS) == len(modules)
     assert {"cortex-m4", "riscv32"} <= set(TARGETS) and target("riscv32") is TARGETS["riscv32"]
-    with pytest.raises(QuarlError, match="target=avr is not a microcontroller target: choose one of cortex-m4, riscv"):
+    known = ", ".join(TARGETS)
+    with pytest.raises(QuarlError, match=f"target=avr is not a microcontroller target: choose one of {known}."):
         target("avr")
     for t in TARGETS.values():
         assert set(t.tools()) <= set(t.packages) and "-kernel" == t.emulator_args[-1] and t.float_note
@@ -48,7 +51,21 @@ def test_importing_the_registry_calls_no_tool():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "cortex-m4" in done.stdout and "riscv32" in done.stdout
+    assert done.stdout.strip() == str(sorted(TARGETS))
+
+
+def check_docs_rows(edge_md: str) -> None:
+    """docs/edge.md's table of targets (`edge_md`; docs/adding-a-target.md names it): one row per
+    registered target, naming its compiler and its emulator."""
+    section = edge_md.split("## Microcontroller targets", 1)[1].split("\n## ", 1)[0]
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `([\w.-]+)` \|.*$", section, re.M)}
+    assert sorted(rows) == sorted(TARGETS)
+    for t in TARGETS.values():
+        assert t.cc in rows[t.name] and t.emulator in rows[t.name], t.name
+
+
+def test_docs_edge_md_has_a_row_for_every_target():
+    check_docs_rows((ROOT / "docs" / "edge.md").read_text())
 
 
 @pytest.mark.parametrize("t", EVERY)

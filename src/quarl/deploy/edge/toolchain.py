@@ -5,7 +5,6 @@ tools, emulators). A missing tool is one QuarlError naming the Debian package.""
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import os
 import shutil
 import tempfile
@@ -17,12 +16,11 @@ import numpy as np
 from quarl.deploy.edge import targets
 from quarl.deploy.edge.cgen import header, source
 from quarl.deploy.edge.integer import IntegerPolicy
-from quarl.deploy.edge.tools import Footprint, locate, run
+from quarl.deploy.edge.tools import locate, run
 from quarl.errors import QuarlError
 
 HOST_FLAGS = ["-std=c99", "-O3", "-Wall", "-Wextra", "-Werror"]
 PACKAGES = {"cc": "gcc (apt-get install gcc)", **targets.packages()}  # tool -> its Debian packages
-ARM = "cortex-m4"  # the target of `arm_footprint` and `qemu_actions`
 HARNESS = r"""/* Host harness: many observations per call, for ctypes (one call per batch, not per state), and a
    native timing of policy_act (ns per call, without the Python call's overhead). */
 #define _POSIX_C_SOURCE 199309L
@@ -153,16 +151,3 @@ class CPolicy:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
-
-
-def arm_footprint(policy: IntegerPolicy, folder: Optional[Path] = None, cpu: str = "cortex-m4") -> Footprint:
-    """policy.o for a Cortex-M (the cortex-m4 target's flags, `-mcpu=<cpu>`): .text, .rodata, .data,
-    .bss and the stack of policy_act."""
-    arm = targets.target(ARM)
-    flags = tuple(f if not f.startswith("-mcpu=") else f"-mcpu={cpu}" for f in arm.cflags)
-    return dataclasses.replace(arm, cflags=flags).footprint(policy, folder)
-
-
-def qemu_actions(policy: IntegerPolicy, states: np.ndarray, folder: Optional[Path] = None) -> np.ndarray:
-    """The C policy's actions on `states` computed on an emulated Cortex-M4 (mps2-an386)."""
-    return targets.target(ARM).actions(policy, states, folder)
