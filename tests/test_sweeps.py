@@ -1,19 +1,26 @@
 """Sweeps at scale: named sweeps, the submitit launcher, plan and status."""
 
 import re
+from pathlib import Path
 
 import pytest
 
 from quarl.app import CONF_DIR
-from quarl.config import schema
+from quarl.config import method_registry, schema
+from quarl.report import facts
+from quarl.rl.matrix import applies
 from quarl.store import query as results
 from quarl.sweeps import expand, plan, status
 from tests.conftest import FAST, ROOT, quarl_cli, run_quarl
 
-PLANNED = [("smoke", 24, 6), ("ptq_classic", 120, 0), ("ptq_table_classic", 80, 20), ("qat_classic", 126, 0),
-           ("ptq_table_atari", 126, 0), ("ptq_table_ddpg", 24, 0), ("ptq_atari", 504, 0), ("ptq_continuous", 72, 0),
-           ("actorq_time_to_reward", 132, 66), ("ptq_table_published", 80, 40),
-           ("ptq_robust", 384, 192)]
+SWEEPS = CONF_DIR / "sweep"
+
+
+def sweep_table(text: str, heading: str = "# Named sweeps") -> dict[str, str]:
+    """The table of named sweeps under `heading` in `text` (docs/sweeps.md, conf/sweep/README.md):
+    sweep -> its second column."""
+    section = text.split(f"{heading}\n", 1)[1].split("\n#", 1)[0]
+    return dict(re.findall(r"^\| `(\w+)` \| ([^|]+?) \|", section, re.M))
 
 
 def readme_sweep_counts() -> dict[str, str]:
@@ -22,43 +29,75 @@ def readme_sweep_counts() -> dict[str, str]:
     counts = {}
     for names, cells in rows:
         found = re.findall(r"`(\w+)`", names)
-        if all((CONF_DIR / "sweep" / f"{n}.yaml").exists() for n in found):
+        if all((SWEEPS / f"{n}.yaml").exists() for n in found):
             counts.update(zip(found, (c.strip() for c in cells.split(", "))))
     return counts
 
 
-@pytest.mark.parametrize("sweep, cells, not_applicable", PLANNED)
-def test_plan_counts_the_cells_of_each_named_sweep(tmp_path, sweep, cells, not_applicable):
+#: The README's main sweeps and their cells as it writes them: `quarl plan` must count the same.
+README_COUNTS = readme_sweep_counts()
+
+
+@pytest.mark.parametrize("sweep", sorted(README_COUNTS))
+def test_plan_counts_the_cells_the_readme_gives_each_sweep(tmp_path, sweep):
+    cells, not_applicable = re.fullmatch(r"(\d+)(?: \((\d+) n/a\))?", README_COUNTS[sweep]).groups()
     planned = plan(CONF_DIR, [f"+sweep={sweep}"], tmp_path / "empty.sqlite")
-    assert len(planned) == cells and planned["cell_key"].is_unique
-    assert (planned["state"] == "n/a").sum() == not_applicable
+    assert len(planned) == int(cells) and planned["cell_key"].is_unique
+    assert (planned["state"] == "n/a").sum() == int(not_applicable or 0)
     assert set(planned["state"]) <= {"to run", "n/a"}
-    written = readme_sweep_counts().get(sweep)  # the README's table says what plan counts
-    assert written in (None, f"{cells} ({not_applicable} n/a)" if not_applicable else str(cells))
 
 
-def test_every_sweep_in_the_readme_table_is_counted_by_plan():
-    assert set(readme_sweep_counts()) <= {name for name, _, _ in PLANNED}
-
-
-def test_every_named_sweep_has_a_plan_and_a_cost_comment():
+def check_named_sweeps(conf: Path, docs: str, listing: str, readme: str) -> None:
+    """Each sweep file of `conf`/sweep composes, says its command and cost, and has its row in `docs`
+    (docs/sweeps.md, with the cells it expands to) and in `listing` (conf/sweep/README.md); `readme`
+    (README.md) counts them all."""
     schema.register()  # the structured configs the sweeps compose (registered by the first compose otherwise)
-    for path in (CONF_DIR / "sweep").glob("*.yaml"):
-        text = path.read_text()
-        assert "# Run: python run.py -m +sweep=" in text and ("hour" in text or "minutes" in text), path.name
-        assert len(expand(CONF_DIR, [f"+sweep={path.stem}"])) > 0
+    names = sorted(path.stem for path in (conf / "sweep").glob("*.yaml"))
+    documented, listed = sweep_table(docs, "## Named sweeps"), sweep_table(listing)
+    assert sorted(documented) == names and sorted(listed) == names
+    for name in names:
+        text = (conf / "sweep" / f"{name}.yaml").read_text()
+        assert "# Run: python run.py -m +sweep=" in text and ("hour" in text or "minutes" in text), name
+        assert documented[name].split(" (")[0] == str(len(expand(conf, [f"+sweep={name}"]))), name
+    assert re.search(rf"all {len(names)} \(`", readme), "the README's count of named sweeps"
+
+
+def test_every_named_sweep_has_a_plan_a_cost_comment_and_its_rows_in_the_docs():
+    check_named_sweeps(CONF_DIR, (ROOT / "docs" / "sweeps.md").read_text(), (SWEEPS / "README.md").read_text(),
+                       (ROOT / "README.md").read_text())
+    assert {"smoke", "ptq_classic"} <= set(README_COUNTS)  # the README's table is read
+
+
+def smoke_methods() -> tuple[list[str], dict[str, tuple[str, str]]]:
+    """The registered methods the smoke test runs: those that train every algorithm, over the smoke
+    sweep's grid; the others, each in the first (algo, env) of that grid it can run."""
+    grid, methods = facts.sweep("smoke", SWEEPS).grid, method_registry.registry()
+    everywhere = [name for name, m in methods.items() if not m.baseline and m.algos is None]
+    cells = {}
+    for name, m in methods.items():
+        if m.algos is None:
+            continue
+        runnable = [(a, e) for a in grid["algo"] if a in m.algos for e in grid["env"] if applies(CONF_DIR, a, e)]
+        if not runnable:
+            pytest.fail(f"quant={name} trains none of the smoke sweep's algorithms on its envs: give it a cell here.")
+        cells[name] = runnable[0]
+    return everywhere, cells
 
 
 def test_smoke_sweep_runs_every_method_then_plan_and_status_see_it(scratch):
-    # every method end to end: the trainings' length (the sweep's 1000 steps) is not what this checks
-    short = ["+sweep=smoke", "train.steps=300"]
+    """Every registered method end to end (`smoke_methods`); the trainings' length (300 steps, not
+    the sweep's 1000) is not what this checks."""
+    everywhere, cells = smoke_methods()
+    short = ["+sweep=smoke", f"quant={','.join(everywhere)}", "train.steps=300", "actorq.actors=1"]
     run_quarl(scratch, *short, "hydra.callbacks.collate.enabled=false")
+    for name, (algo, env) in cells.items():
+        run_quarl(scratch, *short[2:], f"quant={name}", f"algo={algo}", f"env={env}", *FAST[1:], "train.progress=false")
     df = results.load(scratch / "outputs/results.sqlite")
     assert set(df["status"]) == {"done", "skipped"}
-    assert set(df[df["status"] == "done"]["quant"]) == {"fp32", "fp16", "ptq", "qat"}
-    assert (df["status"] == "skipped").sum() == 6 and (df["quant"] != "fp32").sum() == 24
-    planned = plan(CONF_DIR, short, scratch / "outputs/results.sqlite")
-    assert planned["state"].value_counts().to_dict() == {"done": 18, "n/a": 6}
+    assert set(df[df["status"] == "done"]["quant"]) == set(method_registry.registry())
+    swept = df[df["quant"].isin(everywhere)]["status"].value_counts().to_dict()
+    planned = plan(CONF_DIR, short, scratch / "outputs/results.sqlite")["state"].value_counts().to_dict()
+    assert planned == {"done": swept["done"], "n/a": swept["skipped"]}  # each cell of the grid: run, or n/a
     grid, failed = status(scratch / "outputs/results.sqlite", {"algo": "ddpg"})
     assert failed.empty and set(grid.loc[("ddpg", "cartpole", 0)]) == {"skipped", "-"}
     printed = quarl_cli(scratch, "status", "algo=ppo")
