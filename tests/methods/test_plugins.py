@@ -16,9 +16,10 @@ from stable_baselines3 import PPO
 from quarl.app import CONF_DIR
 from quarl.config import method_registry, schema
 from quarl.config.keys import cell_key, policy_key
+from quarl.config.method_registry import QuantConfig
 from quarl.errors import QuarlError
-from quarl.methods.ptq import PTQ, PTQConfig
-from quarl.quantize.weights import inference_layers, quantize_policy
+from quarl.methods._integer import IntegerWeights, check_integer_weights
+from quarl.quantize.weights import fake_quantize, inference_layers, quantize_policy, quantize_weights
 from tests.conftest import compose_cfg
 
 SRC = Path(method_registry.__file__).resolve().parents[2]  # the folder holding the quarl package
@@ -89,31 +90,32 @@ def test_an_unknown_method_names_the_field_and_the_choices():
 
 
 @dataclass
-class NoisyPTQConfig(PTQConfig):
+class NoisyConfig(QuantConfig):
     noise: float = 0.01
 
 
-class NoisyPTQ(PTQ):
-    """The example of docs/methods.md: noise on the weights, then PTQ."""
+class NoisyIntegers(IntegerWeights):
+    """The example of docs/methods.md: noise on the weights (here a fixed offset), then integer weights."""
 
-    name = "ptq_noise"
-    config = NoisyPTQConfig
-    result_keys = (*PTQ.result_keys, "noise")
+    name = "int_noise"
+    config = NoisyConfig
+    result_keys = ("bits", "scheme", "granularity", "quantize_bias", "noise")
 
     def validate(self, cfg):
-        super().validate(cfg)
+        check_integer_weights(cfg.quant)
         if cfg.quant.noise < 0:
             raise QuarlError(f"quant.noise={cfg.quant.noise} must be >= 0.")
 
     def quantize(self, model, quant, calibrate=None):
         for layer in inference_layers(model).values():
             layer.weight.add_(torch.full_like(layer.weight, quant.noise))
-        super().quantize(model, quant, calibrate)
+        quantize_weights(model, quant, lambda t, granularity, bits: fake_quantize(t, bits, quant.scheme, granularity),
+                         with_bias=bool(quant.quantize_bias))
 
 
 @pytest.fixture
 def noisy(monkeypatch):
-    method = NoisyPTQ()
+    method = NoisyIntegers()
     monkeypatch.setitem(method_registry.REGISTRY, method.name, method)
     schema.register()
     ConfigStore.instance().store(group="quant", name=method.name, node={"defaults": [
@@ -122,12 +124,12 @@ def noisy(monkeypatch):
 
 
 def test_a_new_method_is_keyed_validated_and_applied_through_the_registry(noisy):
-    cfg = compose_cfg("quant=ptq_noise", "quant.noise=0.5", "quant.bits=32")
-    assert cell_key(cfg) != cell_key(compose_cfg("quant=ptq_noise", "quant.noise=0.25", "quant.bits=32"))
+    cfg = compose_cfg("quant=int_noise", "quant.noise=0.5", "quant.bits=32")
+    assert cell_key(cfg) != cell_key(compose_cfg("quant=int_noise", "quant.noise=0.25", "quant.bits=32"))
     assert policy_key(cfg) == policy_key(compose_cfg("quant=ptq"))  # it quantizes the shared fp32 policy
     schema.check(cfg)
     with pytest.raises(QuarlError, match="quant.noise=-1.0 must be >= 0"):
-        schema.check(compose_cfg("quant=ptq_noise", "quant.noise=-1"))
+        schema.check(compose_cfg("quant=int_noise", "quant.noise=-1"))
     model = PPO("MlpPolicy", "CartPole-v1", seed=0, device="cpu")
     before = {n: layer.weight.clone() for n, layer in inference_layers(model).items()}
     quantize_policy(model, cfg.quant)  # 32 bits: the noise alone
