@@ -186,7 +186,7 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 def cmd_sensitivity(args: argparse.Namespace) -> None:
     from quarl.app import CONF_DIR
-    from quarl.sensitivity.study import run_study
+    from quarl.sensitivity.command import run_study
 
     for path in run_study(
         CONF_DIR, args.overrides, args.bits or [], args.min_agreement, args.max_error, args.out, not args.no_search

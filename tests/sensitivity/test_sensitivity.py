@@ -8,8 +8,8 @@ import sqlite3
 import pytest
 
 from quarl.errors import QuarlError
+from quarl.sensitivity.artifacts import run_command
 from quarl.sensitivity.measure import Bound, Measure, check_bits, check_bound
-from quarl.sensitivity.outputs import run_command
 from tests.conftest import quarl_cli, run_quarl
 
 CELL = ["algo=ppo", "env=cartpole", "train.steps=8192", "eval.episodes=3", "eval.n_envs=3", "seed=0",

@@ -10,9 +10,9 @@ from typing import Any, Optional
 from quarl.config import method_registry
 from quarl.config.method_registry import fp32_config
 from quarl.errors import QuarlError
+from quarl.sensitivity.artifacts import run_command, write
+from quarl.sensitivity.greedy import search
 from quarl.sensitivity.measure import Bound, Probe, check_bits, check_bound, study
-from quarl.sensitivity.outputs import run_command, write
-from quarl.sensitivity.search import search
 from quarl.store.disk import cannot_make
 
 log = logging.getLogger(__name__)

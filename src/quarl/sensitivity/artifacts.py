@@ -14,7 +14,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from quarl.sensitivity.search import Search
+from quarl.sensitivity.greedy import Search
 
 log = logging.getLogger(__name__)
 
