@@ -82,3 +82,35 @@ def test_the_command_line_starts_without_torch():
     code = "import sys, quarl.cli; quarl.cli.parser(); print(sorted({'torch', 'stable_baselines3'} & set(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def _private_imports(path: Path) -> list[str]:
+    """'module.name' for each `_name` imported from another quarl module; a package importing its
+    own helper module (`from quarl.deploy.edge.targets import _firmware` inside that package) is its
+    own business."""
+    found, modules = [], {}  # modules: the local names bound to quarl modules
+    package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "quarl":
+            for alias in node.names:
+                target = PACKAGE.parent / node.module.replace(".", "/") / alias.name
+                if target.with_suffix(".py").is_file() or target.is_dir():
+                    modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                own_helper = node.module == package and target.with_suffix(".py").is_file()
+                if private and not own_helper:
+                    found.append(f"{node.module}.{alias.name}")
+    for node in ast.walk(tree):  # module.private_name, through a name bound to another quarl module
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules:
+            module = modules[node.value.id]
+            if node.attr.startswith("_") and not node.attr.startswith("__") and module.rsplit(".", 1)[0] != package:
+                found.append(f"{module}.{node.attr}")
+    return found
+
+
+def test_no_private_name_is_imported_from_another_module():
+    """A name one module needs from another is public there: `_name` stays inside its module."""
+    modules = sorted(PACKAGE.rglob("*.py"))
+    crossing = {str(path.relative_to(PACKAGE)): names for path in modules if (names := _private_imports(path))}
+    assert crossing == {}

@@ -138,7 +138,7 @@ class _Node(dict):
 
 
 def _truthy(value: Any) -> bool:
-    return not _missing(value) and value is not ABSENT and bool(results._norm(value))
+    return not _missing(value) and value is not ABSENT and bool(results.comparable(value))
 
 
 def identity(flat: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from quarl.errors import QuarlError
-from quarl.store.query import _norm, float_bits, query
+from quarl.store.query import comparable, float_bits, query
 from quarl.store.sqlite import RUN_COLUMNS, flatten
 
 #: Config keys that never change a stored number (left out when looking for keys that tell records apart).
@@ -113,7 +113,7 @@ def display_text(value: Any, boolean: bool = False) -> str:
 
 
 def value_text(value: Any) -> str:
-    v = _norm(value)
+    v = comparable(value)
     if v is None:
         return "null"
     if isinstance(v, float) and v.is_integer():
@@ -280,7 +280,7 @@ def setting_label(quant: Any, bits: Any) -> str:
     """'fp32', 'fp16' or 'ptq 4b': a quant setting as a status column."""
     if quant in float_bits():
         return str(quant)
-    return f"{quant} {value_text(bits)}b" if _norm(bits) is not None else str(quant)
+    return f"{quant} {value_text(bits)}b" if comparable(bits) is not None else str(quant)
 
 
 def setting_order(label: str) -> tuple:
@@ -317,7 +317,7 @@ def status(store: str | Path, filters: Mapping[str, Any] | None = None) -> tuple
     for method, group in runs.groupby("quant", sort=False):  # a method's options that differ among its records
         own = [k for k in differing_keys(group, exclude=fixed) if k in quant_keys and method not in float_bits()]
         for i in group.index:
-            shown_keys = [k for k in own if _norm(runs.at[i, k]) is not None]
+            shown_keys = [k for k in own if comparable(runs.at[i, k]) is not None]
             labels[i] = " ".join(
                 [labels[i], *(f"{k.split('.', 1)[1]}={value_text(runs.at[i, k])}" for k in shown_keys)]
             )
@@ -365,7 +365,7 @@ def shown(runs: pd.DataFrame, columns: Iterable[str] | None = None) -> pd.DataFr
     booleans = boolean_keys(runs)
     for column in table.columns:
         if column in booleans:
-            table[column] = table[column].map(lambda v: "" if _norm(v) is None else display_text(v, boolean=True))
+            table[column] = table[column].map(lambda v: "" if comparable(v) is None else display_text(v, boolean=True))
         elif column == "rel_error":
             na = table[column].isna() & (runs.get("status") == "done") & (runs.get("quant") != "fp32")
             table[column] = table[column].map(lambda v: "" if pd.isna(v) else f"{100 * v:.2f}%").where(~na, "n/a")

@@ -54,7 +54,7 @@ def weight_bits(quant: Any) -> int:
     return max([int(quant.get("bits", 32)), *(int(b) for b in layers.values())])
 
 
-def _norm(value: Any) -> Any:
+def comparable(value: Any) -> Any:
     """A stored or typed value in the form filters compare: numbers as float, text as text, None for missing."""
     if value is None:
         return None
@@ -81,7 +81,7 @@ def _wanted(value: Any) -> set[Any]:
     else:
         text = str(value) if not isinstance(value, (bool, int, float)) else None
         items = [value] if text is None or text[:1] in "[{" else [v.strip() for v in text.split(",")]
-    return {_norm(v) for v in items}
+    return {comparable(v) for v in items}
 
 
 BUDGET, DEFAULT_BUDGET = "train.steps", "algo.n_timesteps"
@@ -95,12 +95,12 @@ def select(df: pd.DataFrame, filters: Mapping[str, Any]) -> pd.DataFrame:
             hint = f" (did you mean {', '.join(near)}?)" if near else ""
             raise QuarlError(f"No column '{key}' in the store to filter by{hint}; `quarl results --all` lists them.")
         wanted = _wanted(value)
-        values = df[key].map(_norm)
+        values = df[key].map(comparable)
         match = values.isin(wanted - {None})
         if None in wanted:
             match |= values.isna()
             if key == BUDGET and DEFAULT_BUDGET in df.columns:  # null: the algorithm's default budget
-                match |= values.notna() & (values == df[DEFAULT_BUDGET].map(_norm))
+                match |= values.notna() & (values == df[DEFAULT_BUDGET].map(comparable))
         df = df[match]
     return df
 
