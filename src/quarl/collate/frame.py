@@ -16,8 +16,9 @@ from quarl.collate.bounds import ReturnRange, return_range
 from quarl.collate.ptq_keys import effective_quant_columns
 from quarl.collate.trainings import select
 from quarl.config.keys import result_keys
+from quarl.store.differences import config_keys, value_text
 from quarl.store.flags import FLAGS, flags
-from quarl.store.listing import FIDELITY_COLUMNS, config_keys, value_text
+from quarl.store.listing import FIDELITY_COLUMNS
 from quarl.store.query import float_bits
 
 log = logging.getLogger(__name__)

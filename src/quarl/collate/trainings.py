@@ -44,7 +44,7 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 
 from quarl.config.keys import MEASUREMENT_ONLY_ENV_KEYS, keep_best_every, slug, train_steps
-from quarl.store import listing
+from quarl.store import differences
 from quarl.store import query as results
 from quarl.store.sqlite import flatten
 
@@ -177,7 +177,7 @@ def text(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    return listing.value_text(value)
+    return differences.value_text(value)
 
 
 def _identities(records: pd.DataFrame) -> pd.DataFrame:
