@@ -49,11 +49,17 @@ def test_spread_vs_error_correlation_and_grid(store: Path):
     rep = weight_distributions.report(study, bits=2)
     corr = weight_distributions.correlation(rep.policies)
     d = rep.policies.dropna(subset=["E (%)"])
-    if corr is None:  # every policy lost the same reward at 2 bits: nothing to correlate, and the plot says so
-        assert "no fit" in weight_distributions.spread_figure(rep.policies, 2).axes[0].get_title()
-    else:
+    title = weight_distributions.spread_figure(rep.policies, 2).axes[0].get_title()
+    if len(d) >= 3 and d["E (%)"].nunique() > 1 and d["widest_range"].nunique() > 1:  # the data decide the branch
+        assert corr is not None and "Pearson r" in title
         assert corr["pearson_r"] == pytest.approx(np.corrcoef(d["widest_range"], d["E (%)"])[0, 1])
-        assert "Pearson r" in weight_distributions.spread_figure(rep.policies, 2).axes[0].get_title()
+        fit = np.polyfit(d["widest_range"], d["E (%)"], 1)
+        assert (corr["slope"], corr["intercept"]) == pytest.approx(tuple(fit))
+    else:  # every policy lost the same reward at 2 bits: nothing to correlate, and the plot says so
+        assert corr is None and "no fit" in title
+    constant = rep.policies.assign(**{"E (%)": 10.0})
+    assert weight_distributions.correlation(constant) is None  # a constant E has no correlation
+    assert "no fit" in weight_distributions.spread_figure(constant, 2).axes[0].get_title()
     w = torch.from_numpy(rep.weights[0].layers[next(iter(rep.weights[0].layers))])
     levels = weight_distributions.grid(w, 2, "affine")
     assert len(levels) <= 4 and set(np.unique(fake_quantize(w.double(), 2, "affine").numpy())) <= set(levels)

@@ -100,6 +100,12 @@ def test_quarl_export_format_writes_from_the_store_and_refuses_an_existing_path(
     assert "Traceback" not in capsys.readouterr().err and sorted(p.name for p in out.parent.iterdir()) == before
 
 
+def _counted(row) -> None:
+    """The executed policy's agreement is a count over the states the record says it compared on."""
+    agreeing = row["backend_action_agreement"] * row["agreement_states"]
+    assert row["agreement_states"] > 0 and agreeing == pytest.approx(round(agreeing), abs=1e-6)
+
+
 def test_a_record_without_activation_ranges_executes_on_the_c_backend(scratch, shared_policies):
     """The default PTQ cell (weights only) has no activation ranges: the pipeline calibrates the
     full-integer policy on the states its fp32 policy visits."""
@@ -110,7 +116,8 @@ def test_a_record_without_activation_ranges_executes_on_the_c_backend(scratch, s
         pytest.skip(missing)
     run_quarl(scratch, *FAST, "quant.backend=c", policies=shared_policies)
     row = results.load(scratch / "outputs/results.sqlite", quant="ptq").iloc[0]
-    assert row["backend"] == "c" and row["backend_reward"] > 0 and 0 <= row["backend_action_agreement"] <= 1
+    assert row["backend"] == "c" and row["backend_reward"] == pytest.approx(row["reward_mean"], rel=0.3)
+    _counted(row)
 
 
 def test_16x8_and_huffman_from_the_command_line_export_and_backend(scratch, shared_policies, monkeypatch, caplog,
@@ -124,7 +131,9 @@ def test_16x8_and_huffman_from_the_command_line_export_and_backend(scratch, shar
 
     run_quarl(scratch, *FAST, "quant.backend=c_16x8", policies=shared_policies)
     row = results.load(scratch / "outputs/results.sqlite", quant="ptq").iloc[0]
-    assert row["backend"] == "c_16x8" and row["backend_precision"] == "16x8" and row["backend_reward"] > 0
+    assert row["backend"] == "c_16x8" and row["backend_precision"] == "16x8"
+    assert row["backend_reward"] == pytest.approx(row["reward_mean"], rel=0.3)  # same episodes, integer arithmetic
+    _counted(row)
     out = scratch / "policy16"
     def export(*args: str) -> subprocess.CompletedProcess:
         return quarl_cli(scratch, "export", "quant=ptq", "--out", *args)

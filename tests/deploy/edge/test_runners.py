@@ -62,6 +62,7 @@ def test_a_run_records_the_executed_full_integer_policy(backend, scratch, shared
     cell = results.load(scratch / "outputs/results.sqlite", quant="ptq").iloc[0]
     assert cell["backend"] == backend and cell["backend_precision"] == "int8"
     assert cell["backend_reward"] == pytest.approx(cell["reward_mean"], rel=0.3)  # same episodes, int8 arithmetic
-    assert 0 <= cell["backend_action_agreement"] <= 1
+    agreeing = cell["backend_action_agreement"] * cell["agreement_states"]  # a count over the record's states
+    assert cell["agreement_states"] > 0 and agreeing == pytest.approx(round(agreeing), abs=1e-6)
     assert 0 < cell["latency_ms"] < 100 and cell["backend_bytes"] > 0
     assert f"Executed on {backend} (int8)" in log_of(done)
