@@ -39,7 +39,7 @@ Microcontroller targets (quarl.deploy.edge.targets, each whose toolchain and QEM
 each C policy (`c`, `c_16x8`, int4 packed and Huffman-coded) of every network up to TARGET_MAX_WEIGHTS
 weights, a second table gives its linked flash and RAM in the target's minimal firmware (with the
 policy minus without it; RAM with policy_act's stack), its executed instructions per action under
-QEMU (-singlestep, over TARGET_COUNT_STATES states, start-up excluded; an instruction is not a
+QEMU (one instruction per translation block, over TARGET_COUNT_STATES states, start-up excluded; an instruction is not a
 cycle), and its actions under QEMU checked against the integer reference on TARGET_CHECK_STATES
 states, as an export does.
 

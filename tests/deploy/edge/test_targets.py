@@ -115,3 +115,20 @@ def test_a_command_that_does_not_finish_is_one_sentence(tmp_path):
 
     with pytest.raises(QuarlError, match=r"Running the firmware did not finish in 0 s \(sleep 5\)\."):
         run(["sleep", "5"], tmp_path, "Running the firmware", timeout=0.2)
+
+
+def test_one_instruction_per_block_takes_the_flag_the_installed_qemu_knows():
+    """`-singlestep` is deprecated since QEMU 8.1 for `-accel tcg,one-insn-per-tb=on`; Debian 12 ships 7.2,
+    which knows only the first: instruction counts hold on either."""
+    from quarl.deploy.edge.targets._firmware import one_instruction_per_block
+
+    assert one_instruction_per_block("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7)") == ["-singlestep"]
+    assert one_instruction_per_block("QEMU emulator version 8.0.5") == ["-singlestep"]
+    for newer in ("QEMU emulator version 8.1.0", "QEMU emulator version 9.2.3 (Debian 1:9.2.3+ds-1)"):
+        assert one_instruction_per_block(newer) == ["-accel", "tcg,one-insn-per-tb=on"]
+    installed = shutil.which("qemu-system-arm")
+    if installed:  # the installed QEMU parses the flag chosen for it
+        version = subprocess.run([installed, "--version"], capture_output=True, text=True).stdout
+        done = subprocess.run([installed, *one_instruction_per_block(version), "-M", "help"], capture_output=True,
+                              text=True, timeout=30)
+        assert done.returncode == 0, done.stderr

@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Optional, Protocol, Sequence
 
@@ -170,7 +171,7 @@ class Firmware:
     actions: np.ndarray  # on the check states
     flash: int  # linked firmware with the policy minus without it: size's text + data
     ram: int  # the same for data + bss, plus the stack of policy_act
-    instructions: float  # executed per action (QEMU -singlestep), start-up excluded
+    instructions: float  # executed per action (QEMU, one instruction per block), start-up excluded
     counted: int  # states the instructions were counted over
 
 
@@ -211,10 +212,26 @@ def _emulate(target: FirmwareTarget, elf: Path, timeout: float = EMULATOR_TIMEOU
     return done.stdout + done.stderr  # QEMU writes a semihosting console (SYS_WRITEC: picolibc) to stderr
 
 
+def one_instruction_per_block(version_text: str) -> list[str]:
+    """QEMU's flag for translation blocks of one instruction, from its `--version` output:
+    `-accel tcg,one-insn-per-tb=on` from QEMU 8.1 (which deprecates `-singlestep`), `-singlestep`
+    before it (Debian 12 ships 7.2)."""
+    found = re.search(r"version (\d+)\.(\d+)", version_text)
+    major, minor = (int(found.group(1)), int(found.group(2))) if found else (0, 0)
+    return ["-accel", "tcg,one-insn-per-tb=on"] if (major, minor) >= (8, 1) else ["-singlestep"]
+
+
+@lru_cache(maxsize=None)
+def _single_step(emulator: str) -> tuple[str, ...]:
+    done = subprocess.run([emulator, "--version"], capture_output=True, text=True, timeout=60)
+    return tuple(one_instruction_per_block(done.stdout))
+
+
 def executed_instructions(target: FirmwareTarget, elf: Path, timeout: float = EMULATOR_TIMEOUT) -> int:
-    """Instructions the firmware executes under QEMU: with -singlestep each translation block is one
-    instruction, and -d exec,nochain logs one "Trace" line per block executed."""
-    cmd = [_tool(target, target.emulator), "-singlestep", "-d", "exec,nochain", "-D", "/dev/stdout"]
+    """Instructions the firmware executes under QEMU: with one instruction per translation block
+    (`one_instruction_per_block`), -d exec,nochain logs one "Trace" line per instruction executed."""
+    emulator = _tool(target, target.emulator)
+    cmd = [emulator, *_single_step(emulator), "-d", "exec,nochain", "-D", "/dev/stdout"]
     proc = subprocess.Popen([*cmd, *target.emulator_args, str(elf)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None
     watchdog = threading.Timer(timeout, proc.kill)  # a crashed firmware spins forever
