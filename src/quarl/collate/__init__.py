@@ -33,13 +33,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from quarl.collate.collation import Study, collate, load, prepare, select
+    from quarl.collate.collation import Results, collate, load, prepare, select
 
-__all__ = ["collate", "load", "prepare", "select", "Study"]
+__all__ = ["collate", "load", "prepare", "select", "Results"]
 
 
 def __getattr__(name: str) -> Any:
-    """`collate`, `load`, `prepare`, `select` and `Study` from `quarl.collate.collation`, imported at first
+    """`collate`, `load`, `prepare`, `select` and `Results` from `quarl.collate.collation`, imported at first
     use: what every run imports of this package (the end-of-sweep callback, a search's results) loads no pandas."""
     if name in __all__:
         from quarl.collate import collation

@@ -1,7 +1,7 @@
 """ActorQ outputs: convergence vs wall time per actor precision, time to reward with the speedup
 over fp32 actors (beside the published one), and the actors' runtime breakdown.
 
-Inputs: the `actorq` records of a `Study` (one per (algo, env, actor bits, seed, settings)), their
+Inputs: the `actorq` records of a `Results` (one per (algo, env, actor bits, seed, settings)), their
 training curves (every actor episode's return, env step and wall time) and the `actors` table.
 A run's return at time t is the mean return of the last `RETURN_WINDOW` episodes that ended by t (all
 actors pooled): the curve a time-to-reward is read from. Intervals: the Student-t 95% interval of
@@ -29,7 +29,7 @@ import pandas as pd
 
 from quarl.actorq.constants import PRECISIONS, RETURN_WINDOW
 from quarl.collate import plots, tables, trainings
-from quarl.collate.frame import Study
+from quarl.collate.frame import Results
 from quarl.collate.published import bare_name, packaged
 from quarl.collate.stats import geometric_mean, t_quantile
 from quarl.config.keys import slug
@@ -71,7 +71,7 @@ def network(record: pd.Series) -> str:
     return "default"
 
 
-def runs(study: Study) -> pd.DataFrame:
+def runs(study: Results) -> pd.DataFrame:
     """The finished ActorQ records with `precision` (int8 / fp16 / fp32), `network`, `update_period`,
     `training` and `batch` (the UTC day the run started: a run of the same training on another day
     came from another machine or lease, and is never pooled with this day's as seeds)."""
@@ -161,7 +161,7 @@ def _speedup(fp32: float, fp32_censored: bool, this: float, this_censored: bool)
     return fp32 / this, kind
 
 
-def time_to_reward(study: Study, curves: pd.DataFrame) -> pd.DataFrame:
+def time_to_reward(study: Results, curves: pd.DataFrame) -> pd.DataFrame:
     """Per (algo, env, network, update period, training, precision): wall seconds from the first env
     step (start-up apart, `seed_startup_s`) and env steps until the target return, the geometric mean
     over every seed (a seed that missed it counts at its run time: then the value is a lower
@@ -281,7 +281,7 @@ def ttr_display(table: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
-def convergence(study: Study, curves: pd.DataFrame, algo: str, env: str):
+def convergence(study: Results, curves: pd.DataFrame, algo: str, env: str):
     """Return vs wall time for one task: a line per actor precision (mean over seeds, band ± 1.96 SE)."""
     done = runs(study)
     rows = done[(done["algo"] == algo) & (done["env"] == env)]
@@ -334,7 +334,7 @@ def learner_device(runs: pd.DataFrame) -> str:
     return "/".join(sorted(set(map(str, devices))))
 
 
-def breakdown(study: Study, actors: pd.DataFrame) -> pd.DataFrame:
+def breakdown(study: Results, actors: pd.DataFrame) -> pd.DataFrame:
     """Per (algo, env, network, update period, training, precision): ms per actor step in each part, mean over actors
     and seeds."""
     done = runs(study)[["cell_key", *SETTING, "precision"]]
@@ -376,7 +376,7 @@ def breakdown_figure(table: pd.DataFrame, algo: str, env: str):
     return fig
 
 
-def write_actorq(study: Study, out: Path) -> list[Path]:
+def write_actorq(study: Results, out: Path) -> list[Path]:
     """Curves, time-to-reward and breakdown outputs under `out`/actorq."""
     folder = out / "actorq"
     assert study.store is not None  # collate writes them for a study read from a store only

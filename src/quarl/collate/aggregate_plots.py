@@ -11,7 +11,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from quarl.collate import stats
-from quarl.collate.frame import Study, bit_label, is_float
+from quarl.collate.frame import Results, bit_label, is_float
 from quarl.collate.plots import (
     CHAR_IN,
     FLOAT_MARKERS,
@@ -31,11 +31,11 @@ from quarl.collate.plots import (
 from quarl.collate.trainings import title
 
 
-def aggregate_table(study: Study, **kw: object) -> pd.DataFrame:
+def aggregate_table(study: Results, **kw: object) -> pd.DataFrame:
     """IQM and mean of the normalised score 1 - E across tasks (algo, env) per (method, bits), with
     stratified-bootstrap intervals over seeds. Columns: method, bits, statistic, estimate, low,
     high, n_runs, n_tasks, and weak_fp32: the marks and count of the tasks whose fp32 baseline is weak
-    in some seed ('† ‡ in 2 tasks', `Study.flag`), '' where none is."""
+    in some seed ('† ‡ in 2 tasks', `Results.flag`), '' where none is."""
     q = study.quantized().dropna(subset=["e"])
     rows = []
     for (method, bits), group in q.groupby(["method", "bits"], sort=True):
@@ -156,7 +156,7 @@ def _column_labels(order: list[str]) -> tuple[list[str], int, float, float]:
     return list(order), 90, max(0.42, LINE_IN + 0.15), CHAR_IN * max((len(c) for c in order), default=1)
 
 
-def heatmap(study: Study) -> Figure:
+def heatmap(study: Results) -> Figure:
     """E (%) over (algo, env) rows and (method, bits) columns, mean over the seeds with an E,
     annotated; cells whose records have no E (n/a) say so, cells never run are grey."""
     q = study.quantized()

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from quarl.collate.frame import Notes, Study, prepare, select
+from quarl.collate.frame import Notes, Results, prepare, select
 from quarl.errors import QuarlError
 from quarl.store.query import read_runs
 
@@ -26,8 +26,8 @@ def _own_cells(runs: pd.DataFrame, cells: set[str]) -> pd.DataFrame:
     return runs[runs["cell_key"].isin(set(own["cell_key"]) | set(base["cell_key"]))]
 
 
-def load(store: str | Path, filters: Mapping[str, Any] | None = None, cells: set[str] | None = None) -> Study:
-    """The `Study` of the records in `store` that match `filters` (``{"algo": "dqn,ppo"}``); with
+def load(store: str | Path, filters: Mapping[str, Any] | None = None, cells: set[str] | None = None) -> Results:
+    """The `Results` of the records in `store` that match `filters` (``{"algo": "dqn,ppo"}``); with
     `cells`, only those cell keys and the fp32 baselines of their policies (a sweep's own cells)."""
     path = Path(store)
     runs = read_runs(path)  # as they ran: an older fp16 record's quant.bits is 16

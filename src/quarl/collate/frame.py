@@ -34,7 +34,7 @@ QUANTIZER_KEYS = ("scheme", "granularity", "quantize_bias")
 #: The weight scheme of QuaRL's released code, behind the paper's published numbers.
 PAPER_SCHEME = "quarl_code"
 
-__all__ = ["CELL", "Notes", "Study", "bit_label", "config_keys", "is_float", "prepare", "select"]
+__all__ = ["CELL", "Notes", "Results", "bit_label", "config_keys", "is_float", "prepare", "select"]
 
 
 class Notes(list):
@@ -95,7 +95,7 @@ def _bits(done: pd.DataFrame) -> pd.Series:
 
 
 @dataclass
-class Study:
+class Results:
     """What collation reads: the selected records and their reduction to one value per seed.
 
     `runs`: every selected record (done and skipped); `done`: finished records with `algo` (the
@@ -300,8 +300,8 @@ def _worst(flags: pd.Series) -> str | None:
     return next((f for f in FLAGS if f in present), None)
 
 
-def prepare(runs: pd.DataFrame, store: str | Path | None = None) -> Study:
-    """Turn selected store records into a `Study` (see there); problems become notes, not errors."""
+def prepare(runs: pd.DataFrame, store: str | Path | None = None) -> Results:
+    """Turn selected store records into a `Results` (see there); problems become notes, not errors."""
     notes = Notes()
     runs = runs.reset_index(drop=True)
     done = runs[runs["status"] == "done"].copy() if "status" in runs.columns else runs.iloc[0:0].copy()
@@ -358,7 +358,7 @@ def prepare(runs: pd.DataFrame, store: str | Path | None = None) -> Study:
             columns=CELL + ["seed", "reward", "e", "fp32", "records", "e_note", *FIDELITY, "fp32_flag"]
         )
     _one_seed(seeds, notes)
-    return Study(
+    return Results(
         runs=runs,
         done=done.reset_index(drop=True),
         seeds=seeds,

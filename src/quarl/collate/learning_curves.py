@@ -16,14 +16,14 @@ import pandas as pd
 import seaborn as sns
 
 from quarl.collate import plots
-from quarl.collate.frame import Study
+from quarl.collate.frame import Results
 from quarl.collate.trainings import stem
 from quarl.store.sqlite import Store
 
 SMOOTH = 20  # episodes in the moving average drawn over each curve
 
 
-def training_curves(study: Study) -> pd.DataFrame:
+def training_curves(study: Results) -> pd.DataFrame:
     """Curve points of the study's fp32 and QAT trainings, with algo, env, seed and a label."""
     if study.store is None:
         return pd.DataFrame()
@@ -64,7 +64,7 @@ def curves_figure(points: pd.DataFrame, algo: str, env: str):
     return fig
 
 
-def write_training_curves(study: Study, out: Path) -> list[Path]:
+def write_training_curves(study: Results, out: Path) -> list[Path]:
     """`curves/<algo>_<env>.png|pdf` for every (algo, env) with stored training curves."""
     points = training_curves(study)
     written: list[Path] = []

@@ -24,7 +24,7 @@ from quarl.collate import (
     verdict_table,
     weight_distributions,
 )
-from quarl.collate.frame import Study
+from quarl.collate.frame import Results
 from quarl.collate.trainings import stem, title
 from quarl.config.keys import slug
 from quarl.errors import QuarlError
@@ -37,7 +37,7 @@ README_HEADING = "# quarl collation"
 log = logging.getLogger(__name__)
 
 
-def _guard(study: Study, what: str, make: Callable[[], list[Path]]) -> list[Path]:
+def _guard(study: Results, what: str, make: Callable[[], list[Path]]) -> list[Path]:
     """Run one output's maker; a failure becomes a note so every other output is still written."""
     try:
         return make()
@@ -54,12 +54,12 @@ def _figure(fig: Figure, stem: Path) -> list[Path]:
         fig.clear()
 
 
-def _table_methods(study: Study, algo: str | None = None) -> list[str | None]:
+def _table_methods(study: Results, algo: str | None = None) -> list[str | None]:
     """The integer methods (ptq, qat, ...) of one algorithm, or of the study; [None] when there are none."""
     return [*study.integer_methods(algo)] or [None]
 
 
-def write_sweet_spots(study: Study, out: Path) -> list[Path]:
+def write_sweet_spots(study: Results, out: Path) -> list[Path]:
     """One figure per (algo, env), one per env with all its algorithms, and the plotted points."""
     folder = out / "sweet_spot"
     written: list[Path] = []
@@ -90,8 +90,8 @@ def write_sweet_spots(study: Study, out: Path) -> list[Path]:
     return written + [folder / "points.csv"]
 
 
-def _clip_e(part: pd.DataFrame, study: Study) -> pd.DataFrame:
-    """E's intervals per cell clipped to what E can be over that cell's seeds (`Study.e_range`)."""
+def _clip_e(part: pd.DataFrame, study: Results) -> pd.DataFrame:
+    """E's intervals per cell clipped to what E can be over that cell's seeds (`Results.e_range`)."""
     out = part.copy()
     seeds = study.seeds.dropna(subset=["e"]).groupby(["algo", "env", "method", "bits"])["seed"].agg(list)
     for i, row in out.iterrows():
@@ -112,7 +112,7 @@ ERRORS_CAPTION = (
 )
 
 
-def write_tables(study: Study, out: Path) -> list[Path]:
+def write_tables(study: Results, out: Path) -> list[Path]:
     """Per algorithm, `errors_<algo>` (the paper's table) and `e_by_bits_<algo>` (E per bit width
     and env), one section per quantizer in the same files (the quantizer in its heading, never in
     the file name); and published vs reproduced."""
@@ -167,8 +167,8 @@ def write_tables(study: Study, out: Path) -> list[Path]:
     return written
 
 
-def _ptq_sections(study: Study) -> list[tuple[str | None, set[tuple[str, str]] | None]]:
-    """The published tables' sections: one per PTQ quantizer (`Study.ptq_methods`, the paper's scheme
+def _ptq_sections(study: Results) -> list[tuple[str | None, set[tuple[str, str]] | None]]:
+    """The published tables' sections: one per PTQ quantizer (`Results.ptq_methods`, the paper's scheme
     first) with the (algo, env) pairs it quantized; the first also holds the pairs no PTQ quantizer
     has, whose fp32 and fp16 still face the paper. One section of every pair where there is at most
     one quantizer."""
@@ -180,7 +180,7 @@ def _ptq_sections(study: Study) -> list[tuple[str | None, set[tuple[str, str]] |
     return [(m, pairs[m] | (unquantized if i == 0 else set())) for i, m in enumerate(methods)]
 
 
-def _heading(study: Study, method: str | None, algo: str | None = None) -> str:
+def _heading(study: Results, method: str | None, algo: str | None = None) -> str:
     """A section heading naming the quantizer of `method` (in `algo`'s records, or all) ('' when the
     file has no quantized method)."""
     if method is None:
@@ -188,7 +188,7 @@ def _heading(study: Study, method: str | None, algo: str | None = None) -> str:
     return f"{method}: " + study.quantizer(method, [algo] if algo else None).split(": ", 1)[1]
 
 
-def _agreement_table(study: Study, algo: str, folder: Path) -> list[Path]:
+def _agreement_table(study: Results, algo: str, folder: Path) -> list[Path]:
     """`agreement_<algo>`: action agreement (and KL / MAD where measured) by quantizer, env and bits."""
     table = tables.agreement_table(study, algo)
     if table.empty:
@@ -203,7 +203,7 @@ def _agreement_table(study: Study, algo: str, folder: Path) -> list[Path]:
     )
 
 
-def write_aggregate(study: Study, out: Path) -> list[Path]:
+def write_aggregate(study: Results, out: Path) -> list[Path]:
     """The aggregate table and plot (IQM and mean of 1 - E) and the heat map of E."""
     folder = out / "aggregate"
     table = aggregate_plots.aggregate_table(study)
@@ -218,7 +218,7 @@ def write_aggregate(study: Study, out: Path) -> list[Path]:
     return written
 
 
-def write_agreement(study: Study, out: Path) -> list[Path]:
+def write_agreement(study: Results, out: Path) -> list[Path]:
     """`agreement/<algo>_<env>.png|pdf`: reward vs bits beside action agreement vs bits, where any
     record of the pair measured agreement."""
     q = study.quantized()
@@ -229,7 +229,7 @@ def write_agreement(study: Study, out: Path) -> list[Path]:
     return written
 
 
-def write_weights(study: Study, out: Path, bits: int, log_y: bool = False) -> list[Path]:
+def write_weights(study: Results, out: Path, bits: int, log_y: bool = False) -> list[Path]:
     """Histograms per policy, the per-layer statistics and spread vs E."""
     folder = out / "weights"
     rep = weight_distributions.report(study, bits)
@@ -267,7 +267,7 @@ def write_weights(study: Study, out: Path, bits: int, log_y: bool = False) -> li
 
 
 def write_readme(
-    study: Study, out: Path, filters: Mapping[str, Any], bits: int, command: str | None, written: list[Path]
+    study: Results, out: Path, filters: Mapping[str, Any], bits: int, command: str | None, written: list[Path]
 ) -> list[Path]:
     """`out`/README.md: the selection, the counts, the notes and the list of files."""
     out.mkdir(parents=True, exist_ok=True)
@@ -303,7 +303,7 @@ def write_readme(
     return [*written, readme]
 
 
-def _clipping(study: Study) -> str:
+def _clipping(study: Results) -> str:
     """How intervals are clipped to what a quantity can be, naming each env's return range."""
     ranges = study.return_ranges()
     named = ", ".join(f"{study.env_ids().get(env, env)} {r.text()}" for env, r in sorted(ranges.items()))
@@ -373,7 +373,7 @@ def clear_out(out: Path, overwrite: bool, store: Path | None = None) -> None:
         shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
 
 
-def inputs_digest(study: Study, settings: Mapping[str, Any]) -> str:
+def inputs_digest(study: Results, settings: Mapping[str, Any]) -> str:
     """A digest of everything a collation draws from: the selected records, the settings (bits,
     filters, command, ...) and the collation code itself."""
     digest = hashlib.sha256(study.runs.to_json(orient="records", default_handler=str).encode())
@@ -407,7 +407,7 @@ def write_manifest(out: Path, written: list[Path], digest: str, in_progress: boo
 
 
 def write_all(
-    study: Study,
+    study: Results,
     out: Path,
     filters: Mapping[str, Any],
     bits: int,

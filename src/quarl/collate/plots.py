@@ -1,4 +1,4 @@
-"""Figures from a `Study`: sweet spots (reward vs bits), the aggregate across tasks, the E heat map.
+"""Figures from a `Results`: sweet spots (reward vs bits), the aggregate across tasks, the E heat map.
 
 Figures are built on matplotlib's object API with the Agg canvas (no pyplot, no GUI backend, so
 collation runs headless and inside notebooks alike) and styled with seaborn. Every figure states
@@ -22,7 +22,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from quarl.collate import stats
-from quarl.collate.frame import Study, is_float
+from quarl.collate.frame import Results, is_float
 from quarl.collate.trainings import title
 
 FLOAT_MARKERS = {"fp16": "D", "bf16": "s"}
@@ -141,7 +141,7 @@ def _series(
     markers at 16 and the fp32 value as a dashed line with its interval as an error bar at 32.
     One algorithm: intervals are shaded bands. Several: capped error bars, each series nudged
     sideways, since overlapping bands hide each other's lines. An algo in `flags` (its weak fp32
-    baseline, `Study.flag`) is drawn with hollow markers and its label carries the flag's marker."""
+    baseline, `Results.flag`) is drawn with hollow markers and its label carries the flag's marker."""
     flags = flags or {}
     palette = sns.color_palette("colorblind", max(len(algos) if several else len(methods), 1) + 2)
     floats: dict[int, str] = {}
@@ -267,7 +267,7 @@ def wrapped(text: str, fig: Figure, fontsize: float) -> str:
 AGREEMENT_RANGE = (0.0, 1.0)  # action agreement is a fraction: its intervals are clipped to it
 
 
-def _sweet_spot_data(study: Study, env: str, algos: list[str], value: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _sweet_spot_data(study: Results, env: str, algos: list[str], value: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Mean, interval and n of `value` per (algo, method, bits) on `env`, and of the fp32 reward per
     algo; intervals clipped to what the value can be (`value_range`)."""
     seeds = study.seeds[(study.seeds["env"] == env) & study.seeds["algo"].isin(algos)]
@@ -281,7 +281,7 @@ def _sweet_spot_data(study: Study, env: str, algos: list[str], value: str) -> tu
     return cells, stats.clip(fp32, *reward) if reward is not None else fp32
 
 
-def value_range(study: Study, env: str, value: str) -> tuple[float, float] | None:
+def value_range(study: Results, env: str, value: str) -> tuple[float, float] | None:
     """What `value` can be on `env`: the env's return range for a reward (where its definition
     bounds it, `quarl.collate.bounds`), [0, 1] for action agreement, else None."""
     if value in ("reward", "fp32"):
@@ -291,7 +291,7 @@ def value_range(study: Study, env: str, value: str) -> tuple[float, float] | Non
 
 
 def clip_by_env(
-    summary: pd.DataFrame, study: Study, value: str, columns: tuple[str, str] = ("low", "high")
+    summary: pd.DataFrame, study: Results, value: str, columns: tuple[str, str] = ("low", "high")
 ) -> pd.DataFrame:
     """`summary`'s interval `columns` (one row per env and more) clipped to what `value` can be on each
     row's env (`value_range`)."""
@@ -304,7 +304,7 @@ def clip_by_env(
     return out
 
 
-def clip_text(study: Study, env: str) -> str:
+def clip_text(study: Results, env: str) -> str:
     """A title's line 'reward intervals clipped to the env's return range [0, 500]' (with its line break)
     where the env has one, else ''."""
     found = study.return_ranges().get(env)
@@ -318,7 +318,7 @@ def flag_text(flags: dict[str, str]) -> str:
     return "\nhollow markers: " + "; ".join(f"{title(a)} {f}" for a, f in flags.items())
 
 
-def sweet_spot(study: Study, env: str, algos: list[str] | None = None, methods: list[str] | None = None) -> Figure:
+def sweet_spot(study: Results, env: str, algos: list[str] | None = None, methods: list[str] | None = None) -> Figure:
     """Mean reward vs bits for one env: a line per method (of `methods`, default all) and per
     algorithm when several, fp16 as a marker at 16 bits, fp32 as a dashed line with its interval at
     32 bits. The title names the quantizer (scheme, granularity, bias) and how many seeds stand
@@ -352,7 +352,7 @@ def sweet_spot(study: Study, env: str, algos: list[str] | None = None, methods: 
     return fig
 
 
-def agreement(study: Study, env: str, algo: str) -> Figure:
+def agreement(study: Results, env: str, algo: str) -> Figure:
     """Reward vs bits (left) beside action agreement with the fp32 policy vs bits (right) for one
     algorithm and env, each with its Student-t interval across seeds."""
     rewards, fp32 = _sweet_spot_data(study, env, [algo], "reward")

@@ -12,7 +12,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from quarl.collate import plots, stats, tables
-from quarl.collate.frame import Study
+from quarl.collate.frame import Results
 from quarl.collate.ptq_keys import effective_quant_columns
 from quarl.collate.trainings import stem, title
 
@@ -25,7 +25,7 @@ CAPTION = (
 KEYS = ["algo", "env", "seed", "weight_bits", "act_bits", "input_bits"]
 
 
-def precision_records(study: Study) -> pd.DataFrame:
+def precision_records(study: Results) -> pd.DataFrame:
     """One row per finished uniform PTQ record (no `quant.layer_bits`) with its weight, activation
     and input bits; records written before PTQ quantized activations (no `quant.input_bits`) count as
     32/32. Empty unless some record quantizes activations or inputs."""
@@ -77,7 +77,7 @@ def _grid(per: pd.DataFrame, rows: str, columns: str) -> pd.DataFrame:
     return out
 
 
-def summary(rows: pd.DataFrame, study: Study | None = None) -> pd.DataFrame:
+def summary(rows: pd.DataFrame, study: Results | None = None) -> pd.DataFrame:
     """Mean, Student-t interval and n over seeds of reward, agreement and E per (algo, env, bits...);
     with `study`, reward intervals clipped to each env's return range (`plots.value_range`)."""
     by = [k for k in KEYS if k != "seed"]
@@ -114,7 +114,7 @@ def _figure(per: pd.DataFrame, title: str) -> Figure:
     return fig
 
 
-def write_precision(study: Study, out: Path) -> list[Path]:
+def write_precision(study: Results, out: Path) -> list[Path]:
     """`precision/<algo>_<env>.md|csv|tex` (reward and agreement grids) and `.png|pdf` (agreement
     heat maps), and `precision/summary.csv` (every setting with its interval); [] without records
     that quantize activations or inputs."""

@@ -1,4 +1,4 @@
-"""The paper's error tables, from a `Study`, written as Markdown, CSV and LaTeX from one data frame.
+"""The paper's error tables, from a `Results`, written as Markdown, CSV and LaTeX from one data frame.
 
 - `error_table`: per algorithm (and quantization method), rows = environments, columns fp32, fp16,
   E_fp16, int8, E_int8 and a mean row, with the published value beside ours where the paper has
@@ -18,12 +18,12 @@ import numpy as np
 import pandas as pd
 
 from quarl.collate import published, stats
-from quarl.collate.frame import Study, is_float
+from quarl.collate.frame import Results, is_float
 from quarl.collate.trainings import base_algo
 from quarl.config.keys import slug
 
 INT_BITS = 8  # the paper's "int8": quant=ptq at 8 bits (any scheme)
-#: The column naming a row's weak fp32 baseline ('† fp32 not learned in 1 of 5 seeds'; `Study.flag`).
+#: The column naming a row's weak fp32 baseline ('† fp32 not learned in 1 of 5 seeds'; `Results.flag`).
 FLAG_COLUMN = "fp32 flag"
 FLAG_CAPTION = (
     "fp32 flag: † the fp32 policy of at least one seed is no better than a random policy (not learned), "
@@ -71,7 +71,7 @@ def _mean_row(df: pd.DataFrame, columns: list[str], na: set) -> dict[str, float]
     return means
 
 
-def error_table(study: Study, algo: str, method: str | None, bits: int = INT_BITS) -> pd.DataFrame:
+def error_table(study: Results, algo: str, method: str | None, bits: int = INT_BITS) -> pd.DataFrame:
     """The paper's table for one algorithm: rows = environments (+ a mean row), columns fp32, fp16,
     E_fp16 (%), int8, E_int8 (%), seeds; with the published value (e.g. 'fp32 (paper)') beside
     each where the paper has a row of this algorithm and env (PTQ tables only). `method` is the
@@ -128,7 +128,7 @@ def error_table(study: Study, algo: str, method: str | None, bits: int = INT_BIT
     return df
 
 
-def bits_table(study: Study, algo: str, method: str) -> pd.DataFrame:
+def bits_table(study: Results, algo: str, method: str) -> pd.DataFrame:
     """E (%) of one algorithm and method: rows = bit widths (then fp16/bf16), columns = environments
     and their mean; each value the mean over the seeds with an E. Cells whose E is n/a are NaN and
     listed in ``df.attrs["na"]`` as (row label, env); the mean leaves n/a environments out."""
@@ -174,7 +174,7 @@ AGREEMENT_COLUMNS = {
 }
 
 
-def agreement_table(study: Study, algo: str) -> pd.DataFrame:
+def agreement_table(study: Results, algo: str) -> pd.DataFrame:
     """Action fidelity of one algorithm's quantized records by env, method and bits: agreement with
     its t interval over seeds, and KL / MAD / the backend's numbers where any record has them
     (columns no record has are left out). Empty when no record measured agreement."""
@@ -206,7 +206,7 @@ def agreement_table(study: Study, algo: str) -> pd.DataFrame:
     return table[keep]
 
 
-def published_table(study: Study, method: str | None, pairs: set[tuple[str, str]] | None = None) -> pd.DataFrame:
+def published_table(study: Results, method: str | None, pairs: set[tuple[str, str]] | None = None) -> pd.DataFrame:
     """Cells the paper has (of `pairs` (algo, env) only, where given): algo, env, then for each
     quantity ours and the paper's side by side."""
     frames = []

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from quarl.collate import published, stats, verdicts
-from quarl.collate.frame import Study
+from quarl.collate.frame import Results
 from quarl.collate.tables import INT_BITS, QUANTITIES
 from quarl.collate.trainings import base_algo
 
@@ -25,7 +25,7 @@ CAPTION = (
 )
 
 
-def _per_seed(study: Study, algo: str, env: str, method: str | None) -> dict[str, pd.Series]:
+def _per_seed(study: Results, algo: str, env: str, method: str | None) -> dict[str, pd.Series]:
     """Each quantity's value per seed (E in %), indexed by seed."""
     seeds = study.seeds[(study.seeds["algo"] == algo) & (study.seeds["env"] == env)]
     half = seeds[seeds["method"] == "fp16"].set_index("seed")
@@ -39,7 +39,7 @@ def _per_seed(study: Study, algo: str, env: str, method: str | None) -> dict[str
     }
 
 
-def _bounds(study: Study, env: str, quantity: str, fp32: pd.Series, seeds: pd.Index) -> tuple[float, float]:
+def _bounds(study: Results, env: str, quantity: str, fp32: pd.Series, seeds: pd.Index) -> tuple[float, float]:
     """What the mean of `quantity` over `seeds` can be: a reward the env's return range, E the mean
     over the seeds of (f - high) / |f| .. (f - low) / |f| in %; unbounded where no range is known."""
     found = study.return_ranges().get(env)
@@ -54,7 +54,7 @@ def _bounds(study: Study, env: str, quantity: str, fp32: pd.Series, seeds: pd.In
     return float(np.mean((f - found.high) / np.abs(f))) * 100, float(np.mean((f - found.low) / np.abs(f))) * 100
 
 
-def _margin(study: Study, env: str, quantity: str, value: float) -> tuple[float, str]:
+def _margin(study: Results, env: str, quantity: str, value: float) -> tuple[float, str]:
     """The verdict's margin and its unit: 5 points of E, else 5% of the env's return scale."""
     if quantity.startswith("E"):
         return verdicts.E_MARGIN, " points"
@@ -64,7 +64,7 @@ def _margin(study: Study, env: str, quantity: str, value: float) -> tuple[float,
     return verdicts.SCALE_MARGIN * (float(scale.iloc[0]) if len(scale) else abs(value)), ""
 
 
-def verdict_table(study: Study, method: str | None, pairs: set[tuple[str, str]] | None = None) -> pd.DataFrame:
+def verdict_table(study: Results, method: str | None, pairs: set[tuple[str, str]] | None = None) -> pd.DataFrame:
     """One row per published quantity of every series and env the paper has a PTQ row for (of
     `pairs` (algo, env) only, where given)."""
     rows = []

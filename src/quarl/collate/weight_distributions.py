@@ -1,6 +1,6 @@
 """Weight distributions of the stored policies, and why some quantize badly.
 
-For every policy in a `Study` the trained fp32 model is loaded from its folder (the record's
+For every policy in a `Results` the trained fp32 model is loaded from its folder (the record's
 `policy_dir`; for a record written before runs recorded it, `store.policies` resolved against the
 current folder) and each layer
 it acts with (`quarl.quantize.weights.inference_layers`) is described: min, max, range, std, excess
@@ -29,7 +29,7 @@ from matplotlib.patches import Patch
 from omegaconf import OmegaConf
 from scipy import stats as sps
 
-from quarl.collate.frame import Notes, Study
+from quarl.collate.frame import Notes, Results
 from quarl.collate.plots import new_figure, styled
 from quarl.collate.trainings import title
 from quarl.config import method_registry
@@ -190,7 +190,7 @@ def _grid_setting(done: pd.DataFrame, bits: int) -> tuple[str, str]:
     return str(scheme), str(granularity)
 
 
-def report(study: Study, bits: int = 8, notes: Notes | None = None) -> WeightReport:
+def report(study: Results, bits: int = 8, notes: Notes | None = None) -> WeightReport:
     """Statistics of every trained fp32 policy's weights at `bits` and each policy's E at `bits`
     (PTQ); QAT policies, trained with fake quantization, are not part of it."""
     notes = notes if notes is not None else study.notes

@@ -17,7 +17,7 @@ import yaml
 from quarl import collate
 from quarl.collate import actorq_timing, trainings
 from quarl.collate.bounds import return_range
-from quarl.collate.frame import Study
+from quarl.collate.frame import Results
 from quarl.errors import QuarlError
 from quarl.report import mechanisms
 from quarl.report.text import TEMPLATES, UNBOUNDED
@@ -42,7 +42,7 @@ class Campaign:
     runs: pd.DataFrame  # the records of quarl's default trainings (the paper's sections)
     time_to_reward: pd.DataFrame
     breakdown: pd.DataFrame
-    actorq: Optional[Study] = None  # the ActorQ records, where there are any
+    actorq: Optional[Results] = None  # the ActorQ records, where there are any
     curves: pd.DataFrame = field(default_factory=pd.DataFrame)  # every record's training curve
     published: pd.DataFrame = field(default_factory=pd.DataFrame)  # zoo=sb2: the published agents' trainings
     robust: pd.DataFrame = field(default_factory=pd.DataFrame)  # train.robust trainings
