@@ -57,7 +57,7 @@ def check_named_sweeps(conf: Path, docs: str, listing: str, readme: str) -> None
     assert sorted(documented) == names and sorted(listed) == names
     for name in names:
         text = (conf / "sweep" / f"{name}.yaml").read_text()
-        assert "# Run: python run.py -m +sweep=" in text and ("hour" in text or "minutes" in text), name
+        assert "# Run: python run.py -m +sweep=" in text and ("hour" in text or "minute" in text), name
         assert documented[name].split(" (")[0] == str(len(expand(conf, [f"+sweep={name}"]))), name
     assert re.search(rf"all {len(names)} \(`", readme), "the README's count of named sweeps"
 

@@ -95,9 +95,10 @@ class NoisyConfig(QuantConfig):
 
 
 class NoisyIntegers(IntegerWeights):
-    """The example of docs/methods.md: noise on the weights (here a fixed offset), then integer weights."""
+    """The example of docs/methods.md, int_noise: noise on the weights (here a fixed offset), then integer
+    weights; named int_offset, so that it stands beside an int_noise added as the guide says."""
 
-    name = "int_noise"
+    name = "int_offset"
     config = NoisyConfig
     result_keys = ("bits", "scheme", "granularity", "quantize_bias", "noise")
 
@@ -120,16 +121,17 @@ def noisy(monkeypatch):
     schema.register()
     ConfigStore.instance().store(group="quant", name=method.name, node={"defaults": [
         f"/schema/quant/{method.name}@_here_", "_self_"]})
-    return method
+    yield method
+    ConfigStore.instance().repo["quant"].pop(f"{method.name}.yaml")  # later compositions know it no more
 
 
 def test_a_new_method_is_keyed_validated_and_applied_through_the_registry(noisy):
-    cfg = compose_cfg("quant=int_noise", "quant.noise=0.5", "quant.bits=32")
-    assert cell_key(cfg) != cell_key(compose_cfg("quant=int_noise", "quant.noise=0.25", "quant.bits=32"))
+    cfg = compose_cfg("quant=int_offset", "quant.noise=0.5", "quant.bits=32")
+    assert cell_key(cfg) != cell_key(compose_cfg("quant=int_offset", "quant.noise=0.25", "quant.bits=32"))
     assert policy_key(cfg) == policy_key(compose_cfg("quant=ptq"))  # it quantizes the shared fp32 policy
     schema.check(cfg)
     with pytest.raises(QuarlError, match="quant.noise=-1.0 must be >= 0"):
-        schema.check(compose_cfg("quant=int_noise", "quant.noise=-1"))
+        schema.check(compose_cfg("quant=int_offset", "quant.noise=-1"))
     model = PPO("MlpPolicy", "CartPole-v1", seed=0, device="cpu")
     before = {n: layer.weight.clone() for n, layer in inference_layers(model).items()}
     quantize_policy(model, cfg.quant)  # 32 bits: the noise alone
