@@ -75,9 +75,9 @@ from stable_baselines3 import PPO
 from quarl.app import CONF_DIR
 from quarl.config import schema
 from quarl.deploy import ActingNetwork, Runner, acting_network, compile_network, measure
-from quarl.deploy.backends import TorchRunner
 from quarl.deploy.edge import integer_policy
 from quarl.deploy.edge.integer import WEIGHT_CODINGS
+from quarl.deploy.execution import TorchRunner
 from quarl.evaluate.episodes import episode_seeds, evaluate
 from quarl.quantize.calibration import calibration_seeds
 from quarl.quantize.weights import LAYER_TYPES, fake_quantize
@@ -346,7 +346,7 @@ def bench_network(label: str, net: ActingNetwork, example: np.ndarray, reward: O
     reward of the policy executed with that backend (`example` also calibrates static int8). With
     `calibration` (the fp32 policy's calibration states), the full-integer edge rows too, and the
     C policies' rows per microcontroller target (`firmware_rows`, second list)."""
-    logging.getLogger("quarl.deploy.backends").setLevel(logging.ERROR)  # auto's choice is a table column
+    logging.getLogger("quarl.deploy.execution").setLevel(logging.ERROR)  # auto's choice is a table column
     runners: dict[str, Any] = {b: compile_network(net, b, example) for b in BACKENDS}
     runners[REFERENCE] = TorchDynamicInt8(net)
     policies = {name: "fp32" for name in runners}

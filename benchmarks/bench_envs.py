@@ -226,7 +226,7 @@ def main() -> None:
     parser.add_argument("--policies", type=Path, default=ROOT / "outputs" / "policies", help="quarl policy cache")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("quarl.deploy.backends").setLevel(logging.ERROR)  # auto's choice is a table row
+    logging.getLogger("quarl.deploy.execution").setLevel(logging.ERROR)  # auto's choice is a table row
     torch.set_num_threads(1)
     start = time.perf_counter()
 

@@ -38,7 +38,7 @@ import pandas as pd
 from bench_deploy import ROOT, cartpole_obs, ptq, trained_models
 
 from quarl.deploy import Runner, acting_network, compile_network, measure, nbits, onnx_io
-from quarl.deploy.backends import NbitsRunner, OnnxRunner, action_agreement
+from quarl.deploy.execution import NbitsRunner, OnnxRunner, action_agreement
 from quarl.rl.envs import random_observations
 
 NETWORK = "MLP 3x2048"
@@ -169,7 +169,7 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=0.5, help="seconds of timed calls per variant and round")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("quarl.deploy.backends").setLevel(logging.ERROR)
+    logging.getLogger("quarl.deploy.execution").setLevel(logging.ERROR)
     start = time.perf_counter()
 
     model = trained_models([NETWORK], args.policies, jobs=1)[NETWORK]

@@ -106,7 +106,7 @@ from quarl.config.backend_registry import Backend
 
 
 def build(net, example, calibrated, threads):
-    from quarl.deploy.backends import TorchRunner
+    from quarl.deploy.execution import TorchRunner
 
     return TorchRunner(net, "torch_guide", "float16")
 

@@ -102,7 +102,7 @@ def test_nothing_imports_a_plugin_but_its_registry():
         ("import importlib\nimportlib.import_module('quarl.methods.qat')", "quarl.sweeps"),
         ("from quarl.methods.ptq import PTQ", "quarl.methods.qat"),
         ("from .ptq import PTQ", "quarl.methods.qat"),
-        ("from quarl.backends.full_integer import builder", "quarl.deploy.backends"),
+        ("from quarl.backends.full_integer import builder", "quarl.deploy.execution"),
         ("from quarl.deploy.edge.targets import cortex_m4", "quarl.deploy.edge.export"),
         ("from quarl.deploy.edge.targets._firmware import run", "quarl.deploy.edge.toolchain"),
         ("from . import cortex_m4", "quarl.deploy.edge.targets._firmware"),

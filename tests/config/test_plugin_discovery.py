@@ -120,19 +120,19 @@ def test_a_backend_reusing_another_runner_is_named_as_registered(plugins, monkey
     pipeline logs ("Executed on ...") and records (`backend`), is its registered name."""
     from stable_baselines3 import PPO
 
-    from quarl.deploy import backends
+    from quarl.deploy import execution
     from quarl.deploy.acting import acting_network
 
     plugins("backends", "torch_again.py", (
         "from quarl.config.backend_registry import Backend\n"
         "def build(net, example, calibrated, threads):\n"
-        "    from quarl.deploy.backends import TorchRunner\n"
+        "    from quarl.deploy.execution import TorchRunner\n"
         "    return TorchRunner(net, 'torch')\n"
         "BACKENDS = (Backend('torch_again', 'fp32', build, 'eager PyTorch again', rank=50),)\n"
     ))
-    monkeypatch.setattr(backends, "CHOICES", backend_registry.choices())
+    monkeypatch.setattr(execution, "CHOICES", backend_registry.choices())
     net = acting_network(PPO("MlpPolicy", "CartPole-v1", device="cpu", seed=0))
-    runner = backends.compile_network(net, "torch_again", np.zeros((1, 4), np.float32))
+    runner = execution.compile_network(net, "torch_again", np.zeros((1, 4), np.float32))
     assert (runner.backend, runner.precision) == ("torch_again", "fp32")
     assert "backend=torch_again" in repr(runner)
-    assert backends.compile_network(net, "torch").backend == "torch"
+    assert execution.compile_network(net, "torch").backend == "torch"

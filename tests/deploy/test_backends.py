@@ -20,7 +20,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 from quarl.config import backend_registry
 from quarl.config.schema import EnvConfig
-from quarl.deploy import CHOICES, backends, compile_network, compile_policy, export, measure
+from quarl.deploy import CHOICES, compile_network, compile_policy, execution, export, measure
 from quarl.deploy.acting import acting_network
 from quarl.errors import QuarlError
 from quarl.quantize import fake_quant as qat
@@ -170,7 +170,7 @@ def test_float_backends_agree_with_the_policy(trained, backend, tolerance):
     obs = rollout_obs("Pendulum-v1", 256, seed=4)
     expected, _ = model.predict(obs, deterministic=True)
     runner = compile_policy(model, backend, obs)
-    assert runner.precision == backends.BACKENDS[backend]
+    assert runner.precision == execution.BACKENDS[backend]
     assert np.abs(runner(obs) - expected).max() <= tolerance * 4.0  # Pendulum's action span is 4
 
 
@@ -289,7 +289,7 @@ def test_missing_backend_package_is_a_clear_error(trained, monkeypatch, caplog):
     for backend in ("onnx", "onnx_int8"):
         with pytest.raises(QuarlError, match="needs the Python package onnxruntime.*pip install onnxruntime"):
             compile_network(net, backend)
-    with caplog.at_level(logging.WARNING, logger="quarl.deploy.backends"):
+    with caplog.at_level(logging.WARNING, logger="quarl.deploy.execution"):
         runner = compile_network(net, "auto")
     assert runner.backend == "torch" and "not installed" in caplog.text
 
@@ -309,9 +309,9 @@ def test_unknown_backend_names_the_choices(trained):
 
 @pytest.mark.parametrize("int8_ms, chosen", [(0.5, "onnx_int8"), (0.95, "onnx"), (3.0, "onnx")])
 def test_auto_runs_int8_only_where_it_is_faster_and_says_why(trained, monkeypatch, caplog, int8_ms, chosen):
-    monkeypatch.setattr(backends, "quick_median_ms",
+    monkeypatch.setattr(execution, "quick_median_ms",
                         lambda runners, obs: {"torch": 2.0, "onnx": 1.0, "onnx_int8": int8_ms})
-    with caplog.at_level(logging.INFO, logger="quarl.deploy.backends"):
+    with caplog.at_level(logging.INFO, logger="quarl.deploy.execution"):
         runner = compile_policy(trained["dqn_cartpole"], "auto")
     assert runner.backend == chosen
     assert runner.timings_ms == {"torch": 2.0, "onnx": 1.0, "onnx_int8": int8_ms}

@@ -12,7 +12,7 @@ import torch.nn as nn
 from omegaconf import OmegaConf
 from stable_baselines3 import DQN, PPO
 
-from quarl.deploy import backends, compile_network, compile_policy, export, nbits, onnx_io
+from quarl.deploy import compile_network, compile_policy, execution, export, nbits, onnx_io
 from quarl.deploy.acting import acting_network
 from quarl.errors import QuarlError
 from quarl.quantize.weights import fake_quantize, quantize_policy
@@ -90,7 +90,7 @@ def test_low_bit_ptq_policy_runs_its_own_weights_and_acts_as_the_fake_quant_poli
     obs = random_observations("CartPole-v1", 512, 3)
     fake_quant, _ = model.predict(obs, deterministic=True)
     runner = compile_policy(model, backend, obs)
-    assert runner.backend == backend and runner.precision == backends.BACKENDS[backend]
+    assert runner.backend == backend and runner.precision == execution.BACKENDS[backend]
     assert runner.exact and runner.report.exact == ["body.1.2.weight", "body.2.weight"]
     assert list(runner.report.fp32) == ["body.1.0.weight"]  # CartPole's 4 inputs: fewer than a block of 16
     actions = runner(obs)
@@ -115,7 +115,7 @@ def test_block_size_and_accuracy_level_are_set_and_keep_the_policys_own_weights(
     attributes = [{a.name: helper.get_attribute_value(a) for a in n.attribute} for n in nodes]
     assert [a["block_size"] for a in attributes] == [block or 256] * 2  # the 256-unit layer and the action layer
     assert [a["accuracy_level"] for a in attributes] == [level] * 2
-    runner = backends.NbitsRunner(net, "onnx_int4", converted, 1, report)
+    runner = execution.NbitsRunner(net, "onnx_int4", converted, 1, report)
     assert runner.exact and (runner(obs) == fake_quant).mean() >= 0.97
 
 
@@ -133,14 +133,14 @@ def test_continuous_4bit_policy_acts_as_the_fake_quant_policy(saved):
     assert runner.exact
     error = np.abs(runner(obs) - fake_quant) / 4.0  # Pendulum's action range is 4
     assert error.max() <= 0.02 and error.mean() <= 0.005
-    assert backends.action_agreement(runner.net, runner, obs) >= 0.99
+    assert execution.action_agreement(runner.net, runner, obs) >= 0.99
     assert fake_quant.std() > 1e-3
 
 
 def test_fp32_weights_are_rounded_block_wise_and_said_so(saved, caplog):
     model = load(saved, "cartpole")
     obs = random_observations("CartPole-v1", 512, 3)
-    with caplog.at_level(logging.WARNING, logger="quarl.deploy.backends"):
+    with caplog.at_level(logging.WARNING, logger="quarl.deploy.execution"):
         runner = compile_policy(model, "onnx_int4", obs)
     assert not runner.exact and runner.report.rtn == ["body.1.2.weight", "body.2.weight"]
     assert "rounds body.1.2.weight, body.2.weight to 4 bits block-wise" in caplog.text
@@ -182,24 +182,24 @@ TIMES = {"torch": 2.0, "onnx": 1.0, "onnx_int8": 0.6, "onnx_int4": 0.3, "onnx_in
 
 
 def test_auto_runs_4_bits_where_they_are_the_policys_own_weights_and_faster(saved, monkeypatch):
-    monkeypatch.setattr(backends, "quick_median_ms", fixed(TIMES))
+    monkeypatch.setattr(execution, "quick_median_ms", fixed(TIMES))
     obs = random_observations("CartPole-v1", 128, 3)
     runner = compile_policy(load(saved, "cartpole", ptq(4)), "auto", obs)
     assert runner.backend == "onnx_int4" and "running int4 on onnx_int4" in runner.reason
     assert "onnx_int2 is not run: its 2-bit weights would be rounded" in runner.reason
-    monkeypatch.setattr(backends, "quick_median_ms", fixed({**TIMES, "onnx_int4": 0.95}))
+    monkeypatch.setattr(execution, "quick_median_ms", fixed({**TIMES, "onnx_int4": 0.95}))
     assert compile_policy(load(saved, "cartpole", ptq(4)), "auto", obs).backend == "onnx_int8"  # int8 faster
 
 
 def test_auto_rounds_weights_only_within_min_agreement(saved, monkeypatch):
-    monkeypatch.setattr(backends, "quick_median_ms", fixed(TIMES))
+    monkeypatch.setattr(execution, "quick_median_ms", fixed(TIMES))
     obs = random_observations("CartPole-v1", 256, 3)
     runner = compile_policy(load(saved, "cartpole"), "auto", obs)  # fp32 weights: rounding them is not asked for
     assert runner.backend == "onnx_int8" and "onnx_int4 is not run" in runner.reason
     runner = compile_policy(load(saved, "cartpole"), "auto", obs, min_agreement=0.5)
     assert runner.backend == "onnx_int2"
     measured = {"onnx_int8": 0.999, "onnx_int4": 0.99, "onnx_int2": 0.9}
-    monkeypatch.setattr(backends, "action_agreement", lambda net, runner, obs: measured[runner.backend])
+    monkeypatch.setattr(execution, "action_agreement", lambda net, runner, obs: measured[runner.backend])
     runner = compile_policy(load(saved, "cartpole"), "auto", obs, min_agreement=0.95)
     assert runner.backend == "onnx_int4"  # the fastest within the bound
     assert "onnx_int2 is not run: its action agreement 0.900 is below min_agreement=0.95" in runner.reason

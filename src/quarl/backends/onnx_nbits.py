@@ -21,7 +21,7 @@ def builder(bits: int) -> Callable[..., Runner]:
 
     def build(net: ActingNetwork, example: np.ndarray, calibrated: bool, threads: int) -> Runner:
         from quarl.deploy import nbits, onnx_io
-        from quarl.deploy.backends import NbitsRunner
+        from quarl.deploy.execution import NbitsRunner
 
         name = f"onnx_int{bits}"
         for package in ("onnx", "onnxscript", "onnxruntime"):

@@ -17,14 +17,14 @@ if TYPE_CHECKING:
 
 def fp32(net: ActingNetwork, example: np.ndarray, calibrated: bool, threads: int) -> Runner:
     from quarl.deploy import onnx_io
-    from quarl.deploy.backends import OnnxRunner
+    from quarl.deploy.execution import OnnxRunner
 
     return OnnxRunner(net, "onnx", onnx_io.to_onnx(net, example), threads)
 
 
 def int8(net: ActingNetwork, example: np.ndarray, calibrated: bool, threads: int) -> Runner:
     from quarl.deploy import onnx_io
-    from quarl.deploy.backends import OnnxRunner, calibrated_int8_ranges, check_int8, has_conv, without_fake_quant
+    from quarl.deploy.execution import OnnxRunner, calibrated_int8_ranges, check_int8, has_conv, without_fake_quant
 
     for package in ("onnx", "onnxscript", "onnxruntime"):
         onnx_io.require(package, "backend=onnx_int8")

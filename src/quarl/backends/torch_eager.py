@@ -17,7 +17,7 @@ def builder(name: str, cast: Optional[str] = None) -> Callable[..., Runner]:
     """The eager runner called `name`, its weight layers cast to `cast` (a torch dtype's name) where given."""
 
     def build(net: ActingNetwork, example: np.ndarray, calibrated: bool, threads: int) -> Runner:
-        from quarl.deploy.backends import TorchRunner
+        from quarl.deploy.execution import TorchRunner
 
         return TorchRunner(net, name, cast)
 

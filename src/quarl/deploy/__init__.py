@@ -18,7 +18,7 @@ needs a host C compiler, `tflite` needs `pip install 'quarl[edge]'`.
 """
 
 from quarl.deploy.acting import ActingNetwork, acting_network
-from quarl.deploy.backends import BACKENDS, CHOICES, Runner, compile_network, compile_policy
+from quarl.deploy.execution import BACKENDS, CHOICES, Runner, compile_network, compile_policy
 from quarl.deploy.latency import measure
 from quarl.deploy.onnx_export import export
 

@@ -29,7 +29,7 @@ from quarl.config import method_registry
 from quarl.config.schema import cnn_policy
 from quarl.deploy import onnx_io
 from quarl.deploy.acting import ObsTransform, acting_network
-from quarl.deploy.backends import compile_network
+from quarl.deploy.execution import compile_network
 from quarl.errors import QuarlError
 
 log = logging.getLogger(__name__)

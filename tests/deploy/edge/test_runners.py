@@ -9,7 +9,7 @@ import pytest
 
 from quarl.config import backend_registry
 from quarl.deploy import BACKENDS, CHOICES, compile_policy, measure
-from quarl.deploy.backends import LOW
+from quarl.deploy.execution import LOW
 from quarl.errors import QuarlError
 from quarl.store import query as results
 from tests.conftest import FAST, run_quarl

@@ -1,4 +1,4 @@
-"""The edge targets as quarl execution backends (`quarl.deploy.backends`): `c` runs the compiled C
+"""The edge targets as quarl execution backends (`quarl.deploy.execution`): `c` runs the compiled C
 policy through ctypes, `tflite` the .tflite model under LiteRT, one observation per call."""
 
 from __future__ import annotations
