@@ -310,6 +310,7 @@ def _run(ctx: Context, store: Store, started: str) -> None:
         **fidelity.fields(),
         **executed,
         **calibration.record_fields(model),
+        **method.record_fields(model, cfg.quant),
     )
     shown = "n/a" if error is None else f"{100 * error:.2f}%"
     if note:

@@ -96,6 +96,11 @@ class QuantMethod:
         None where `quant.bits` is its setting. By default, its `float_width`."""
         return self.float_width
 
+    def implies_bits(self, quant: DictConfig) -> bool:
+        """Whether `used_bits` follows another setting of the cell (PTQ's quant.format), which
+        `validate` checked quant.bits against: settled without a warning."""
+        return False
+
     def prepare(self, cfg: DictConfig) -> None:
         """Resolve derived settings in place before the cell runs (recorded as run)."""
 
@@ -114,6 +119,10 @@ class QuantMethod:
     def quantizes_bias(self, quant: DictConfig) -> bool:
         """Whether biases are stored quantized too."""
         return False
+
+    def record_fields(self, model: BaseAlgorithm, quant: DictConfig) -> dict[str, Any]:
+        """Further fields of a quantized cell's record, from its quantized model (none by default)."""
+        return {}
 
     # Training a policy of its own (trains_policy): hooks of quarl.train.trainer and the policy cache.
 
@@ -212,7 +221,7 @@ def settle(cfg: DictConfig, warn: bool) -> None:
             log.warning("quant=%s has no integer quantizer: %s does not apply to it.", method.name, ", ".join(unused))
     if used is None or cfg.quant.bits == used:
         return
-    if warn:
+    if warn and not method.implies_bits(cfg.quant):
         log.warning(
             "quant=%s runs at %d bits: quant.bits=%s does not apply to it, and the record says quant.bits=%d.",
             method.name,

@@ -11,9 +11,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from quarl.config.method_registry import Calibrate, QuantConfig, one_of
 from quarl.errors import QuarlError
+from quarl.methods import _formats
 from quarl.methods._integer import IntegerWeights, check_integer_weights
 
 if TYPE_CHECKING:
+    import torch
     from stable_baselines3.common.base_class import BaseAlgorithm
 
 CALIBRATIONS = ("minmax", "percentile")
@@ -32,11 +34,15 @@ class PTQConfig(QuantConfig):
     # weights with fewer elements stay in float: 1024 is TFLite's rule for post-training weight
     # quantization, which made QuaRL's published int8 column (0: every weight is quantized)
     min_elements: int = 0
+    # int (the integer quantizer above), or a number format of quarl.quantize.formats (docs/formats.md):
+    # fp8_e4m3, fp8_e5m2, mxfp8_e4m3, mxfp8_e5m2, mxfp6_e3m2, mxfp6_e2m3, mxfp4, mxint8, nvfp4, nf4;
+    # a format implies quant.bits, takes quant.granularity where it is FP8, and quantizes weights only
+    format: str = "int"
 
 
 #: keys added after PTQ records existed: part of a cell key only away from these values, so every
 #: earlier PTQ cell keeps its key (activations and inputs unquantized, no per-layer weight bits).
-OPTIONAL: dict[str, Any] = {"act_bits": 32, "input_bits": 32, "layer_bits": None, "min_elements": 0}
+OPTIONAL: dict[str, Any] = {"act_bits": 32, "input_bits": 32, "layer_bits": None, "min_elements": 0, "format": "int"}
 #: part of a cell key only where activations or inputs are quantized (they set those ranges)
 CALIBRATION_KEYS = ("calibration", "calibration_episodes")
 
@@ -71,11 +77,18 @@ class PTQ(IntegerWeights):
         if "act_bits" not in spec and "input_bits" not in spec:
             for key in CALIBRATION_KEYS:
                 spec.pop(key, None)
+        if "format" in spec:  # a number format has no integer scheme, and a block format no granularity
+            spec.pop("scheme", None)
+            if not _formats.takes_granularity(spec["format"]):
+                spec.pop("granularity", None)
         return spec
 
     def describe(self, quant: DictConfig) -> str:
         """'ptq 4-bit affine per_tensor', then what else this cell quantizes: activations, input, layers."""
         parts = [super().describe(quant)]
+        name = _formats.format_name(quant)
+        if name != _formats.INTEGER:  # 'ptq mxfp4', 'ptq fp8_e4m3 per_channel'
+            parts = [f"{self.name} {name}" + (f" {quant.granularity}" if _formats.takes_granularity(name) else "")]
         act_bits, input_bits = activation_bits(quant)
         parts += [f"activations {act_bits}-bit"] if act_bits != 32 else []
         parts += [f"input {input_bits}-bit"] if input_bits != 32 else []
@@ -93,6 +106,7 @@ class PTQ(IntegerWeights):
                 "(quant=fp16 / quant=bf16 for half precision)."
             )
         check_integer_weights(q)
+        _formats.check_format(q)
         for name in ("act_bits", "input_bits"):
             if not (2 <= q[name] <= 16 or q[name] == 32):
                 raise QuarlError(
@@ -143,11 +157,32 @@ class PTQ(IntegerWeights):
 
             check_layer_names(cfg)
 
+    def used_bits(self, quant: DictConfig) -> Optional[int]:
+        """A number format's element bits (quant.format implies quant.bits); None for integers."""
+        return _formats.implied_bits(quant)
+
+    def implies_bits(self, quant: DictConfig) -> bool:
+        return _formats.implied_bits(quant) is not None
+
+    def tensor_bytes(self, t: torch.Tensor, quant: DictConfig, granularity: str, bits: int) -> int:
+        if _formats.format_name(quant) != _formats.INTEGER:
+            return _formats.tensor_bytes(t, quant, granularity, bits)
+        return super().tensor_bytes(t, quant, granularity, bits)
+
+    def record_fields(self, model: BaseAlgorithm, quant: DictConfig) -> dict[str, Any]:
+        """A number format's bits per quantized weight, its scales counted (docs/formats.md)."""
+        if _formats.format_name(quant) == _formats.INTEGER:
+            return {}
+        return {"bits_per_weight": _formats.bits_per_weight(model, quant)}
+
     def quantize(self, model: BaseAlgorithm, quant: DictConfig, calibrate: Optional[Calibrate] = None) -> None:
         """Weights to `quant.bits`; with activation or input bits below 32, every layer's input too,
         with static ranges `calibrate` (quarl.quantize.calibration.calibrator) measures on the fp32 model."""
         from quarl.quantize.weights import fake_quantize, quantize_weights
 
+        if _formats.format_name(quant) != _formats.INTEGER:  # weights only (check_format)
+            _formats.quantize(model, quant)
+            return
         ranges = None
         if activation_bits(quant) != (32, 32):
             if calibrate is None:

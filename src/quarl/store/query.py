@@ -145,8 +145,10 @@ def as_run(runs: pd.DataFrame) -> pd.DataFrame:
     for name, rows in runs.groupby("quant"):
         method = method_registry.REGISTRY.get(str(name))
         if method is None or method.used_bits(_quant_of(rows.iloc[0], config)) is None:
-            continue  # quant.bits is the method's own setting (PTQ, QAT)
-        out.loc[rows.index, "quant.bits"] = [method.used_bits(_quant_of(row, config)) for _, row in rows.iterrows()]
+            continue  # quant.bits is the method's own setting (PTQ, QAT; a PTQ format's is stored settled)
+        used = [method.used_bits(_quant_of(row, config)) for _, row in rows.iterrows()]
+        # where it is the setting (PTQ's integer cells beside its quant.format ones), the stored value stays
+        out.loc[rows.index, "quant.bits"] = [b if u is None else u for u, b in zip(used, rows["quant.bits"])]
     return out
 
 
