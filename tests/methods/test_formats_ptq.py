@@ -114,3 +114,19 @@ def test_a_format_cell_records_its_bits_per_weight_and_bytes(scratch, shared_pol
     for cell in (mxfp4, fp8):  # agreement is a count over the states the record compared on
         agreeing = cell["action_agreement"] * cell["agreement_states"]
         assert cell["agreement_states"] > 0 and agreeing == pytest.approx(round(agreeing), abs=1e-6)
+
+
+def test_a_format_record_is_not_exported_as_an_integer_policy(scratch, shared_policies):
+    """No export format writes MX blocks yet: `quarl export` of such a record refuses to pass it off
+    as int4 (its implied bits), and with --precision exports the fp32 policy at that precision, saying so."""
+    from tests.conftest import quarl_cli
+
+    _cells(scratch, shared_policies, "mxfp4")
+    refused = quarl_cli(scratch, "export", "quant=ptq", "quant.format=mxfp4", "--out", "p.onnx")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "quant.format=mxfp4, which no export format writes yet: add --precision" in refused.stderr
+    assert not (scratch / "p.onnx").exists()
+    done = quarl_cli(scratch, "export", "quant=ptq", "quant.format=mxfp4", "--precision", "fp32", "--out", "p.onnx")
+    assert done.returncode == 0, done.stderr
+    assert "exports this record's fp32 policy at fp32, not its quant.format=mxfp4 weights" in done.stderr
+    assert (scratch / "p.onnx").is_file()

@@ -67,6 +67,19 @@ def export_precision(cfg: Any, format: str, requested: Optional[str], bits: int)
             f"--format {format} runs MLP policies only, and this record's env={cfg.env.name} gives images to a CNN "
             "policy: export it with --format onnx."
         )
+    number_format = str(cfg.quant.get("format", "int") or "int")
+    if number_format != "int":  # no exporter writes a block or FP8 format's weights yet
+        if requested is None:
+            raise QuarlError(
+                f"This record's weights are quant.format={number_format}, which no export format writes yet: "
+                "add --precision (fp32, int8, int4 or int2) to export its fp32 policy at that precision instead."
+            )
+        log.warning(
+            "--precision %s exports this record's fp32 policy at %s, not its quant.format=%s weights.",
+            requested,
+            requested,
+            number_format,
+        )
     if requested is not None:
         width = int(requested.removeprefix("int")) if requested.startswith("int") else 32
         if format != "onnx" and method_registry.of(cfg).integer and width < bits:  # ONNX's own export says so itself
