@@ -171,6 +171,6 @@ def test_a_checkpoint_that_would_run_code_is_not_resumed_and_the_training_starts
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible")
 def test_training_on_cuda_without_a_gpu_warns(caplog):
     caplog.set_level(logging.WARNING, logger="quarl.train.trainer")
-    assert training.training_device("cuda") == "cpu"
+    assert training.resolve_device("cuda") == "cpu"
     assert caplog.messages == ["train.device=cuda but no GPU is visible: training runs on the CPU."]
-    assert training.training_device("auto") == "auto" and len(caplog.messages) == 1
+    assert training.resolve_device("auto") == "auto" and len(caplog.messages) == 1
