@@ -1,15 +1,18 @@
-"""PTQ's number formats (`quant.format`, issue 57): the checks of a format cell, its weight quantizer,
-its bytes and its bits per weight, on `quarl.quantize.formats`. A helper of the method plugins (its
-name starts with `_`: the registry does not read it); torch is imported only where weights are."""
+"""The number formats of PTQ and QAT (`quant.format`, issue 57): the checks of a format cell, its
+key, its weight quantizer, its bytes and its bits per weight, on `quarl.quantize.formats`. A helper
+of the method plugins (its name starts with `_`: the registry does not read it); torch is imported
+only where weights are."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from omegaconf import DictConfig
 
 from quarl.config.method_registry import one_of
 from quarl.errors import QuarlError
+from quarl.methods._integer import IntegerWeights
 
 if TYPE_CHECKING:
     import torch
@@ -34,6 +37,10 @@ FORMAT_BITS = {
     "nf4": 4,
 }
 DEFAULT_BITS = 8  # QuantConfig.bits: the value quant.bits has where the user did not set it
+#: PTQ's activation settings with their defaults (fp32 activations and input)
+PTQ_ACTIVATIONS = {"act_bits": 32, "input_bits": 32}
+#: what a format cell's key leaves out: a format has no integer scheme, and quantizes weights only
+NOT_IN_A_FORMAT = ("scheme", "act_bits", "input_bits")
 
 
 def format_name(quant: Any) -> str:
@@ -52,42 +59,61 @@ def implied_bits(quant: Any) -> int | None:
     return None if name == INTEGER else FORMAT_BITS.get(name)
 
 
-def _bits_typed() -> bool:
-    """Whether this run's command line sets quant.bits (Hydra's task overrides; False outside a run)."""
+def _typed(key: str) -> bool:
+    """Whether this run's command line sets quant.`key` (Hydra's task overrides; False outside a run)."""
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized():
         return False
-    return any(o.split("=", 1)[0].lstrip("+~") == "quant.bits" for o in HydraConfig.get().overrides.task)
+    return any(o.split("=", 1)[0].lstrip("+~") == f"quant.{key}" for o in HydraConfig.get().overrides.task)
 
 
-def check_format(quant: DictConfig) -> None:
-    """Refuse a `quant.format` cell PTQ cannot run, in one sentence, before anything is trained."""
+def _set_apart(quant: Any, key: str, wanted: int, default: int) -> bool:
+    """Whether quant.`key` is set to other than `wanted`: a value the user typed, or one other than
+    the method's `default` (a default stands for what the format implies)."""
+    return bool(quant[key] != wanted and (quant[key] != default or _typed(key)))
+
+
+def check_format(quant: DictConfig, activations: Mapping[str, int] = PTQ_ACTIVATIONS) -> None:
+    """Refuse a `quant.format` cell the method cannot run, in one sentence, before anything is
+    trained; `activations`: the method's activation settings and their defaults."""
     name = format_name(quant)
     one_of("quant.format", name, (INTEGER, *FORMAT_BITS))
     if name == INTEGER:
         return
     bits = FORMAT_BITS[name]
-    if quant.bits != bits and (quant.bits != DEFAULT_BITS or _bits_typed()):
+    if _set_apart(quant, "bits", bits, DEFAULT_BITS):
         raise QuarlError(
             f"quant.bits={quant.bits} disagrees with quant.format={name}, which implies {bits}-bit weights: "
             f"leave quant.bits out (or set it to {bits})."
         )
-    if quant.act_bits != 32 or quant.input_bits != 32:
+    if any(_set_apart(quant, key, 32, default) for key, default in activations.items()):
+        keys = " and ".join(f"quant.{key}" for key in activations)
         raise QuarlError(
             f"quant.format={name} quantizes weights only: activation formats are not supported yet "
-            "(leave quant.act_bits and quant.input_bits at 32, or use quant.format=int)."
+            f"(leave {keys} out or at 32, or use quant.format=int)."
         )
     if quant.backend != "fake":
         raise QuarlError(
             f"quant.backend={quant.backend} cannot run quant.format={name}: no executing backend runs these "
             "formats yet, so use quant.backend=fake (quantize-dequantize)."
         )
-    if quant.layer_bits:
+    if quant.get("layer_bits"):
         raise QuarlError(
             f"quant.layer_bits sets integer bits per layer, which quant.format={name} does not take: "
             "leave quant.layer_bits null (every layer in the format), or use quant.format=int."
         )
+
+
+def format_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """A cell key's quant settings with the format's: none for `int` (every integer cell keeps its
+    key), and for a format neither the integer scheme, activation bits nor, for a block format,
+    quant.granularity (it has its own blocks)."""
+    name = spec.pop("format", INTEGER)
+    if name == INTEGER:
+        return spec
+    dropped = NOT_IN_A_FORMAT if takes_granularity(name) else (*NOT_IN_A_FORMAT, "granularity")
+    return {**{k: v for k, v in spec.items() if k not in dropped}, "format": name}
 
 
 def weight_format(quant: Any, granularity: str) -> Format:
@@ -96,6 +122,13 @@ def weight_format(quant: Any, granularity: str) -> Format:
 
     name = format_name(quant)
     return formats.get(name, granularity if takes_granularity(name) else None)
+
+
+def weight_formats(quant: Any) -> Optional[Callable[[str], Format]]:
+    """granularity -> the cell's `Format` (`weight_format`), or None for integers."""
+    if format_name(quant) == INTEGER:
+        return None
+    return lambda granularity: weight_format(quant, granularity)
 
 
 def quantize(model: BaseAlgorithm, quant: DictConfig) -> None:
@@ -109,11 +142,6 @@ def quantize(model: BaseAlgorithm, quant: DictConfig) -> None:
     quantize_weights(model, quant, tensor, with_bias=bool(quant.quantize_bias))
 
 
-def tensor_bytes(t: torch.Tensor, quant: Any, granularity: str, bits: int) -> int:
-    """Bytes of `t` in the format, elements and scales bit-packed (fp32 where left in float)."""
-    return 4 * t.numel() if bits == 32 else weight_format(quant, granularity).nbytes(tuple(t.shape))
-
-
 def bits_per_weight(model: BaseAlgorithm, quant: Any) -> float:
     """Storage bits per quantized weight of the policy's inference layers, every scale counted: their
     total bits over their total weights (biases and weights left in float aside)."""
@@ -125,3 +153,34 @@ def bits_per_weight(model: BaseAlgorithm, quant: Any) -> float:
             bits += weight_format(quant, quant.granularity).storage_bits(tuple(layer.weight.shape))
             weights += layer.weight.numel()
     return bits / weights if weights else 0.0
+
+
+class FormatWeights(IntegerWeights):
+    """What PTQ and QAT share for `quant.format`: integer weights at `int`, else the format's
+    weights, named, sized and recorded as the format stores them (docs/formats.md)."""
+
+    def describe(self, quant: DictConfig) -> str:
+        """'ptq 4-bit affine per_tensor'; in a format 'qat mxfp4', 'ptq fp8_e4m3 per_channel'."""
+        name = format_name(quant)
+        if name == INTEGER:
+            return super().describe(quant)
+        return f"{self.name} {name}" + (f" {quant.granularity}" if takes_granularity(name) else "")
+
+    def used_bits(self, quant: DictConfig) -> Optional[int]:
+        """A number format's element bits (quant.format implies quant.bits); None for integers."""
+        return implied_bits(quant)
+
+    def implies_bits(self, quant: DictConfig) -> bool:
+        return implied_bits(quant) is not None
+
+    def tensor_bytes(self, t: torch.Tensor, quant: DictConfig, granularity: str, bits: int) -> int:
+        """Bytes of `t` in the format, elements and scales bit-packed (fp32 where left in float)."""
+        if format_name(quant) == INTEGER:
+            return super().tensor_bytes(t, quant, granularity, bits)
+        return 4 * t.numel() if bits == 32 else weight_format(quant, granularity).nbytes(tuple(t.shape))
+
+    def record_fields(self, model: BaseAlgorithm, quant: DictConfig) -> dict[str, Any]:
+        """A number format's bits per quantized weight, its scales counted (docs/formats.md)."""
+        if format_name(quant) == INTEGER:
+            return {}
+        return {"bits_per_weight": bits_per_weight(model, quant)}

@@ -12,10 +12,9 @@ from omegaconf import DictConfig, OmegaConf
 from quarl.config.method_registry import Calibrate, QuantConfig, one_of
 from quarl.errors import QuarlError
 from quarl.methods import _formats
-from quarl.methods._integer import IntegerWeights, check_integer_weights
+from quarl.methods._integer import check_integer_weights
 
 if TYPE_CHECKING:
-    import torch
     from stable_baselines3.common.base_class import BaseAlgorithm
 
 CALIBRATIONS = ("minmax", "percentile")
@@ -55,7 +54,7 @@ def activation_bits(quant: Any) -> tuple[int, int]:
     return int(quant.act_bits), int(quant.input_bits)
 
 
-class PTQ(IntegerWeights):
+class PTQ(_formats.FormatWeights):
     name = "ptq"
     config = PTQConfig
     result_keys = ("bits", "scheme", "granularity", "quantize_bias", *OPTIONAL, *CALIBRATION_KEYS)
@@ -77,18 +76,11 @@ class PTQ(IntegerWeights):
         if "act_bits" not in spec and "input_bits" not in spec:
             for key in CALIBRATION_KEYS:
                 spec.pop(key, None)
-        if "format" in spec:  # a number format has no integer scheme, and a block format no granularity
-            spec.pop("scheme", None)
-            if not _formats.takes_granularity(spec["format"]):
-                spec.pop("granularity", None)
-        return spec
+        return _formats.format_spec(spec)
 
     def describe(self, quant: DictConfig) -> str:
         """'ptq 4-bit affine per_tensor', then what else this cell quantizes: activations, input, layers."""
-        parts = [super().describe(quant)]
-        name = _formats.format_name(quant)
-        if name != _formats.INTEGER:  # 'ptq mxfp4', 'ptq fp8_e4m3 per_channel'
-            parts = [f"{self.name} {name}" + (f" {quant.granularity}" if _formats.takes_granularity(name) else "")]
+        parts = [super().describe(quant)]  # 'ptq mxfp4', 'ptq fp8_e4m3 per_channel' in a format
         act_bits, input_bits = activation_bits(quant)
         parts += [f"activations {act_bits}-bit"] if act_bits != 32 else []
         parts += [f"input {input_bits}-bit"] if input_bits != 32 else []
@@ -156,24 +148,6 @@ class PTQ(IntegerWeights):
             )
 
             check_layer_names(cfg)
-
-    def used_bits(self, quant: DictConfig) -> Optional[int]:
-        """A number format's element bits (quant.format implies quant.bits); None for integers."""
-        return _formats.implied_bits(quant)
-
-    def implies_bits(self, quant: DictConfig) -> bool:
-        return _formats.implied_bits(quant) is not None
-
-    def tensor_bytes(self, t: torch.Tensor, quant: DictConfig, granularity: str, bits: int) -> int:
-        if _formats.format_name(quant) != _formats.INTEGER:
-            return _formats.tensor_bytes(t, quant, granularity, bits)
-        return super().tensor_bytes(t, quant, granularity, bits)
-
-    def record_fields(self, model: BaseAlgorithm, quant: DictConfig) -> dict[str, Any]:
-        """A number format's bits per quantized weight, its scales counted (docs/formats.md)."""
-        if _formats.format_name(quant) == _formats.INTEGER:
-            return {}
-        return {"bits_per_weight": _formats.bits_per_weight(model, quant)}
 
     def quantize(self, model: BaseAlgorithm, quant: DictConfig, calibrate: Optional[Calibrate] = None) -> None:
         """Weights to `quant.bits`; with activation or input bits below 32, every layer's input too,

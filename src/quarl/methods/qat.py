@@ -1,5 +1,6 @@
 """Quantization-aware training: fake quantization on the weights and input activations of every
-layer the algorithm trains, with a straight-through gradient; the trained policy is its own."""
+layer the algorithm trains (in a number format, `quant.format`: on the weights only), with a
+straight-through gradient; the trained policy is its own."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from omegaconf import DictConfig
 from quarl.config.keys import train_steps
 from quarl.config.method_registry import QuantConfig, TrainingHook
 from quarl.errors import QuarlError
-from quarl.methods._integer import IntegerWeights, check_integer_weights
+from quarl.methods import _formats
+from quarl.methods._integer import check_integer_weights
 
 if TYPE_CHECKING:
     from stable_baselines3.common.base_class import BaseAlgorithm
@@ -30,6 +32,9 @@ class QATConfig(QuantConfig):
     act_bits: int = 8  # activation bits, 2..16, or 32 for fp32 activations
     delay: Optional[int] = None  # env steps before fake quant is on (ranges observed before); null: half the budget
     freeze_after: Optional[int] = None  # env step at which ranges stop moving; null: they move until training ends
+    # int (the integer quantizer above), or a number format of quarl.quantize.formats (docs/formats.md):
+    # its fake quantization on the weights from quant.delay on, activations in fp32; it implies quant.bits
+    format: str = "int"
 
 
 def delay(cfg: Any) -> int:
@@ -43,9 +48,8 @@ class QATHook(TrainingHook):
     def __init__(self, model: BaseAlgorithm, cfg: DictConfig) -> None:
         from quarl.quantize import fake_quant as qat
 
-        self.callback = self.schedule = qat.QATSchedule(
-            qat.attach(model, cfg.quant), delay(cfg), cfg.quant.freeze_after
-        )
+        layers = qat.attach(model, cfg.quant, _formats.weight_formats(cfg.quant))
+        self.callback = self.schedule = qat.QATSchedule(layers, delay(cfg), cfg.quant.freeze_after)
 
     def ready(self) -> bool:
         """A QAT policy is kept only once it was trained with fake quant on."""
@@ -65,20 +69,27 @@ class QATHook(TrainingHook):
         torch.save(qat.detach(model), folder / STATE_FILE)
 
 
-class QAT(IntegerWeights):
+class QAT(_formats.FormatWeights):
     name = "qat"
     config = QATConfig
     trains_policy = True
-    result_keys = ("bits", "scheme", "granularity", "quantize_bias", "act_bits", "delay", "freeze_after")
+    result_keys = ("bits", "scheme", "granularity", "quantize_bias", "act_bits", "delay", "freeze_after", "format")
 
     def spec(self, cfg: DictConfig) -> dict[str, Any]:
-        return {**super().spec(cfg), "delay": delay(cfg)}
+        """The QAT keys, a format's as `_formats.format_spec` says (none at `int`)."""
+        return _formats.format_spec({**super().spec(cfg), "delay": delay(cfg)})
 
     def validate(self, cfg: DictConfig) -> None:
         q = cfg.quant
         if not 2 <= q.bits <= 16:
             raise QuarlError(f"quant.bits={q.bits} is out of range for quant=qat: use 2..16.")
         check_integer_weights(q)
+        _formats.check_format(q, {"act_bits": QATConfig.act_bits})
+        if _formats.implied_bits(q) and q.freeze_after is not None:
+            raise QuarlError(
+                f"quant.freeze_after freezes integer ranges, which quant.format={q.format} does not have (its "
+                "scales come from the current weights at every step): leave quant.freeze_after null."
+            )
         if not (2 <= q.act_bits <= 16 or q.act_bits == 32):
             raise QuarlError(f"quant.act_bits={q.act_bits} is out of range: use 2..16, or 32 for fp32 activations.")
         if q.delay is not None and q.delay < 0:
@@ -90,6 +101,8 @@ class QAT(IntegerWeights):
             )
 
     def prepare(self, cfg: DictConfig) -> None:
+        if _formats.implied_bits(cfg.quant):
+            cfg.quant.act_bits = 32  # a format quantizes weights only (check_format): recorded as run
         if cfg.quant.delay is None:
             cfg.quant.delay = delay(cfg)  # recorded as the step it really switched on
         if delay(cfg) >= train_steps(cfg):
@@ -100,10 +113,12 @@ class QAT(IntegerWeights):
             )
 
     def policy_tag(self, quant: DictConfig) -> str:
-        return f"-qat{quant.bits}"
+        name = _formats.format_name(quant)
+        return f"-qat{quant.bits}" if name == _formats.INTEGER else f"-qat-{name}"
 
     def policy_kind(self, quant: DictConfig) -> str:
-        return f"QAT {quant.bits}-bit"
+        name = _formats.format_name(quant)
+        return f"QAT {quant.bits}-bit" if name == _formats.INTEGER else f"QAT {name}"
 
     def training_hook(self, model: BaseAlgorithm, cfg: DictConfig) -> QATHook:
         return QATHook(model, cfg)
@@ -114,7 +129,8 @@ class QAT(IntegerWeights):
 
         from quarl.quantize import fake_quant as qat
 
-        qat.restore(model, quant, torch.load(folder / STATE_FILE, weights_only=True))
+        states = torch.load(folder / STATE_FILE, weights_only=True)
+        qat.restore(model, quant, states, _formats.weight_formats(quant))
 
 
 METHODS = (QAT(),)

@@ -4,14 +4,17 @@ Each weight layer (Linear, Conv) is wrapped in a `QuantLayer` that fake-quantize
 activation (per tensor, moving-average min/max) and its weights (per tensor or per channel, ranges
 from the current weights) on PyTorch's core fake-quant ops, so the gradient is the straight-through
 estimator. Every `FakeQuant` has three switches: observing ranges, applying fake quant (`enabled`)
-and `frozen` ranges. `QATSchedule` turns fake quant on after `quant.delay` env steps and freezes
-ranges after `quant.freeze_after`; after training everything is on and frozen.
+and `frozen` ranges. In a number format (`quant.format`, quarl.quantize.formats) the weights go
+through the format's fake_quantize instead (`FormatQuant`), its scales taken from the current
+weights at every step, and the input activations stay fp32. `QATSchedule` turns fake quant on
+after `quant.delay` env steps and freezes ranges after `quant.freeze_after`; after training
+everything is on and frozen.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Union
 
 import torch
 import torch.nn as nn
@@ -20,6 +23,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
 from quarl.errors import QuarlError
+from quarl.quantize.formats import Format
 from quarl.quantize.layers import replace_submodule
 from quarl.quantize.weights import (
     FORMULA_SCHEMES,
@@ -81,18 +85,55 @@ class FakeQuant(nn.Module):
         return f"bits={self.bits}, scheme={self.scheme}, channels={self.lo.numel()}"
 
 
-class QuantLayer(nn.Module):
-    """A Linear or Conv layer computing with fake-quantized input and weights."""
+class FormatQuant(nn.Module):
+    """Fake quantization of one tensor in a number format: its scales come from the tensor at every
+    call, so there are no ranges to observe or freeze; the gradient passes straight through."""
 
-    def __init__(self, layer: WeightLayer, quant: Any) -> None:
+    enabled: torch.Tensor  # buffers, registered in __init__, switched as a FakeQuant's are
+    frozen: torch.Tensor
+
+    def __init__(self, fmt: Format) -> None:
+        super().__init__()
+        self.fmt = fmt
+        self.register_buffer("enabled", torch.tensor(False))
+        self.register_buffer("frozen", torch.tensor(False))
+
+    def observe(self, x: torch.Tensor) -> None:
+        """Nothing to observe: the format scales each tensor as it comes."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fmt.fake_quantize(x) if self.enabled else x
+
+    def extra_repr(self) -> str:
+        return f"format={self.fmt.name}, granularity={self.fmt.granularity}"
+
+
+#: a cell's number format by granularity (quarl.methods' quant.format), or None for integers
+Formats = Optional[Callable[[str], Format]]
+Quantizer = Union[FakeQuant, FormatQuant]
+
+
+class QuantLayer(nn.Module):
+    """A Linear or Conv layer computing with fake-quantized input and weights (`formats`: weights
+    and biases in a number format, inputs in fp32)."""
+
+    def __init__(self, layer: WeightLayer, quant: Any, formats: Formats = None) -> None:
         super().__init__()
         self.layer = layer
+        bias = bool(quant.quantize_bias and layer.bias is not None)
+        self.weight_fq: Quantizer
+        self.bias_fq: Optional[Quantizer]
+        self.input_fq: Optional[FakeQuant] = None
+        if formats is not None:
+            self.weight_fq = FormatQuant(formats(quant.granularity))
+            self.bias_fq = FormatQuant(formats("per_tensor")) if bias else None
+            return
         channels = layer.weight.shape[0] if quant.granularity == "per_channel" else 1
         self.weight_fq = FakeQuant(quant.bits, quant.scheme, channels)
         self.input_fq = FakeQuant(quant.act_bits, "affine", 1, ACT_MOMENTUM) if quant.act_bits < 32 else None
-        self.bias_fq = FakeQuant(quant.bits, quant.scheme) if quant.quantize_bias and layer.bias is not None else None
+        self.bias_fq = FakeQuant(quant.bits, quant.scheme) if bias else None
 
-    def fake_quants(self) -> list[FakeQuant]:
+    def fake_quants(self) -> list[Quantizer]:
         return [fq for fq in (self.weight_fq, self.input_fq, self.bias_fq) if fq is not None]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -121,11 +162,11 @@ def _trained_layers(model: BaseAlgorithm) -> dict[str, WeightLayer]:
     return layers
 
 
-def attach(model: BaseAlgorithm, quant: Any) -> dict[str, QuantLayer]:
+def attach(model: BaseAlgorithm, quant: Any, formats: Formats = None) -> dict[str, QuantLayer]:
     """Wrap every trained weight layer of `model` in a QuantLayer (observing, fake quant off)."""
     wrapped = {}
     for name, layer in _trained_layers(model).items():
-        wrapped[name] = QuantLayer(layer, quant)
+        wrapped[name] = QuantLayer(layer, quant, formats)
         replace_submodule(model.policy, name, wrapped[name])
     return wrapped
 
@@ -140,9 +181,11 @@ def detach(model: BaseAlgorithm) -> dict[str, dict[str, torch.Tensor]]:
     return states
 
 
-def restore(model: BaseAlgorithm, quant: Any, states: dict[str, dict[str, torch.Tensor]]) -> dict[str, QuantLayer]:
+def restore(
+    model: BaseAlgorithm, quant: Any, states: dict[str, dict[str, torch.Tensor]], formats: Formats = None
+) -> dict[str, QuantLayer]:
     """Re-insert the fake-quant graph saved by `detach`, on and frozen, for evaluation."""
-    wrapped = attach(model, quant)
+    wrapped = attach(model, quant, formats)
     if set(wrapped) != set(states):
         raise QuarlError("The saved QAT ranges do not match this policy's layers.")
     for name, layer in wrapped.items():
