@@ -99,7 +99,7 @@ class TableElement:
     def round(self, x: torch.Tensor) -> torch.Tensor:
         """The table value nearest `x`; an exact midpoint goes to the lower value (bitsandbytes'
         `x > midpoint` comparisons), and outside the table's range to its end."""
-        table = torch.tensor(self.values, dtype=torch.float64)
+        table = torch.tensor(self.values, dtype=torch.float64, device=x.device)
         midpoints = ((table[:-1] + table[1:]) / 2).to(x.dtype)
         nearest = table.to(x.dtype)[torch.bucketize(x, midpoints)]
         return torch.where(torch.isnan(x), x, nearest)

@@ -38,7 +38,7 @@ def _nan_where_nonfinite(values: torch.Tensor, amax: torch.Tensor) -> torch.Tens
 
 
 def _one(value: torch.Tensor) -> torch.Tensor:
-    return torch.ones((), dtype=value.dtype)
+    return torch.ones((), dtype=value.dtype, device=value.device)
 
 
 def by_amax(matrix: torch.Tensor, element: FloatElement) -> Parts:
