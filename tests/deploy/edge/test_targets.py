@@ -110,6 +110,26 @@ def test_the_huffman_coded_4_bit_policy_costs_at_most_3_times_the_int8_one_on_th
     assert huffman.instructions <= 3 * int8.instructions, (huffman.instructions, int8.instructions)
 
 
+#: instructions per action of the default-shaped policy (PPO CartPole, 64x64, int8: 4 x 64 + 64 x 64 + 64 x 2 =
+#: 4,480 multiply-accumulates): rv32imac's portable kernel of plain int8 rows at most 6 per MAC, all in
+#: (soft-float input and requantization included); the Cortex-M4's SMLAD kernel under 8,000
+BUDGETS = {"riscv32": 27_000, "cortex-m4": 8_000}
+
+
+@pytest.mark.parametrize("name", sorted(BUDGETS))
+def test_the_int8_64x64_policy_stays_within_its_instruction_budget(name, cartpole, tmp_path):
+    """QEMU counts executed instructions exactly (the same count on every run: not a timing, and an
+    instruction is not a cycle), so the kernels' cost per action is a deterministic budget."""
+    t = TARGETS[name]
+    need(t)
+    policy = cartpole.integer()
+    assert [layer.weight.shape for layer in policy.layers] == [(64, 4), (64, 64), (2, 64)]
+    check = cartpole.states[::40][:50]
+    firmware = t.firmware(policy, check, cartpole.states[:2], tmp_path)
+    assert np.array_equal(firmware.actions, policy.act(check))
+    assert firmware.instructions <= BUDGETS[name], (name, firmware.instructions)
+
+
 def test_a_command_that_does_not_finish_is_one_sentence(tmp_path):
     from quarl.deploy.edge.tools import run
 

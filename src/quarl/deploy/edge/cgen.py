@@ -11,12 +11,15 @@ accumulators int64, Tanh interpolates TFLite's sigmoid table, and a continuous h
 squashes or clips in float32 (C99 does not contract those operations into fused multiply-adds, so they
 round as numpy's). Huffman-coded weights (`cstream`) are decoded a row at a time by table look-up.
 
-Each layer is a C function with its constants in the code (`ckernel`): activations in RAM as int16
-pairs, rows padded to whole words and interleaved 4 at a time (`csimd`). Where the compiler has the
-DSP extension (`__ARM_FEATURE_DSP`: arm-none-eabi-gcc -mcpu=cortex-m4) the dot products run on
-SXTB16 and SMLAD (SMLALD for 16x8), and the int8 requantization on SMMULR and SSAT; elsewhere a
-portable C99 loop reads the same layouts. Integer sums do not depend on their order, so both give
-the reference's actions bit for bit. It compiles warning-free with `-std=c99 -Wall -Wextra -Werror
+Each layer is a C function with its constants in the code (`ckernel`). Where the compiler has the
+DSP extension (`__ARM_FEATURE_DSP`: arm-none-eabi-gcc -mcpu=cortex-m4; `POLICY_SIMD`) activations
+wait in RAM as int16 pairs, rows padded to whole words and interleaved 4 at a time (`csimd`), the dot
+products run on SXTB16 and SMLAD (SMLALD for 16x8), and the int8 requantization on SMMULR and SSAT.
+Elsewhere (RISC-V, Cortex-M0/M3, the host) the portable C99 path keeps the activations as act_t in
+their order and, with packed 8-bit weights, its own copy of the weights as plain int8 rows, 4 rows a
+pass sharing each activation load (`ckernel.row_major`); policy.c carries both layouts behind
+`#if POLICY_SIMD`, so each build compiles one. Integer sums do not depend on their order, so both
+give the reference's actions bit for bit. It compiles warning-free with `-std=c99 -Wall -Wextra -Werror
 -pedantic` for the host and for `arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb`.
 
     #include "policy.h"
@@ -111,7 +114,9 @@ _uniform = ckernel.uniform
 
 def data_bytes(policy: IntegerPolicy) -> int:
     """Bytes of the constant arrays `source` emits (weights, biases, requantization, tables, float
-    constants): the tensors the C policy computes with, without its code and layer descriptors."""
+    constants): the tensors the C policy computes with, without its code and layer descriptors. The
+    weights are counted in the SIMD layout (rows padded to whole words); the portable path's plain
+    int8 rows are the same bytes where a layer's width is a multiple of 4, fewer where it is not."""
     total = 4 * 2 * policy.obs_dim  # IN_CENTER, IN_STEP
     if policy.mean is not None:
         total += 4 * 2 * policy.obs_dim + 4  # OBS_MEAN, OBS_STD, OBS_CLIP
@@ -186,6 +191,7 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
     layers = policy.layers
     coded = policy.weight_coding == "huffman"
     paired = cpairs.encoded(policy) is not None  # decoded a pair per look-up (cpairs)
+    plain = ckernel.row_major(policy)  # the portable path's own layout: plain int8 rows
     width = max(max(csimd.padded(max(layer.weight.shape), 8) for layer in layers), csimd.padded(policy.obs_dim, 8))
     scheme = "16x8 scheme (int16 activations, int8 weights, int64 biases)" if wide else "int8 scheme"
     parts: list[str] = [
@@ -200,7 +206,9 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
         "#define I32_MIN (-2147483647 - 1)\n#define I32_MAX 2147483647\n",
         f"#define ACT_MIN ({policy.input.qmin})\n#define ACT_MAX {policy.input.qmax}\n",
         f"#define ROWS {ckernel.ROWS}\ntypedef {'int16_t' if wide else 'int8_t'} act_t;\n",
-        f"typedef {'int64_t' if wide else 'int32_t'} acc_t;\n\n",
+        f"typedef {'int64_t' if wide else 'int32_t'} acc_t;\n",
+        "#if POLICY_SIMD\ntypedef uint32_t buf_t; /* the activations as int16 pairs (ckernel) */\n#else\n"
+        "typedef act_t buf_t; /* the activations in their order */\n#endif\n\n",
     ]
     n = policy.obs_dim
     if policy.mean is not None and policy.std is not None and policy.clip is not None:
@@ -216,7 +224,11 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
         parts.append(f"\n/* {layer.name}: {cols} -> {rows}, {layer.activation} */\n")
         if not coded:  # the rows laid out, padded and interleaved for the kernels (csimd)
             words = csimd.layer_words(layer.weight, bits, ckernel.ROWS)
-            parts.append(_array("uint32_t", f"L{i}_W", (f"0x{int(v):08x}u" for v in words), f"[{words.size}]"))
+            simd = _array("uint32_t", f"L{i}_W", (f"0x{int(v):08x}u" for v in words), f"[{words.size}]")
+            if plain:  # and for the portable kernel, the plain rows (ckernel)
+                rowwise = _array("int8_t", f"L{i}_W", _ints(layer.weight), f"[{layer.weight.size}]")
+                simd = f"#if POLICY_SIMD\n{simd}#else\n{rowwise}#endif\n"
+            parts.append(simd)
         bias = stored_bias(policy, layer)
         if _narrow_bias(policy, layer):
             parts.append(_array(narrow_t, f"L{i}_B", _int32s(bias), f"[{rows}]"))
@@ -236,15 +248,19 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
         parts.append(_array("uint16_t", "SIGMOID", _ints(SIGMOID_TABLE_UINT16), f"[{len(SIGMOID_TABLE_UINT16)}]"))
     if policy.action_kind != "discrete":
         parts.append(_head_constants(policy))
-    parts.append(f"\n/* the activations, int16 pairs (ckernel) */\nstatic uint32_t buf_a[{width // 2}];\n")
-    parts.append(f"static uint32_t buf_b[{width // 2}];\n")
+    parts.append(
+        f"\n/* the activations: int16 pairs (ckernel), or act_t in their order */\n#if POLICY_SIMD\n"
+        f"static buf_t buf_a[{width // 2}];\nstatic buf_t buf_b[{width // 2}];\n#else\n"
+        f"static buf_t buf_a[{width}];\nstatic buf_t buf_b[{width}];\n#endif\n"
+    )
     if not all(ckernel.fast_requantization(policy, layer, folded_bias(layer)) for layer in layers):
         requantize = (c_runtime.REQUANTIZE_16X8 if wide else c_runtime.REQUANTIZE)[policy.rounding]
         parts.append(c_runtime.RUNTIME.replace("@REQUANTIZE@", requantize))
     parts.append(c_runtime.QUANTIZE)
     if _even_features(policy):
         parts.append(c_runtime.QUANTIZE_EVEN)
-    parts.append(ckernel.kernels(8 if coded else bits, policy.activation_bits))  # a coded row is decoded into int8
+    # a coded row is decoded into int8
+    parts.append(ckernel.kernels(8 if coded else bits, policy.activation_bits, plain))
     if paired:
         parts.append(cpairs.runtime(policy))
     elif coded:
@@ -347,10 +363,16 @@ def _act(policy: IntegerPolicy) -> str:
     if csimd.padded(n, 8) > n:
         lines += [f"    for (j = {n}; j < {csimd.padded(n, 8)}; ++j) {{", "        q[j] = 0;", "    }"]
     lines += [
+        "#if POLICY_SIMD",
         f"    for (j = 0; j < {csimd.padded(n, 8)}; j += 4) {{",
         "        buf_a[j / 2] = pack(q[j], q[j + 2]);",
         "        buf_a[j / 2 + 1] = pack(q[j + 1], q[j + 3]);",
         "    }",
+        "#else",
+        f"    for (j = 0; j < {csimd.padded(n, 8)}; ++j) {{",
+        "        buf_a[j] = (act_t)q[j];",
+        "    }",
+        "#endif",
     ]
     if cpairs.encoded(policy) is not None:
         lines.append("    bit_pos = HUFF_START;")

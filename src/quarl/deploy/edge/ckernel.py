@@ -14,7 +14,14 @@ accumulator that provably stays within +-2^30 (checked at export, `fast_requanti
 SaturatingRoundingDoublingHighMul is one SMMULR of the doubled accumulator (floor((2xM + 2^31) / 2^32)
 = floor((xM + 2^30) / 2^31); the bias is stored doubled) and RoundingDivideByPOT by 2^e, with the zero
 point, floor((h - [h < 0] + 2^(e-1) + zp 2^e) / 2^e), the same integers; otherwise the runtime's
-`requantize`. The portable C99 path (the host) reads the same layouts one weight at a time."""
+`requantize`.
+
+Without the DSP extension (`POLICY_SIMD` 0: RISC-V, Cortex-M0/M3, the host) the activations are act_t
+in their order (`ACT(x, i)` is x[i]) and packed 8-bit weights have their own layout (`row_major`):
+plain int8 rows, one after another, which `dot4` walks 4 rows at a time, COLS columns an iteration:
+each activation loaded once for the 4 rows, one byte load, multiply and add per weight, int32 sums
+(int64 beside int16 activations) as a 32-bit core adds cheaply. 4-/2-bit codes and Huffman-decoded
+rows keep the SIMD layout, read one weight at a time (`dot_c`)."""
 
 from __future__ import annotations
 
@@ -25,11 +32,17 @@ from quarl.deploy.edge.integer import Dense, IntegerPolicy
 from quarl.errors import QuarlError
 
 ROWS = 4  # rows per kernel pass
+COLS = 4  # columns per iteration of the portable kernel of plain int8 rows
 
 RUNTIME = r"""
+#if POLICY_SIMD
 /* activation i of the pairs at x: word (i / 4) * 2 + i % 2, half (i / 2) % 2 */
 #define ACT(x, i) \
     ((int32_t)((((x)[((i) >> 2) * 2 + ((i) & 1)] >> (16 * (((i) >> 1) & 1))) & 0xFFFFu) ^ 0x8000u) - 0x8000)
+#else
+/* activation i of x: the activations in their order (act_t) */
+#define ACT(x, i) ((int32_t)(x)[i])
+#endif
 #if POLICY_SIMD && defined(__GNUC__)
 #define KINLINE __attribute__((always_inline)) inline
 /* SXTB16 of x rotated by 8 bits: bytes 1 and 3 as int16 */
@@ -52,25 +65,48 @@ static inline uint32_t pack(int32_t lo, int32_t hi) {
     return r;
 }
 #else
+#if defined(__GNUC__)
+#define KINLINE __attribute__((always_inline)) inline
+#else
 #define KINLINE inline
+#endif
 static inline int32_t smmulr(int32_t a, int32_t b) {
     return (int32_t)(((int64_t)a * b + ((int64_t)1 << 31)) >> 32);
 }
 #define SAT(v, bits) ((v) < ACT_MIN ? ACT_MIN : ((v) > ACT_MAX ? ACT_MAX : (v)))
+#if POLICY_SIMD
 static inline uint32_t pack(int32_t lo, int32_t hi) {
     return ((uint32_t)lo & 0xFFFFu) | ((uint32_t)hi << 16);
 }
 #endif
+#endif
 
+#if POLICY_SIMD
 /* activation i of x set to v */
 static inline void set_act(uint32_t *x, int i, int32_t v) {
     uint32_t *word = &x[(i >> 2) * 2 + (i & 1)];
     const int half = 16 * ((i >> 1) & 1);
     *word = (*word & ~(0xFFFFu << half)) | (((uint32_t)v & 0xFFFFu) << half);
 }
+/* activations o..o + 3 of x set to v0..v3: the pairs (v0, v2) and (v1, v3) */
+#define PUT4(x, o, v0, v1, v2, v3) \
+    do { \
+        (x)[(o) / 2] = pack(v0, v2); \
+        (x)[(o) / 2 + 1] = pack(v1, v3); \
+    } while (0)
+#else
+#define set_act(x, i, v) ((x)[i] = (act_t)(v))
+#define PUT4(x, o, v0, v1, v2, v3) \
+    do { \
+        (x)[o] = (act_t)(v0); \
+        (x)[(o) + 1] = (act_t)(v1); \
+        (x)[(o) + 2] = (act_t)(v2); \
+        (x)[(o) + 3] = (act_t)(v3); \
+    } while (0)
+#endif
 
 /* one row's dot product from its words w[0], w[stride], ..., one weight at a time (portable C) */
-static inline acc_t dot_c(const uint32_t *w, int stride, const uint32_t *x, int words) {
+static inline acc_t dot_c(const uint32_t *w, int stride, const buf_t *x, int words) {
     acc_t s = 0;
     int j, t;
     for (j = 0; j < words; ++j) {
@@ -151,29 +187,73 @@ static inline __attribute__((always_inline)) const uint32_t *dot4_asm(const uint
 """.replace("@STEP@", _asm_step())
 
 
-def kernels(weight_bits: int, activation_bits: int) -> str:
-    """The helpers (`RUNTIME`), `dot4` and `dot1`: the dot products of 4 interleaved rows (of one row)
-    with x over `words` words of weights each; they return the pointer past the rows."""
+def _row_major(rows: int) -> str:
+    """The portable kernel of `rows` plain int8 rows of n weights (one after another) times the n
+    activations at x: COLS columns an iteration, each activation loaded once for the rows, int32
+    products summed into acc_t; the columns past the last multiple of COLS one by one."""
+    sums = ", ".join(f"s{k} = 0" for k in range(rows))
+    acts = ", ".join(f"a{c} = x[{c}]" for c in range(COLS))
+    row = [f"{k} * n + " if k > 1 else "n + " if k == 1 else "" for k in range(rows)]
+    block = "\n".join(
+        f"        s{k} += {' + '.join(f'w[{row[k]}{c}] * a{c}' for c in range(COLS))};" for k in range(rows)
+    )
+    tail = "\n".join(f"        s{k} += w[{row[k]}0] * a;" for k in range(rows))
+    stores = " ".join(f"s[{k}] = s{k};" for k in range(rows))
+    after = f" + {rows - 1} * n" if rows > 1 else ""
+    return f"""    const act_t *const last = x + (n - n % {COLS}), *const end = x + n;
+    acc_t {sums};
+    for (; x != last; x += {COLS}, w += {COLS}) {{
+        const int32_t {acts};
+{block}
+    }}
+    for (; x != end; ++x, ++w) {{
+        const int32_t a = *x;
+{tail}
+    }}
+    {stores}
+    return w{after};"""
+
+
+def row_major(policy: IntegerPolicy) -> bool:
+    """Whether the portable C path keeps the layers' weights as plain int8 rows (packed 8-bit weights);
+    4-/2-bit codes and the Huffman-coded rows keep the SIMD layout there too."""
+    return policy.weight_coding != "huffman" and policy.weight_bits == 8
+
+
+def kernels(weight_bits: int, activation_bits: int, plain: bool = False) -> str:
+    """The helpers (`RUNTIME`), `dot4` and `dot1`: the dot products of 4 rows (of one row) with x over
+    n words of weights each (the SIMD layout: 4 rows interleaved word by word), or, on the portable
+    path of `plain` policies (`row_major`), over n int8 weights each (rows one after another); they
+    return the pointer past the rows."""
     acc, mac = ("int64_t", "__smlald") if activation_bits == 16 else ("int32_t", "__smlad")
     scaled = 8 - weight_bits
     shift = f" >> {scaled}" if scaled else ""
     out = [f"#define GROUP {csimd.group(weight_bits)}\n#define WBITS {weight_bits}\n", RUNTIME]
+    if plain:
+        out.append(
+            "#if POLICY_SIMD\ntypedef uint32_t weight_t;\n#define ROW_N(words, cols) (words)\n"
+            "#else\ntypedef int8_t weight_t; /* plain int8 rows (ckernel) */\n#define ROW_N(words, cols) (cols)\n"
+            "#endif\n"
+        )
+    else:
+        out.append("typedef uint32_t weight_t;\n#define ROW_N(words, cols) (words)\n")
     if weight_bits == 8 and activation_bits == 8:
         out.append(ASM_DOT4)
     for rows in (ROWS, 1):
         guard = "#if POLICY_SIMD"
         if rows == ROWS and weight_bits == 8 and activation_bits == 8:
-            guard = "#if DOT4_ASM\n    return dot4_asm(w, x, words, s);\n#elif POLICY_SIMD"
+            guard = "#if DOT4_ASM\n    return dot4_asm(w, x, n, s);\n#elif POLICY_SIMD"
         body = "\n".join("        " + line for line in _mac_lines(rows, weight_bits, mac))
         sums = ", ".join(f"s{k} = 0" for k in range(rows))
         stores = " ".join(f"s[{k}] = s{k}{shift};" for k in range(rows))
-        portable = " ".join(f"s[{k}] = dot_c(w + {k}, {rows}, x, words);" for k in range(rows))
+        dots = " ".join(f"s[{k}] = dot_c(w + {k}, {rows}, x, n);" for k in range(rows))
+        portable = _row_major(rows) if plain else f"    {dots}\n    return w + {rows} * n;"
         out.append(
             f"""
-/* {rows} row(s), interleaved word by word, times x: s[0..{rows - 1}]; the weights' words past them */
-KINLINE static const uint32_t *dot{rows}(const uint32_t *w, const uint32_t *x, int words, acc_t *s) {{
+/* {rows} row(s) times x: s[0..{rows - 1}]; the weights past them */
+KINLINE static const weight_t *dot{rows}(const weight_t *w, const buf_t *x, int n, acc_t *s) {{
 {guard}
-    const uint32_t *const end = w + {rows} * words;
+    const uint32_t *const end = w + {rows} * n;
     {acc} {sums};
     int16x2_t a;
     do {{
@@ -182,8 +262,7 @@ KINLINE static const uint32_t *dot{rows}(const uint32_t *w, const uint32_t *x, i
     {stores}{" /* each product carried 2^" + str(scaled) + " */" if scaled else ""}
     return w;
 #else
-    {portable}
-    return w + {rows} * words;
+{portable}
 #endif
 }}
 """
@@ -287,8 +366,7 @@ def row_loops(i: int, full: int, rows: int, dot4: str, dot1: str) -> str:
     that leave ROWS sums in `s`), then the rows left one by one (`dot1`: one sum in `s[0]`)."""
     loop4 = f"""    for (o = 0; o < {full}; o += {ROWS}) {{
 {dot4}
-        out[o / 2] = pack(out{i}(s[0], o, 0), out{i}(s[2], o + 2, 2));
-        out[o / 2 + 1] = pack(out{i}(s[1], o + 1, 1), out{i}(s[3], o + 3, 3));
+        PUT4(out, o, out{i}(s[0], o, 0), out{i}(s[1], o + 1, 1), out{i}(s[2], o + 2, 2), out{i}(s[3], o + 3, 3));
     }}
 """
     loop1 = f"""    for (o = {full}; o < {rows}; ++o) {{
@@ -323,13 +401,13 @@ def layer_function(policy: IntegerPolicy, i: int, layer: Dense, coded: bool) -> 
         i,
         full,
         rows,
-        decode4 + again + f"        w = dot4(w, in, {words}, s);",
-        decode1 + again + f"        w = dot1(w, in, {words}, s);",
+        decode4 + again + f"        w = dot4(w, in, ROW_N({words}, {cols}), s);",
+        decode1 + again + f"        w = dot1(w, in, ROW_N({words}, {cols}), s);",
     )
     return f"""
 /* layer {i}: {cols} -> {rows} */
-static void layer{i}(const uint32_t *in, uint32_t *out) {{
-    const uint32_t *w = {weights};
+static void layer{i}(const buf_t *in, buf_t *out) {{
+    const weight_t *w = {weights};
     acc_t s[{ROWS}];
     int o{", k" if coded and full else ""};
 {prepare}{loops}    (void)w;

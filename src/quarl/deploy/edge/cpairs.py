@@ -209,7 +209,7 @@ static void read_shifts(int rows) {
 
 PORTABLE = r"""
 /* `rows` rows' dot products with x over `words` words, the pairs decoded one at a time (portable C) */
-KINLINE static void pdot(const uint32_t *x, int words, int rows, acc_t *s) {
+KINLINE static void pdot(const buf_t *x, int words, int rows, acc_t *s) {
     int j, k;
     for (k = 0; k < rows; ++k) {
         s[k] = 0;
@@ -310,7 +310,7 @@ def layer_function(policy: IntegerPolicy, i: int, layer: Dense) -> str:
     )
     return f"""
 /* layer {i}: {cols} -> {rows} */
-static void layer{i}(const uint32_t *in, uint32_t *out) {{
+static void layer{i}(const buf_t *in, buf_t *out) {{
     acc_t s[{ROWS}];
     int o;
 {loops}}}
