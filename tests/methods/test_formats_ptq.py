@@ -90,11 +90,16 @@ def test_fp8_weights_are_ml_dtypes_casts_of_the_scaled_fp32_weights(granularity)
         assert not torch.equal(layer.weight, fp32[name])  # quantized, in place
 
 
-def _cells(scratch: Path, shared_policies: Path, *fmts: str) -> dict[str, object]:
+def format_cells(scratch: Path, policies: Path, method: str, budget: tuple[str, ...], *fmts: str) -> dict[str, object]:
+    """One `quant=<method> quant.format=<f>` cell per format, run in `scratch`: each format's record."""
     for fmt in fmts:
-        run_quarl(scratch, *FAST, "quant=ptq", f"quant.format={fmt}", policies=shared_policies)
-    rows = results.load(scratch / "outputs/results.sqlite", quant="ptq")
+        run_quarl(scratch, *budget, f"quant={method}", f"quant.format={fmt}", policies=policies)
+    rows = results.load(scratch / "outputs/results.sqlite", quant=method)
     return {row["quant.format"]: row for _, row in rows.iterrows()}
+
+
+def _cells(scratch: Path, shared_policies: Path, *fmts: str) -> dict[str, object]:
+    return format_cells(scratch, shared_policies, "ptq", tuple(FAST), *fmts)
 
 
 def test_a_format_cell_records_its_bits_per_weight_and_bytes(scratch, shared_policies):

@@ -24,6 +24,7 @@ from quarl.quantize.weights import inference_layers
 from quarl.rl.algos import sb3_class
 from quarl.store import query as results
 from tests.conftest import FAST, ROOT, compose_cfg, run_quarl
+from tests.methods.test_formats_ptq import format_cells
 from tests.test_run import log_of
 
 #: a QAT cell of a few seconds: one PPO rollout (8 envs x 32 steps), fake quant on at step 128
@@ -131,10 +132,7 @@ def test_qat_in_a_format_computes_in_fp32_until_the_delay_then_in_the_format():
 
 
 def _cells(scratch: Path, shared_policies: Path, *fmts: str) -> dict[str, object]:
-    for fmt in fmts:
-        run_quarl(scratch, *QUICK, "quant=qat", f"quant.format={fmt}", policies=shared_policies)
-    rows = results.load(scratch / "outputs/results.sqlite", quant="qat")
-    return {row["quant.format"]: row for _, row in rows.iterrows()}
+    return format_cells(scratch, shared_policies, "qat", tuple(QUICK), *fmts)
 
 
 def test_a_format_cell_trains_in_the_format_and_records_its_bits(scratch, shared_policies):
