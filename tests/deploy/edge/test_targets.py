@@ -32,8 +32,9 @@ def need(t: Target) -> None:
 
 def test_every_target_module_is_registered_and_an_unknown_name_lists_them():
     modules = {m.name for m in pkgutil.iter_modules(targets.__path__) if not m.name.startswith("_")}
-    assert {"cortex_m4", "riscv32"} <= modules and len(TARGETS) == len(modules)
-    assert {"cortex-m4", "riscv32"} <= set(TARGETS) and target("riscv32") is TARGETS["riscv32"]
+    assert {"cortex_m0", "cortex_m3", "cortex_m4", "riscv32"} <= modules and len(TARGETS) == len(modules)
+    assert {"cortex-m0", "cortex-m3", "cortex-m4", "riscv32"} <= set(TARGETS)
+    assert target("riscv32") is TARGETS["riscv32"]
     known = ", ".join(TARGETS)
     with pytest.raises(QuarlError, match=f"target=avr is not a microcontroller target: choose one of {known}."):
         target("avr")
@@ -111,9 +112,14 @@ def test_the_huffman_coded_4_bit_policy_costs_at_most_3_times_the_int8_one_on_th
 
 
 #: instructions per action of the default-shaped policy (PPO CartPole, 64x64, int8: 4 x 64 + 64 x 64 + 64 x 2 =
-#: 4,480 multiply-accumulates): rv32imac's portable kernel of plain int8 rows at most 6 per MAC, all in
-#: (soft-float input and requantization included); the Cortex-M4's SMLAD kernel under 8,000
-BUDGETS = {"riscv32": 27_000, "cortex-m4": 8_000}
+#: 4,480 multiply-accumulates): rv32imac's and the Cortex-M3's portable kernel of plain int8 rows at most 6 per
+#: MAC, all in (soft-float input and requantization included), the Cortex-M0's (ARMv6-M: 8 low registers,
+#: no 64-bit product) at most 9 per MAC; the Cortex-M4's SMLAD kernel under 8,000
+BUDGETS = {"riscv32": 27_000, "cortex-m3": 27_000, "cortex-m0": 9 * 4_480, "cortex-m4": 8_000}
+
+
+def test_every_target_has_an_instruction_budget():
+    assert sorted(BUDGETS) == sorted(TARGETS), "a new target adds its budget to BUDGETS (docs/adding-a-target.md)"
 
 
 @pytest.mark.parametrize("name", sorted(BUDGETS))
