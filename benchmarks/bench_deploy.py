@@ -40,8 +40,9 @@ each C policy (`c`, `c_16x8`, int4 packed and Huffman-coded) of every network up
 weights, a second table gives its linked flash and RAM in the target's minimal firmware (with the
 policy minus without it; RAM with policy_act's stack), its executed instructions per action under
 QEMU (one instruction per translation block, over TARGET_COUNT_STATES states, start-up excluded; an instruction is not a
-cycle), and its actions under QEMU checked against the integer reference on TARGET_CHECK_STATES
-states, as an export does.
+cycle) and per multiply-accumulate (every layer's weights), and its actions under QEMU checked against the
+integer reference on TARGET_CHECK_STATES states, as an export does. The targets are the registry's
+(`TARGETS`): a target module added there gets its rows here.
 
 Usage: python benchmarks/bench_deploy.py [--policies DIR] [--episodes 10] [--cnn-episodes 10]
        [--cnn-frames 10000] [--jobs 2] [--no-reward] [--no-edge] [--networks "MLP 3x2048,..."]
@@ -298,10 +299,16 @@ def spread(states: np.ndarray, k: int) -> np.ndarray:
     return states[np.unique(np.linspace(0, len(states) - 1, min(k, len(states))).astype(int))]
 
 
+def multiply_accumulates(integer: Any) -> int:
+    """Multiply-accumulates of one action of an integer policy: every layer's weights (64x64 CartPole:
+    4 x 64 + 64 x 64 + 64 x 2 = 4,480)."""
+    return sum(int(np.prod(layer.weight.shape)) for layer in integer.layers)
+
+
 def firmware_rows(label: str, policies: dict[str, Any], states: np.ndarray) -> list[dict[str, Any]]:
-    """Each C policy of `policies` (name: integer policy) in the minimal firmware of every installed
-    microcontroller target: linked flash and RAM, instructions per action under QEMU, its actions
-    checked on `states`."""
+    """Each C policy of `policies` (name: integer policy) in the minimal firmware of every registered
+    microcontroller target (`TARGETS`) whose tools are installed: linked flash and RAM, instructions per
+    action and per multiply-accumulate under QEMU, its actions checked on `states`."""
     from quarl.deploy.edge.targets import TARGETS
 
     rows = []
@@ -317,6 +324,7 @@ def firmware_rows(label: str, policies: dict[str, Any], states: np.ndarray) -> l
             rows.append({"network": label, "C policy": name, "target": target.title,
                          "float arithmetic": target.float_note, "flash B": firmware.flash, "RAM B": firmware.ram,
                          "instructions / action": round(firmware.instructions),
+                         "instructions / MAC": round(firmware.instructions / multiply_accumulates(integer), 2),
                          "actions as the reference under QEMU": f"{int(same.sum())} of {len(check)}"})
     return rows
 
