@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
-# The GPU study on a device machine, in one call of about ten minutes. Prepare here first:
+# The GPU work on a device machine, in one call of about ten minutes: the device ledger's next jobs
+# that fit (benchmarks/device/ledger.yaml, docs/device.md). Prepare here first:
 #   bash benchmarks/device/wheels.sh            # the packages the device lacks, as wheels in .whl/
-# then run on the device, carrying .whl (the command the device tool takes):
-#   bash benchmarks/device/gpu.sh               # with carry [".whl"] and timeout_s 600
-#   BUDGET_S=250 GPU_ARGS="--envs cartpole" bash benchmarks/device/gpu.sh   # a shorter call: one env
-# It installs the wheels beside the device's own torch (quarl from src/, without its torch pin),
-# names the GPU and the CPU, runs benchmarks/bench_actorq_gpu.py and leaves in $OUT: stdout.txt,
-# log.txt, actorq_gpu.md, amp.csv, records.tar.gz, results.sqlite and runs.tar.gz. Back here:
-#   tar xzf <files_at>/records.tar.gz -C docs/reproduction/records && quarl report
+# then the device tool's run: command "bash benchmarks/device/gpu.sh", carry
+# [".whl", "benchmarks/device/state"] (the resumable jobs' checkpoints), timeout_s 600. Back here:
+#   python benchmarks/device/ledger.py land <files_at> && quarl report
+# Variants:
+#   BUDGET_S=300 bash benchmarks/device/gpu.sh                      # a shorter call
+#   LEDGER_ARGS="--only smoke amp" bash benchmarks/device/gpu.sh    # these jobs only
+#   BUDGET_S=330 GPU_ARGS="--envs cartpole --cap-s 30" bash benchmarks/device/gpu.sh
+#       # the whole GPU script (benchmarks/bench_actorq_gpu.py) as before the ledger: stdout.txt,
+#       # log.txt, actorq_gpu.md, amp.csv, records.tar.gz, results.sqlite and runs.tar.gz in $OUT
+# It installs the wheels beside the device's own torch (quarl from src/, without its torch pin) and
+# names the GPU and the CPU; the ledger counts the install's seconds into the budget.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-outputs/device}
 mkdir -p "$OUT"
+SECONDS=0
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
-{ nvidia-smi -L; lscpu | grep -E "Model name|^CPU\(s\)"; lscpu | grep -o -E "avx512_vnni|amx_[a-z0-9]+" | sort -u | tr '\n' ' '; echo; 
-  python3 -c "import torch; print('torch', torch.__version__)"; } 2>&1 | tee "$OUT/stdout.txt"
+{ nvidia-smi -L; lscpu | grep -E "Model name|^CPU\(s\)"; lscpu | grep -o -E "avx512_vnni|amx_[a-z0-9]+" | sort -u | tr '\n' ' '; echo;
+  python3 -c "import torch; print('torch', torch.__version__)"; } > /tmp/device.txt 2>&1
+cat /tmp/device.txt
+if [ -z "${GPU_ARGS+set}" ]; then
+  exec python3 benchmarks/device/ledger.py run --budget-s "${BUDGET_S:-540}" --spent-s "$SECONDS" --out "$OUT" \
+    --device-info /tmp/device.txt ${LEDGER_ARGS:-}
+fi
+cp /tmp/device.txt "$OUT/stdout.txt"
 keep() {  # what landed so far into $OUT, so that a call cut short by the device's time still brings it back
   for f in log.txt actorq_gpu.md amp.csv records.tar.gz results.sqlite; do [ -f "/tmp/gpu/$f" ] && cp "/tmp/gpu/$f" "$OUT/"; done
   [ -f /tmp/gpu/learner_trace.json ] && [ ! -f "$OUT/learner_trace.json.gz" ] && gzip -c /tmp/gpu/learner_trace.json > "$OUT/learner_trace.json.gz"
