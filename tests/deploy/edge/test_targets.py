@@ -94,8 +94,9 @@ def test_the_firmware_acts_as_the_reference_and_is_measured(t, which, bits, codi
     assert 0.9 * footprint.flash <= firmware.flash <= footprint.flash + 4096  # + soft-float helpers, where linked
     assert footprint.bss <= firmware.ram <= 1024
     assert 1000 < firmware.instructions < 2_000_000 and firmware.counted == 2
-    again = t.firmware(policy, check[:3], trained.states[:2], tmp_path / "again")
-    assert again.instructions == firmware.instructions and again.flash == firmware.flash  # deterministic
+    if (which, bits) == ("cartpole", 8):  # the count is the emulator's, one case shows it deterministic
+        again = t.firmware(policy, check[:3], trained.states[:2], tmp_path / "again")
+        assert again.instructions == firmware.instructions and again.flash == firmware.flash
 
 
 def test_the_huffman_coded_4_bit_policy_costs_at_most_3_times_the_int8_one_on_the_cortex_m4(cartpole, tmp_path):
