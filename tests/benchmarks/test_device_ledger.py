@@ -309,7 +309,9 @@ def test_the_atari_job_trains_quantizes_and_evaluates_on_the_cpu(tmp_path):
     if not (Path(ale_py.roms.__file__).parent / "pong.bin").exists():
         pytest.skip("the Pong ROM is missing")
     out, state = tmp_path / "out", tmp_path / "state"
-    tiny = ["steps=256", "device=cpu", "episodes=1", "bits=2", "ckpt=128"]  # 2 envs: one rollout of 128 steps each
+    # 2 envs in this process (subproc=false: env processes add 10 s here; tests/train/test_subproc_envs.py
+    # has them): one rollout of 128 steps each
+    tiny = ["steps=256", "device=cpu", "episodes=1", "bits=2", "ckpt=128", "subproc=false"]
     tiny += ["extra=algo.n_envs=2 env.kwargs.max_episode_steps=400"]  # games of at most 100 agent steps
     command = [sys.executable, str(ROOT / "benchmarks/device/ledger.py"), "--records", str(tmp_path / "records")]
     command += ["--state", str(state), "run", "--only", "atari-ppo-pong-s0", "--budget-s", "400", "--spent-s", "0"]

@@ -122,6 +122,9 @@ class TrainConfig:
     steps: Optional[int] = None  # training budget in env steps; None: the tuned budget (algo.n_timesteps)
     device: str = "cpu"  # torch device for training: cpu, cuda or auto
     threads: Optional[int] = None  # torch threads of a cell; None: the launcher's allotment (SLURM), else 1
+    # each training env in a process of its own (SB3's SubprocVecEnv), not all in this one (DummyVecEnv):
+    # the same trajectories and policy, faster where an env step is costly (Atari) and cores are free
+    subproc_envs: bool = False
     progress: bool = True  # a progress bar on a terminal (progress lines off one)
     checkpoint_every: Optional[int] = None  # env steps; None: a tenth of the budget; 0: no checkpoints
     log_interval_s: float = 30.0  # seconds between progress lines when stderr is not a terminal; 0: none

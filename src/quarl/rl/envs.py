@@ -23,7 +23,7 @@ import numpy as np
 from gymnasium import wrappers
 from omegaconf import OmegaConf
 from stable_baselines3.common.monitor import Monitor
-from stable_baselines3.common.vec_env import DummyVecEnv
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 from quarl.errors import QuarlError
 
@@ -189,8 +189,9 @@ def make_env(env_cfg: Any, training: bool = False) -> gym.Env:
     return env
 
 
-def training_envs(env_cfg: Any, n_envs: int, seed: int) -> DummyVecEnv:
-    """`n_envs` training copies of the environment, seeded as SB3's `make_vec_env` seeds them."""
+def training_envs(env_cfg: Any, n_envs: int, seed: int, subproc: bool = False) -> VecEnv:
+    """`n_envs` training copies of the environment, seeded as SB3's `make_vec_env` seeds them; with
+    `subproc`, each steps in a process of its own (SubprocVecEnv: the same trajectories, in parallel)."""
 
     def factory(rank: int) -> Callable[[], gym.Env]:
         def make() -> gym.Env:
@@ -200,7 +201,8 @@ def training_envs(env_cfg: Any, n_envs: int, seed: int) -> DummyVecEnv:
 
         return make
 
-    venv = DummyVecEnv([factory(rank) for rank in range(n_envs)])
+    makers = [factory(rank) for rank in range(n_envs)]
+    venv: VecEnv = SubprocVecEnv(makers) if subproc and n_envs > 1 else DummyVecEnv(makers)
     venv.seed(seed)
     return venv
 

@@ -221,7 +221,7 @@ def train(cfg: Any, folder: Path, progress: bool, checkpoints: Path | None = Non
 def _model(cfg: Any, steps: int) -> tuple[VecEnv, Optional[VecNormalize], BaseAlgorithm]:
     """The training envs (normalised where algo.normalize says) and a fresh SB3 model on them."""
     algo_cfg = cfg.algo
-    venv: VecEnv = training_envs(cfg.env, algo_cfg.n_envs, cfg.seed)
+    venv: VecEnv = training_envs(cfg.env, algo_cfg.n_envs, cfg.seed, bool(cfg.train.get("subproc_envs", False)))
     normalizer: Optional[VecNormalize] = None
     if algo_cfg.normalize:
         kwargs = as_dict(algo_cfg.normalize_kwargs)
