@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.verb == "status":
             print(status_table(ledger, landed))
         else:
-            chosen = plan(ledger, a.budget_s, landed, set(a.only) if a.only else None)
+            chosen = plan(ledger, a.budget_s, landed, {ledger.job(n).name for n in a.only} if a.only else None)
             for job, given in chosen:
                 print(f"{job.name}: {given:.0f} s ({'measured' if job.measured else 'estimate'} {job.cost_s:.0f} s)")
             if not chosen:

@@ -204,7 +204,7 @@ def run_call(a: argparse.Namespace) -> int:
         overrides[key] = value
     ledger = load(a.ledger, overrides)
     landed = Landed.read(a.records, ROOT, a.state)
-    only = set(a.only) if a.only else None
+    only = {ledger.job(name).name for name in a.only} if a.only else None  # an unknown name is refused
     before = a.spent_s if a.spent_s is not None else ledger.overhead_s
     clock = Clock(a.budget_s - before - RESERVE_S)
     work: Path = a.work

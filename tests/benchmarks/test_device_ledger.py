@@ -96,6 +96,7 @@ def test_jobs_are_picked_in_order_while_they_fit_the_budget(tmp_path):
     assert [j.name for j, _ in ledger.plan(book, 150, landed)] == ["gate", "first"]
     assert ledger.plan(book, 20, landed) == []  # not even the gate fits
     assert ledger.pick(book, 60, landed, {"first"}).name == "small"
+    assert ledger.main(["--ledger", str(tmp_path / "ledger.yaml"), "plan", "--only", "nosuchjob"]) == 2
 
 
 def test_done_is_derived_from_the_landed_records(tmp_path):
