@@ -222,6 +222,10 @@ def land(files_at: Path, ledger_path: Path, records: Path, runs: Path, state_roo
     summary = json.loads((files_at / "ledger.json").read_text())
     ledger = load(ledger_path)
     runs.mkdir(parents=True, exist_ok=True)
+    mark = f"started {summary.get('started')};"
+    for page in sorted(runs.glob("*.md")):
+        if mark in page.read_text(errors="replace"):
+            raise LedgerError(f"the call started {summary.get('started')} has landed already: {page}")
     stem, gpu = page_stem(summary, runs)
     new, total = land_records(files_at / "records.tar.gz", records)
     files = land_files(files_at, runs / stem)

@@ -297,6 +297,8 @@ def test_landing_a_fake_call(tmp_path):
     assert "    # 2026-11-30_h200_call2: the job's own run by the ledger\n    measured_s: 81\n" in text
     assert "an old comment" not in text and "overhead_measured_s: 25" in text
     assert "    # 2026-11-30_h200_call2: 2 ledger call(s) in all\n    measured_s: 700\n" in text  # the agent's calls
+    with pytest.raises(ledger.LedgerError, match="has landed already: .*2026-11-30_h200_call2.md"):
+        ledger_land.land(files_at, path, records, runs, state, tmp_path / "no-mkdocs.yml")  # no rows twice
     with pytest.raises(ledger.LedgerError, match="no ledger.json"):
         ledger_land.land(tmp_path, path, records, runs, state, tmp_path / "no-mkdocs.yml")
 
