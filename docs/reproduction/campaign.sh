@@ -55,8 +55,10 @@ part() {
         a=dqn; [ "$e" = pendulum ] && a=sac
         sweep ptq_robust "algo=$a" "env=$e" "train.robust=$r"
       done; done ;;
+    formats)                                                    # FP8, MX, NVFP4, NF4 beside int4/6/8, one task at a time
+      for e in cartpole pendulum acrobot mountaincar_continuous box2d/lunarlander; do sweep ptq_formats "env=$e"; done ;;
     *) echo "unknown part $1: choose ptq_table, sweet_spot, qat, atari_hub, actorq_wide, d4pg, d4pg_cpu, actorq_gym," \
-            "extensions, published, robust" >&2; exit 2 ;;
+            "extensions, published, robust, formats" >&2; exit 2 ;;
   esac
 }
 

@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SHOWN = ("algo", "env", "quant", "quant.bits", "seed")
-
 
 def jobs(overrides: Sequence[Override]) -> list[list[str]]:
     """The override list of each job of a sweep, as Hydra's basic sweeper forms them: the cartesian
@@ -89,6 +87,17 @@ def _state(cfg: Any, store: Store | None) -> tuple[str, str]:
     except IncompatibleCell as exc:
         return "n/a", str(exc)
     return (store.status(cell_key(cfg)) if store is not None else None) or "to run", ""
+
+
+def _used_bits(cfg: Any) -> int:
+    """The weight bits the cell runs and records (fp16's 16, a format's elements'), as its record says."""
+    from quarl.config import method_registry
+
+    try:
+        used = method_registry.of(cfg).used_bits(cfg.quant)
+    except QuarlError:  # an unknown method: the row is invalid, and says why
+        used = None
+    return int(cfg.quant.bits if used is None else used)
 
 
 def _set_values(overrides: list[Override], cfg: DictConfig) -> bool:
@@ -269,7 +278,8 @@ def plan(conf_dir: Path, args: list[str], store_path: Path | None = None) -> pd.
                 "algo": cfg.algo.name,
                 "env": cfg.env.name,
                 "quant": cfg.quant.method,
-                "quant.bits": cfg.quant.bits,
+                "quant.bits": _used_bits(cfg),
+                "quant.format": cfg.quant.get("format") or "int",
                 "seed": cfg.seed,
                 "state": state,
                 "cell_key": cell_key(cfg),

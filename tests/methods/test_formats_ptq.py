@@ -58,7 +58,10 @@ def test_a_format_implies_its_bits_and_a_block_format_ignores_granularity():
         (["quant.format=mxfp4", "quant.bits=6"], "quant.bits=6 disagrees with quant.format=mxfp4, which implies 4-bit"),
         (["quant.format=nf4", "quant.bits=8"], "quant.bits=8 disagrees with quant.format=nf4, which implies 4-bit"),
         (["quant.format=fp4"], "quant.format=fp4 is not allowed: choose one of int, fp8_e4m3,"),
-        (["quant.format=mxfp4", "quant.act_bits=8"], "activation formats are not supported yet"),
+        (["quant.format=mxfp4", "quant.act_bits=8"], "quant.format=mxfp4 takes no integer activations or inputs"),
+        (["quant.act_format=mxfp4", "quant.act_bits=8"], "quant.act_format=mxfp4 and quant.act_bits=8 both quantize"),
+        (["quant.input_format=fp16"], "quant.input_format=fp16 is not allowed: choose one of fp8_e4m3,"),
+        (["quant.act_format=nf4", "quant.backend=auto"], "cannot run quant.act_format=nf4: no executing backend"),
         (["quant.format=fp8_e4m3", "quant.backend=auto"], "no executing backend runs these formats yet"),
     ],
 )
@@ -129,9 +132,9 @@ def test_a_format_record_is_not_exported_as_an_integer_policy(scratch, shared_po
     _cells(scratch, shared_policies, "mxfp4")
     refused = quarl_cli(scratch, "export", "quant=ptq", "quant.format=mxfp4", "--out", "p.onnx")
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
-    assert "quant.format=mxfp4, which no export format writes yet: add --precision" in refused.stderr
+    assert "runs in quant.format=mxfp4, which no export format writes yet: add --precision" in refused.stderr
     assert not (scratch / "p.onnx").exists()
     done = quarl_cli(scratch, "export", "quant=ptq", "quant.format=mxfp4", "--precision", "fp32", "--out", "p.onnx")
     assert done.returncode == 0, done.stderr
-    assert "exports this record's fp32 policy at fp32, not its quant.format=mxfp4 weights" in done.stderr
+    assert "exports this record's fp32 policy at fp32, not in quant.format=mxfp4" in done.stderr
     assert (scratch / "p.onnx").is_file()

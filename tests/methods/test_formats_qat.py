@@ -83,7 +83,7 @@ def test_each_format_trains_a_policy_of_its_own():
     [
         (["quant.format=mxfp4", "quant.bits=6"], "quant.bits=6 disagrees with quant.format=mxfp4, which implies 4-bit"),
         (["quant.format=fp4"], "quant.format=fp4 is not allowed: choose one of int, fp8_e4m3,"),
-        (["quant.format=mxfp4", "quant.act_bits=8"], "quant.format=mxfp4 quantizes weights only: activation formats"),
+        (["quant.format=mxfp4", "quant.act_bits=8"], "quant.format=mxfp4 takes no integer activations or inputs"),
         (["quant.format=fp8_e4m3", "quant.backend=auto"], "no executing backend runs these formats yet"),
         (["quant.format=nvfp4", "+quant.layer_bits={a: 4}"], "quant.layer_bits is not a setting of quant=qat"),
         (["quant.format=nf4", "quant.freeze_after=200"], "quant.freeze_after freezes integer ranges, which quant.f"),

@@ -87,7 +87,7 @@ def test_quantized_activations_act_in_predict_and_in_the_acting_network(dqn):
     ranges = {names[0]: (-2.0, 2.0), names[1]: (0.0, 1.0), names[2]: (0.0, 0.5)}
     obs = np.random.default_rng(0).uniform(-2.5, 2.5, size=(64, 4)).astype(np.float32)
     layers = [layer for layer in inference_layers(model).values()]
-    quantize_activations(model, ranges, act_bits=3, input_bits=4)
+    quantize_activations(model, ranges, act=3, inputs=4)
 
     def fq(x, lo, hi, bits):  # by hand: affine, zero point on the grid, in float32 as the module computes
         scale = torch.tensor((hi - lo) / (2**bits - 1), dtype=torch.float32)

@@ -57,6 +57,9 @@ def record_precision(method: str, bits: int) -> tuple[str, Optional[str]]:
     )
 
 
+FORMAT_KEYS = ("format", "act_format", "input_format")  # PTQ's number formats of weights, activations, input
+
+
 def export_precision(cfg: Any, format: str, requested: Optional[str], bits: int) -> str:
     """The precision `quarl export` writes a record's policy at (`requested`, else its own
     `record_precision`, with a warning where the file cannot hold that width); refused at once
@@ -67,19 +70,17 @@ def export_precision(cfg: Any, format: str, requested: Optional[str], bits: int)
             f"--format {format} runs MLP policies only, and this record's env={cfg.env.name} gives images to a CNN "
             "policy: export it with --format onnx."
         )
-    number_format = str(cfg.quant.get("format", "int") or "int")
-    if number_format != "int":  # no exporter writes a block or FP8 format's weights yet
+    in_formats = [  # no exporter writes a block or FP8 format's tensors yet
+        f"quant.{key}={cfg.quant[key]}" for key in FORMAT_KEYS if cfg.quant.get(key) not in (None, "int")
+    ]
+    if in_formats:
+        said = " and ".join(in_formats)
         if requested is None:
             raise QuarlError(
-                f"This record's weights are quant.format={number_format}, which no export format writes yet: "
+                f"This record's policy runs in {said}, which no export format writes yet: "
                 "add --precision (fp32, int8, int4 or int2) to export its fp32 policy at that precision instead."
             )
-        log.warning(
-            "--precision %s exports this record's fp32 policy at %s, not its quant.format=%s weights.",
-            requested,
-            requested,
-            number_format,
-        )
+        log.warning("--precision %s exports this record's fp32 policy at %s, not in %s.", requested, requested, said)
     if requested is not None:
         width = int(requested.removeprefix("int")) if requested.startswith("int") else 32
         if format != "onnx" and method_registry.of(cfg).integer and width < bits:  # ONNX's own export says so itself

@@ -113,7 +113,8 @@ class GreedyActor:
         model: an SB3 model (DQN, A2C, PPO, DDPG, TD3, SAC): fp32, PTQ (fake-quantized in place) or
             QAT (its fake-quant layers are folded into the copy the actor runs).
         obs_transform: the policy's observation normalisation (`CachedPolicy.obs_transform()`), or None.
-        engine: "auto" (ONNX Runtime for discrete actions, torch for continuous ones), "onnx" or "torch".
+        engine: "auto" (ONNX Runtime for discrete actions, torch for continuous ones and for a network
+            holding a module with `onnx_exportable = False`), "onnx" or "torch".
 
     Raises:
         QuarlError: a policy the acting network does not cover (dict observations, multi-discrete
@@ -128,8 +129,9 @@ class GreedyActor:
             raise QuarlError("Normalised image observations are evaluated with predict.")
         self.net, self.transform, self.dtype = net, obs_transform, net.obs_dtype
         example = np.zeros((1, *net.obs_shape), dtype=net.obs_dtype)
-        if engine == "auto":
-            engine = "onnx" if net.action_kind == "discrete" else "torch"
+        if engine == "auto":  # a module that says it does not export (a number format's rounding) runs in torch
+            exportable = all(getattr(m, "onnx_exportable", True) for m in net.modules())
+            engine = "onnx" if net.action_kind == "discrete" and exportable else "torch"
         self.engine = engine
         self._run: Callable[[np.ndarray], np.ndarray] = _TorchSteps(net)
         if engine == "onnx":

@@ -6,7 +6,7 @@ only where weights are."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from omegaconf import DictConfig
 
@@ -36,10 +36,11 @@ FORMAT_BITS = {
     "nvfp4": 4,
     "nf4": 4,
 }
+Precision = Union[int, str]  # activations' or inputs' integer bits (32: fp32), or a number format's name
 DEFAULT_BITS = 8  # QuantConfig.bits: the value quant.bits has where the user did not set it
 #: PTQ's activation settings with their defaults (fp32 activations and input)
 PTQ_ACTIVATIONS = {"act_bits": 32, "input_bits": 32}
-#: what a format cell's key leaves out: a format has no integer scheme, and quantizes weights only
+#: what a format cell's key leaves out: a format has no integer scheme, and no integer activations or inputs
 NOT_IN_A_FORMAT = ("scheme", "act_bits", "input_bits")
 
 
@@ -89,9 +90,10 @@ def check_format(quant: DictConfig, activations: Mapping[str, int] = PTQ_ACTIVAT
         )
     if any(_set_apart(quant, key, 32, default) for key, default in activations.items()):
         keys = " and ".join(f"quant.{key}" for key in activations)
+        also = " (quant.act_format / quant.input_format put them in a number format)" if "act_format" in quant else ""
         raise QuarlError(
-            f"quant.format={name} quantizes weights only: activation formats are not supported yet "
-            f"(leave {keys} out or at 32, or use quant.format=int)."
+            f"quant.format={name} takes no integer activations or inputs: leave {keys} out or at 32{also}, "
+            "or use quant.format=int."
         )
     if quant.backend != "fake":
         raise QuarlError(
@@ -103,6 +105,31 @@ def check_format(quant: DictConfig, activations: Mapping[str, int] = PTQ_ACTIVAT
             f"quant.layer_bits sets integer bits per layer, which quant.format={name} does not take: "
             "leave quant.layer_bits null (every layer in the format), or use quant.format=int."
         )
+
+
+def check_activation_formats(quant: DictConfig) -> None:
+    """Refuse a PTQ cell's quant.act_format / quant.input_format it cannot run, in one sentence."""
+    for key, bits_key in (("act_format", "act_bits"), ("input_format", "input_bits")):
+        name = quant.get(key)
+        if name is None:
+            continue
+        one_of(f"quant.{key}", name, tuple(FORMAT_BITS))
+        if quant[bits_key] != 32:
+            raise QuarlError(
+                f"quant.{key}={name} and quant.{bits_key}={quant[bits_key]} both quantize the same tensors: "
+                f"give one of them (quant.{bits_key}=32 with a format)."
+            )
+        if quant.backend != "fake":
+            raise QuarlError(
+                f"quant.backend={quant.backend} cannot run quant.{key}={name}: no executing backend runs number "
+                "formats yet, so use quant.backend=fake (quantize-dequantize)."
+            )
+
+
+def calibrated(precisions: tuple[Precision, ...]) -> bool:
+    """Whether activations or inputs at these precisions need calibrated ranges: integers below 32
+    bits and FP8 formats (a static scale) do; block formats scale from each input."""
+    return any(p != 32 and (isinstance(p, int) or p.startswith("fp8_")) for p in precisions)
 
 
 def format_spec(spec: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from quarl.config.method_registry import Calibrate, QuantConfig, one_of
 from quarl.errors import QuarlError
 from quarl.methods import _formats
+from quarl.methods._formats import Precision
 from quarl.methods._integer import check_integer_weights
 
 if TYPE_CHECKING:
@@ -35,14 +36,27 @@ class PTQConfig(QuantConfig):
     min_elements: int = 0
     # int (the integer quantizer above), or a number format of quarl.quantize.formats (docs/formats.md):
     # fp8_e4m3, fp8_e5m2, mxfp8_e4m3, mxfp8_e5m2, mxfp6_e3m2, mxfp6_e2m3, mxfp4, mxint8, nvfp4, nf4;
-    # a format implies quant.bits, takes quant.granularity where it is FP8, and quantizes weights only
+    # a format implies quant.bits and takes quant.granularity where it is FP8; act_format and input_format below put
+    # activations and the input in a format
     format: str = "int"
+    # activations (every layer's input but the first's) and the input in a number format instead of
+    # act_bits / input_bits: FP8 on the calibrated range, block formats scaled from each input (null: as those say)
+    act_format: Optional[str] = None
+    input_format: Optional[str] = None
 
 
 #: keys added after PTQ records existed: part of a cell key only away from these values, so every
 #: earlier PTQ cell keeps its key (activations and inputs unquantized, no per-layer weight bits).
-OPTIONAL: dict[str, Any] = {"act_bits": 32, "input_bits": 32, "layer_bits": None, "min_elements": 0, "format": "int"}
-#: part of a cell key only where activations or inputs are quantized (they set those ranges)
+OPTIONAL: dict[str, Any] = {
+    "act_bits": 32,
+    "input_bits": 32,
+    "layer_bits": None,
+    "min_elements": 0,
+    "format": "int",
+    "act_format": None,
+    "input_format": None,
+}
+#: part of a cell key only where a calibrated range is used (integer or FP8 activations or inputs)
 CALIBRATION_KEYS = ("calibration", "calibration_episodes")
 
 
@@ -52,6 +66,13 @@ def activation_bits(quant: Any) -> tuple[int, int]:
     if "input_bits" not in quant:
         return 32, 32
     return int(quant.act_bits), int(quant.input_bits)
+
+
+def activation_precisions(quant: Any) -> tuple[Precision, Precision]:
+    """(activations, input) as a PTQ config quantizes them: a number format's name where
+    quant.act_format / quant.input_format give one, else the integer bits (32: fp32)."""
+    act_bits, input_bits = activation_bits(quant)
+    return quant.get("act_format") or act_bits, quant.get("input_format") or input_bits
 
 
 class PTQ(_formats.FormatWeights):
@@ -73,7 +94,7 @@ class PTQ(_formats.FormatWeights):
         for key, default in OPTIONAL.items():
             if spec.get(key, default) == default:
                 spec.pop(key, None)
-        if "act_bits" not in spec and "input_bits" not in spec:
+        if not _formats.calibrated(activation_precisions(cfg.quant)):
             for key in CALIBRATION_KEYS:
                 spec.pop(key, None)
         return _formats.format_spec(spec)
@@ -81,9 +102,8 @@ class PTQ(_formats.FormatWeights):
     def describe(self, quant: DictConfig) -> str:
         """'ptq 4-bit affine per_tensor', then what else this cell quantizes: activations, input, layers."""
         parts = [super().describe(quant)]  # 'ptq mxfp4', 'ptq fp8_e4m3 per_channel' in a format
-        act_bits, input_bits = activation_bits(quant)
-        parts += [f"activations {act_bits}-bit"] if act_bits != 32 else []
-        parts += [f"input {input_bits}-bit"] if input_bits != 32 else []
+        for role, precision in zip(("activations", "input"), activation_precisions(quant)):
+            parts += [] if precision == 32 else [f"{role} {precision}" + ("-bit" if isinstance(precision, int) else "")]
         if quant.get("layer_bits"):
             parts.append("layers " + ", ".join(f"{name}: {bits}-bit" for name, bits in quant.layer_bits.items()))
         if quant.get("min_elements"):
@@ -99,6 +119,7 @@ class PTQ(_formats.FormatWeights):
             )
         check_integer_weights(q)
         _formats.check_format(q)
+        _formats.check_activation_formats(q)
         for name in ("act_bits", "input_bits"):
             if not (2 <= q[name] <= 16 or q[name] == 32):
                 raise QuarlError(
@@ -154,26 +175,27 @@ class PTQ(_formats.FormatWeights):
         with static ranges `calibrate` (quarl.quantize.calibration.calibrator) measures on the fp32 model."""
         from quarl.quantize.weights import fake_quantize, quantize_weights
 
-        if _formats.format_name(quant) != _formats.INTEGER:  # weights only (check_format)
-            _formats.quantize(model, quant)
-            return
+        precisions = activation_precisions(quant)
         ranges = None
-        if activation_bits(quant) != (32, 32):
+        if _formats.calibrated(precisions):
             if calibrate is None:
                 raise ValueError(
-                    "quant.act_bits / quant.input_bits below 32 need calibrate= (quarl.quantize.calibration.calibrator)"
+                    "integer or FP8 activations and inputs need calibrate= (quarl.quantize.calibration.calibrator)"
                 )
             ranges = calibrate(model)  # on the fp32 weights, before they are quantized
-        quantize_weights(
-            model,
-            quant,
-            lambda t, granularity, bits: fake_quantize(t, bits, quant.scheme, granularity),
-            with_bias=bool(quant.quantize_bias),
-        )
-        if ranges is not None:
+        if _formats.format_name(quant) != _formats.INTEGER:
+            _formats.quantize(model, quant)
+        else:
+            quantize_weights(
+                model,
+                quant,
+                lambda t, granularity, bits: fake_quantize(t, bits, quant.scheme, granularity),
+                with_bias=bool(quant.quantize_bias),
+            )
+        if precisions != (32, 32):
             from quarl.quantize.calibration import quantize_activations
 
-            quantize_activations(model, ranges, *activation_bits(quant))
+            quantize_activations(model, ranges, *precisions)
 
 
 METHODS = (PTQ(),)

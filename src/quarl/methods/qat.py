@@ -102,7 +102,7 @@ class QAT(_formats.FormatWeights):
 
     def prepare(self, cfg: DictConfig) -> None:
         if _formats.implied_bits(cfg.quant):
-            cfg.quant.act_bits = 32  # a format quantizes weights only (check_format): recorded as run
+            cfg.quant.act_bits = 32  # QAT in a format quantizes weights only (check_format): recorded as run
         if cfg.quant.delay is None:
             cfg.quant.delay = delay(cfg)  # recorded as the step it really switched on
         if delay(cfg) >= train_steps(cfg):

@@ -1,10 +1,12 @@
-"""Static fake quantization of activations: a layer's input quantized with a frozen range, the
-form calibrated PTQ and frozen QAT take in an acting network."""
+"""Fake quantization of activations: a layer's input quantized with a frozen range, the form
+calibrated PTQ and frozen QAT take in an acting network, or in a number format."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn as nn
+
+from quarl.quantize import formats
 
 
 class ActivationFakeQuant(nn.Module):
@@ -33,3 +35,29 @@ class ActivationFakeQuant(nn.Module):
             f"scale={self.scale.item():.6g}, zero_point={int(self.zero_point)}, "
             f"range=[{int(self.qmin)}, {int(self.qmax)}]"
         )
+
+
+class FormatFakeQuant(nn.Module):
+    """A layer's input in a number format (`quant.act_format`, `quant.input_format`; docs/formats.md):
+    FP8 with a static per-tensor scale from its calibrated range [lo, hi], a block format (MX, NVFP4,
+    NF4) with its scales computed from each input, block by block along a sample's features, as MX
+    hardware scales activations. It keeps the layer, role and range for the record."""
+
+    onnx_exportable = False  # its rounding (torch.frexp) has no ONNX operator: evaluated in torch
+
+    def __init__(self, layer: str, number_format: str, role: str, lo: float | None, hi: float | None) -> None:
+        super().__init__()
+        self.fmt = formats.get(number_format)
+        self.layer, self.role, self.number_format = layer, role, number_format
+        self.lo = self.hi = self.amax = None
+        if self.fmt.rule == "fp8":
+            if lo is None or hi is None:
+                raise ValueError(f"{number_format} activations need a calibrated range (lo, hi)")
+            self.lo, self.hi = float(lo), float(hi)
+            self.amax = max(abs(self.lo), abs(self.hi))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fmt.fake_quantize_activation(x, self.amax)
+
+    def extra_repr(self) -> str:
+        return f"{self.number_format}" + ("" if self.amax is None else f", amax={self.amax:.6g}")

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Union
 
 import numpy as np
 import torch
 import torch.nn as nn
 from stable_baselines3.common.base_class import BaseAlgorithm
 
-from quarl.quantize.activations import ActivationFakeQuant
+from quarl.quantize.activations import ActivationFakeQuant, FormatFakeQuant
 from quarl.quantize.layers import replace_submodule
 from quarl.quantize.weights import inference_layers, qparams
 from quarl.rl.envs import make_env
@@ -155,17 +155,27 @@ class CalibratedFakeQuant(ActivationFakeQuant):
         self.layer, self.lo, self.hi, self.bits, self.role = layer, float(lo), float(hi), int(bits), role
 
 
-def quantize_activations(model: BaseAlgorithm, ranges: Ranges, act_bits: int, input_bits: int) -> None:
-    """Put a CalibratedFakeQuant before every inference layer of `model`, in place: the first layer's
-    input at `input_bits`, every other layer's at `act_bits` (32: left alone)."""
+Precision = Union[int, str]  # an integer width (32: left alone), or a number format's name
+
+
+def quantize_activations(model: BaseAlgorithm, ranges: Optional[Ranges], act: Precision, inputs: Precision) -> None:
+    """Put a fake quantizer before every inference layer of `model`, in place: the first layer's
+    input at `inputs`, every other layer's at `act`. An integer width gets a CalibratedFakeQuant, a
+    number format a FormatFakeQuant (FP8 on its calibrated range, a block format scaled from each input)."""
     layers = list(inference_layers(model).items())
     for index, (name, layer) in enumerate(layers):
-        bits = input_bits if index == 0 else act_bits
-        if bits == 32:
+        precision = inputs if index == 0 else act
+        if precision == 32:
             continue
-        lo, hi = ranges[name]
+        lo, hi = ranges[name] if ranges is not None and name in ranges else (None, None)
         role = INPUT if index == 0 else "activation"
-        replace_submodule(model.policy, name, nn.Sequential(CalibratedFakeQuant(name, lo, hi, bits, role), layer))
+        quant: nn.Module
+        if isinstance(precision, str):
+            quant = FormatFakeQuant(name, precision, role, lo, hi)
+        else:
+            assert lo is not None and hi is not None, f"integer activations of {name} need calibrated ranges"
+            quant = CalibratedFakeQuant(name, lo, hi, precision, role)
+        replace_submodule(model.policy, name, nn.Sequential(quant, layer))
 
 
 def calibrator(cfg: Any, policy: Any) -> Callable[[BaseAlgorithm], Ranges]:
@@ -182,10 +192,12 @@ def calibrator(cfg: Any, policy: Any) -> Callable[[BaseAlgorithm], Ranges]:
 
 def record_fields(model: BaseAlgorithm) -> dict[str, Any]:
     """The record's `act_ranges` (JSON: per quantized layer input, keyed by the layer, its role
-    "input" or "activation", bits and range lo/hi) for a model `quantize_activations` quantized;
-    {} for any other model."""
-    quants = [m for m in model.policy.modules() if isinstance(m, CalibratedFakeQuant)]
-    if not quants:
-        return {}
-    ranges = {q.layer: {"role": q.role, "bits": q.bits, "lo": q.lo, "hi": q.hi} for q in quants}
-    return {"act_ranges": json.dumps(ranges, sort_keys=True)}
+    "input" or "activation", and its bits and range lo/hi, or its number format and, for FP8, its
+    range) for a model `quantize_activations` quantized; {} for any other model."""
+    ranges: dict[str, dict[str, Any]] = {}
+    for q in model.policy.modules():
+        if isinstance(q, CalibratedFakeQuant):
+            ranges[q.layer] = {"role": q.role, "bits": q.bits, "lo": q.lo, "hi": q.hi}
+        elif isinstance(q, FormatFakeQuant):
+            ranges[q.layer] = {"role": q.role, "format": q.number_format, "lo": q.lo, "hi": q.hi}
+    return {"act_ranges": json.dumps(ranges, sort_keys=True)} if ranges else {}

@@ -30,6 +30,7 @@ from quarl.report import (
     deployment,
     extensions,
     facts,
+    formats,
     mixed_precision,
     ptq_table,
     published_conditions,
@@ -84,6 +85,7 @@ SECTIONS = [
             extensions.extensions_section(i.runs) + "\n\n" + extensions.extensions_left(i.sweeps, i.runs),
         ),
     ),
+    Section("the number formats", formats.section),
     Section(
         "the published conditions",
         lambda i: _headed(

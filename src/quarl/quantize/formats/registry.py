@@ -84,6 +84,19 @@ class Format:
         quantized = values.reshape(weight.shape).to(weight.dtype)
         return quantized + (weight - weight.detach()) if weight.requires_grad else quantized
 
+    def fake_quantize_activation(self, x: torch.Tensor, amax: Optional[float] = None) -> torch.Tensor:
+        """An activation `x` [batch, features..] in the format: FP8 with the static scale of a
+        calibrated `amax` (per tensor), a block format with scales from `x` itself, blocks along
+        each sample's features (NF4's too: one sample's blocks never mix with another's)."""
+        if self.rule != "fp8":
+            return replace(self, axis="rows").fake_quantize(x)
+        if amax is None:
+            raise ValueError(f"{self.name} activations take a calibrated amax (a static per-tensor scale)")
+        assert isinstance(self.element, FloatElement)
+        values = scaling.static(x.detach().to(torch.float64), self.element, amax).dequantize()
+        quantized = values.to(x.dtype)
+        return quantized + (x - x.detach()) if x.requires_grad else quantized
+
 
 def _fp8(name: str, element: FloatElement) -> Format:
     return Format(name, element, "fp8", "per_tensor", "fp32", 32, summary=f"OCP FP8 {element.name.upper()}, fp32 scale")

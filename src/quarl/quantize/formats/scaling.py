@@ -51,6 +51,13 @@ def by_amax(matrix: torch.Tensor, element: FloatElement) -> Parts:
     return Parts(elements, _nan_where_nonfinite(scale, amax), _one(matrix))
 
 
+def static(values: torch.Tensor, element: FloatElement, amax: float) -> Parts:
+    """FP8 with one fixed fp32 scale, amax / element.max (a calibrated range's; 1 where amax is 0):
+    values past amax saturate to the element's max."""
+    scale = fp32(torch.tensor(amax / element.max if amax > 0 else 1.0, dtype=values.dtype, device=values.device))
+    return Parts(element.round(values / scale), scale, _one(values))
+
+
 def shared_exponents(amax: torch.Tensor, element: Element) -> torch.Tensor:
     """OCP MX v1.0 section 6.3: floor(log2(amax)) - emax_elem, clamped to E8M0's exponents; an
     all-zero block (log2 0 = -inf) gets the smallest, 2^-127."""

@@ -1,0 +1,61 @@
+"""The report's number-format section from records written by hand: each format beside the integer
+at the nearest bits per weight, format - integer paired by seed, Holm's correction over the section,
+and records of formats and integers from different sweeps read together (a store that mixes them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from quarl.report import build, formats
+from quarl.report.campaign import Inputs
+from quarl.store.record_files import write_json
+from tests.records import record
+
+SWEEPS = Path(formats.facts.SWEEPS)
+CARTPOLE = {"env.return_scale": 500.0, "env.kwargs.max_episode_steps": 500}
+
+
+def _cell(seed: int, reward: float, bits: int, sweep: str, **config) -> dict:
+    rec = record("ppo", "cartpole", bits=bits, seed=seed, reward=reward, fp32=500.0, scheme="quarl_code",
+                 config={**CARTPOLE, **config}, run={"run_dir": f"outputs/{sweep}/algo=ppo,+sweep={sweep},seed={seed}"})
+    return rec
+
+
+def _records(folder: Path) -> None:
+    """ptq_classic's fp32 and int4/6/8 cells (no quant.format key: written before formats), and
+    ptq_formats' mxfp4 (4.35 bits per weight: nearest int4) and fp8_e4m3 (8.02: int8) cells."""
+    records = []
+    for seed in range(5):
+        for bits, reward in ((32, 500.0), (4, 200.0 + 10 * seed), (6, 480.0), (8, 500.0)):
+            records.append(_cell(seed, reward, bits, "ptq_classic"))
+        records.append(_cell(seed, 400.0 + 12 * seed, 4, "ptq_formats", **{"quant.format": "mxfp4"}))
+        records[-1]["run"]["bits_per_weight"] = 4.35
+        records.append(_cell(seed, 500.0 - seed % 2, 8, "ptq_formats", **{"quant.format": "fp8_e4m3"}))
+        records[-1]["run"]["bits_per_weight"] = 8.02
+    for rec in records:
+        write_json(rec, folder / build.record_name(rec))
+
+
+def test_each_format_is_paired_with_the_integer_nearest_its_bits_per_weight(tmp_path: Path):
+    _records(tmp_path / "records")
+    inputs = Inputs.read(tmp_path / "records", tmp_path, SWEEPS, figures=True)
+    ints, names = formats.options(SWEEPS)
+    assert ints == [4, 6, 8] and names[0] == "fp8_e4m3" and "nf4" in names
+    ((series, env),) = formats.pairs(inputs.runs)
+    rows = {r.label: r for r in formats.table(inputs.runs, series, env, ints, names)}
+    assert list(rows) == ["fp32", "int4", "int6", "int8", "fp8_e4m3", "mxfp4"]
+    assert rows["mxfp4"].compared == "int4" and rows["fp8_e4m3"].compared == "int8"
+    assert rows["mxfp4"].diffs.tolist() == [200.0, 202.0, 204.0, 206.0, 208.0]  # paired seed by seed
+    assert rows["mxfp4"].family == "MX float" and rows["fp8_e4m3"].family == "FP8"
+    text = formats.section(inputs)
+    assert "`mxfp4` | MX float | 4.35 |" in text and "4 (nominal)" in text
+    assert "mxfp4 higher (paired interval above 0 after Holm's correction) (family of 2)" in text
+    assert "equivalent within ±25 (TOST" in text  # fp8_e4m3 - int8: within 5% of 500
+    assert (tmp_path / formats.FIGURES / formats.FIGURE).is_file()
+
+
+def test_a_store_without_format_records_says_not_run_yet(tmp_path: Path):
+    rec = _cell(0, 500.0, 32, "ptq_classic")
+    write_json(rec, tmp_path / "records" / build.record_name(rec))
+    inputs = Inputs.read(tmp_path / "records", tmp_path, SWEEPS, figures=False)
+    assert formats.section(inputs).endswith("Not run yet.")
