@@ -132,6 +132,15 @@ def _check_stop_at_return(out: str, folder: Path) -> None:
     assert (pd.to_numeric(runs.get("train.stop_at_return"), errors="coerce") == 475).any()
 
 
+def _check_format(out: str, folder: Path) -> None:
+    cell = _store(folder).query("`quant.format` == 'mxfp4'")
+    assert len(cell) == 1 and round(float(cell["bits_per_weight"].iloc[0]), 2) == 4.35  # PPO's 64x64 policy
+
+
+def _check_ledger(out: str, folder: Path) -> None:
+    assert out.startswith("| job | cost (s) |") and "| smoke |" in out and "atari-ppo-pong-s0" in out, out[:500]
+
+
 def _check_cfg_job(out: str, folder: Path) -> None:
     assert re.search(r"^algo:$", out, re.MULTILINE) and re.search(r"^  name: dqn$", out, re.MULTILINE), out[:500]
     assert "Recorded" not in out and "Training" not in out  # printed, ran nothing
@@ -165,6 +174,7 @@ STEPS = {
     "python run.py -m +search=width_bits_pareto": Step(
         _check_search, lambda a: [*a, "hydra.sweeper.n_trials=2", "hydra.sweeper.search.seeds=1", *TINY, *NO_CALLBACK]),
     "quarl trials": Step(_check_trials),
+    "python run.py quant.format=mxfp4": Step(_check_format, _tiny),
     "quarl plan +sweep=smoke": Step(_check_plan),
     "quarl status": Step(_check_status),
     "quarl results algo=dqn quant.bits=4": Step(_check_results_dqn_4),
@@ -182,6 +192,7 @@ STEPS = {
     "python run.py train.stop_at_return=475": Step(_check_stop_at_return, _tiny),
     "python run.py algo=dqn train.amp=true train.device=cuda": Step(None, skip=GPU),
     "python benchmarks/bench_actorq_gpu.py": Step(None, skip=GPU),
+    "python benchmarks/device/ledger.py status": Step(_check_ledger),
     "python run.py -m hydra/launcher=slurm hydra.launcher.partition=gpu +sweep=ptq_classic": Step(
         None, skip="needs a SLURM cluster with a gpu partition: tests/test_cluster.py runs this launcher "
                              "on a real single-node cluster"),

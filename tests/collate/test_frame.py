@@ -50,3 +50,20 @@ def test_notebook_keeps_trainings_apart(tmp_path: Path, monkeypatch):
     shown = "".join(str(o.get("data", {}).get("text/markdown", "")) for o in outputs)
     assert "ppo/cartpole holds 2 trainings that differ in train.steps" in text
     assert "### PPO (train.steps=8192)" in shown and "### PPO (train.steps=100000)" in shown
+
+
+def test_a_store_mixing_integer_and_format_records_labels_each_by_what_applies_to_it(tmp_path: Path):
+    """Integer cells (one written before quant.format existed) beside an mxfp4 cell of the same
+    policies: the integers keep their scheme labels, the format is labelled by its format alone (it
+    has no integer scheme), and no mean pools an integer seed with a format one."""
+    from quarl.collate import load
+    from tests.records import record
+
+    records = []
+    for seed in range(2):
+        records.append(record("ppo", "cartpole", bits=4, seed=seed, reward=200.0, scheme="quarl_code"))
+        records.append(record("ppo", "cartpole", bits=4, seed=seed, reward=300.0, config={"quant.format": "int"}))
+        records.append(record("ppo", "cartpole", bits=4, seed=seed, reward=450.0, config={"quant.format": "mxfp4"}))
+    study = load(stored(tmp_path, records))
+    means = study.seeds.groupby("method")["reward"].mean().to_dict()
+    assert means == {"ptq (scheme=quarl_code)": 200.0, "ptq (scheme=affine)": 300.0, "ptq (format=mxfp4)": 450.0}

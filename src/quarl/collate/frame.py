@@ -15,7 +15,7 @@ from quarl.collate import trainings
 from quarl.collate.bounds import ReturnRange, return_range
 from quarl.collate.ptq_keys import effective_quant_columns
 from quarl.collate.trainings import select
-from quarl.config.keys import result_keys
+from quarl.config.keys import result_keys, shown_settings
 from quarl.store.differences import config_keys, value_text
 from quarl.store.flags import FLAGS, flags
 from quarl.store.listing import FIDELITY_COLUMNS
@@ -77,14 +77,15 @@ def _variant_labels(done: pd.DataFrame, notes: Notes) -> pd.Series:
         varying = [k for k in keys if done.loc[rows, k].map(_text).nunique() > 1]
         if not varying:
             continue
-        labels[rows] = done.loc[rows, varying].apply(
-            lambda r, method=method: (
-                f"{method} (" + ", ".join(f"{k.removeprefix('quant.')}={_text(v)}" for k, v in r.items()) + ")"
-            ),
-            axis=1,
-        )
+        labels[rows] = done.loc[rows, varying].apply(lambda r, method=method: _label(method, r), axis=1)
         notes.add(f"{method} records differ in {', '.join(varying)}: each setting is its own method line and table.")
     return labels
+
+
+def _label(method: str, row: pd.Series) -> str:
+    """'ptq (scheme=affine)': the method and the settings of `row` that apply to it (`shown_settings`)."""
+    shown = shown_settings(method, {str(k).removeprefix("quant."): v for k, v in row.items()})
+    return f"{method} (" + ", ".join(f"{k}={_text(v)}" for k, v in shown.items()) + ")" if shown else method
 
 
 def _bits(done: pd.DataFrame) -> pd.Series:

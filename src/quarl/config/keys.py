@@ -55,6 +55,12 @@ def result_keys(method: str) -> tuple[str, ...]:
     return known.result_keys if known is not None else ()
 
 
+def shown_settings(method: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """Of `settings` that tell `method`'s records apart, those that apply to one record (its label)."""
+    known = method_registry.REGISTRY.get(method)
+    return known.shown_settings(settings) if known is not None else settings
+
+
 def quant_spec(cfg: Any) -> dict[str, Any]:
     """The quant settings that change the result."""
     spec = method_registry.of(cfg).spec(cfg)

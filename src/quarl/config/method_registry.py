@@ -87,6 +87,11 @@ class QuantMethod:
         """The quant settings that change the result (part of the cell key)."""
         return {"method": self.name, **{k: cfg.quant[k] for k in self.result_keys if k in cfg.quant}}
 
+    def shown_settings(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """Of the settings that tell this method's records apart in collation (name -> value), those
+        that apply to one record, for its label: all of them by default."""
+        return settings
+
     def describe(self, quant: DictConfig) -> str:
         """How the log names this quantization of a cell."""
         return self.name

@@ -206,6 +206,15 @@ class FormatWeights(IntegerWeights):
             return super().tensor_bytes(t, quant, granularity, bits)
         return 4 * t.numel() if bits == 32 else weight_format(quant, granularity).nbytes(tuple(t.shape))
 
+    def shown_settings(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """An integer record's label leaves quant.format (`int`, or absent in records from before
+        formats) out; a format record's leaves out what its key does (`format_spec`)."""
+        name = settings.get("format")
+        if not isinstance(name, str) or name == INTEGER:
+            return {k: v for k, v in settings.items() if k != "format"}
+        dropped = NOT_IN_A_FORMAT if takes_granularity(name) else (*NOT_IN_A_FORMAT, "granularity")
+        return {k: v for k, v in settings.items() if k not in dropped}
+
     def record_fields(self, model: BaseAlgorithm, quant: DictConfig) -> dict[str, Any]:
         """A number format's bits per quantized weight, its scales counted (docs/formats.md)."""
         if format_name(quant) == INTEGER:
