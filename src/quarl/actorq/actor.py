@@ -81,7 +81,9 @@ class Policy:
     def load(self, version: int, packed: np.ndarray) -> None:
         t0 = time.perf_counter()
         layers = execution.convert(
-            params.unpack(packed, self.spec.layer_shapes, self.spec.comm_bits), self.spec.actor_bits
+            params.unpack(packed, self.spec.layer_shapes, self.spec.comm_bits),
+            self.spec.actor_bits,
+            self.spec.actor_format,
         )
         t1 = time.perf_counter()
         self.executor = execution.build(layers, self.spec.actor_bits, self.spec.squash)

@@ -13,7 +13,6 @@ import torch
 
 from quarl.actorq import execution, params
 from quarl.actorq.actor import scale_action
-from quarl.actorq.constants import PRECISIONS
 from quarl.actorq.d4pg import D4PGLearner
 from quarl.actorq.dqn import DQNLearner
 from quarl.actorq.learner import TrainResult, open_run_curves, train
@@ -92,7 +91,9 @@ def _actor_policy(learner: Any, settings: Settings) -> GreedyPolicy:
     """The learner's final policy as the actors execute it (published at comm_bits, run at actor_bits)."""
     spec = settings.actor
     packed = params.ParameterQuantizer(spec.layer_shapes, spec.comm_bits).pack(learner.policy)
-    layers = execution.convert(params.unpack(packed, spec.layer_shapes, spec.comm_bits), spec.actor_bits)
+    layers = execution.convert(
+        params.unpack(packed, spec.layer_shapes, spec.comm_bits), spec.actor_bits, spec.actor_format
+    )
     return GreedyPolicy(execution.build(layers, spec.actor_bits, spec.squash), settings)
 
 
@@ -156,7 +157,7 @@ def _start(cfg: Any) -> tuple[Settings, Any, torch.device]:
         cfg.algo.name,
         cfg.env.name,
         settings.actors,
-        PRECISIONS[spec.actor_bits],
+        spec.precision,
         settings.backend,
         spec.comm_bits,
         device,
@@ -234,7 +235,7 @@ def _log_summary(
     actor_steps_per_s: float,
 ) -> None:
     """The cell's one-line summary."""
-    precision = PRECISIONS[settings.actor.actor_bits]
+    precision = settings.actor.precision
     log.info(
         "%s/%s ActorQ %s actors: reward %.2f ± %.2f (fp32 learner), %.2f (%s actor policy, action agreement "
         "%.3f) | %d env steps in %.1f s, %.0f actor steps/s, %d learner steps, %d bytes per publish",

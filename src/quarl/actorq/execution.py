@@ -41,9 +41,13 @@ class Executor(Protocol):
     def __call__(self, obs: np.ndarray) -> np.ndarray: ...
 
 
-def convert(layers: list[Layer], bits: int) -> list[Layer]:
+def convert(layers: list[Layer], bits: int, number_format: str | None = None) -> list[Layer]:
     """The layers in the form an executor at `bits` takes: uint8 + scale for 8, float16 for 16,
-    float32 for 32. Layers already in that form are returned as they are (no copy)."""
+    float32 for 32. Layers already in that form are returned as they are (no copy). With
+    `number_format` (`quant.actor_format`), float32 weights rounded to that format (a block's axis:
+    each output's inputs), executed in float32: the format simulated, as PTQ's fake quantization."""
+    if number_format is not None:
+        return [in_format(layer, number_format) for layer in layers]
     out = []
     for layer in layers:
         if bits == 8:
@@ -56,6 +60,15 @@ def convert(layers: list[Layer], bits: int) -> list[Layer]:
                 layer = Layer(dequantize(layer).astype(dtype), layer.b)
         out.append(layer)
     return out
+
+
+def in_format(layer: Layer, number_format: str) -> Layer:
+    """`layer` with its weights rounded to `number_format` (`quarl.quantize.formats`), float32."""
+    from quarl.quantize import formats
+
+    weight = torch.from_numpy(np.ascontiguousarray(dequantize(layer).T))  # [out, in]: blocks along the inputs
+    rounded = formats.get(number_format).fake_quantize(weight).T.contiguous().numpy()
+    return Layer(rounded.astype(np.float32), layer.b.astype(np.float32))
 
 
 def _tensors(layers: list[Layer]) -> dict[str, np.ndarray]:

@@ -24,6 +24,7 @@ from typing import Any, Optional, Protocol
 import numpy as np
 import torch
 
+from quarl.actorq import fidelity
 from quarl.actorq.constants import RETURN_WINDOW
 from quarl.actorq.params import ParameterQuantizer
 from quarl.actorq.replay import Chunk, RateLimiter, Replay
@@ -116,13 +117,15 @@ class TrainResult:
 def open_run_curves(cfg: Any, run_dir: Path) -> Curves:
     """The curve writers of an ActorQ run: CSV in `<run dir>/curves` (quarl.train.curves),
     plus the trackers `train.tracking` turns on, the run named by algo, env, seed and actor precision."""
-    name = f"actorq-{cfg.algo.name}-{cfg.env.name.replace('/', '-')}-seed{cfg.seed}-actor{cfg.quant.actor_bits}"
+    actors = cfg.quant.get("actor_format") or cfg.quant.actor_bits
+    name = f"actorq-{cfg.algo.name}-{cfg.env.name.replace('/', '-')}-seed{cfg.seed}-actor{actors}"
     tags = {
         "algo": cfg.algo.name,
         "env": cfg.env.name,
         "quant": "actorq",
         "seed": str(cfg.seed),
         "actor_bits": str(cfg.quant.actor_bits),
+        **({"actor_format": str(cfg.quant.actor_format)} if cfg.quant.get("actor_format") else {}),
     }
     from omegaconf import OmegaConf
 
@@ -204,10 +207,9 @@ class _Loop:
         self.stop = ""
         self.first_experience_s: Optional[float] = None
         self.start = self.last_progress = time.perf_counter()
-        precision = f"int{spec.actor_bits}" if spec.actor_bits == 8 else f"fp{spec.actor_bits}"
         self.bar = Progress(
             self.budget,
-            f"ActorQ {spec.algo} {precision}",
+            f"ActorQ {spec.algo} {spec.precision}",
             unit="env step",
             interval_s=settings.log_interval_s,
             interactive=progress or None,
@@ -314,9 +316,18 @@ class _Loop:
                     "train/learner_steps": self.learner.updates,
                     "train/replay": len(self.replay),
                     "train/publishes": self.version + 1,
+                    **self.fidelity(),
                 },
                 wall_s=now - self.start,
             )
+
+    def fidelity(self) -> dict[str, float]:
+        """Actors in a number format: how their copy acts beside the learner's (`quarl.actorq.fidelity`)."""
+        spec = self.settings.actor
+        if spec.actor_format is None:
+            return {}
+        obs = fidelity.recent_observations(self.replay.arrays, self.replay.size, self.replay.pos)
+        return fidelity.fidelity(spec, self.quantizer.pack(self.learner.policy), obs)
 
     def close(self) -> None:
         self.bar.close()

@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 import gymnasium as gym
 
+from quarl.actorq.constants import PRECISIONS
 from quarl.config.keys import as_dict, train_steps
 from quarl.errors import QuarlError
 from quarl.rl.envs import make_env
@@ -78,6 +79,12 @@ class ActorSpec:
     eps_initial: float = 1.0  # DQN: epsilon decays linearly from eps_initial ...
     eps_final: float = 0.05  # ... to eps_final ...
     eps_fraction: float = 0.1  # ... over this fraction of the budget
+    actor_format: Optional[str] = None  # quant.actor_format: weights rounded to a number format, run in fp32
+
+    @property
+    def precision(self) -> str:
+        """The actors' precision in words: 'int8', 'fp16', 'fp32' or a number format's name."""
+        return self.actor_format or PRECISIONS[self.actor_bits]
 
     @property
     def squash(self) -> bool:
@@ -172,6 +179,7 @@ def resolve(cfg: Any) -> Settings:
         hidden=tuple(int(h) for h in hidden),
         actor_bits=int(cfg.quant.actor_bits),
         comm_bits=int(a.comm_bits or cfg.quant.actor_bits),
+        actor_format=cfg.quant.get("actor_format"),
         update_period=int(a.update_period),
         chunk_size=int(a.chunk_size),
         n_step=int(n_step),

@@ -69,7 +69,7 @@ def _typed(key: str) -> bool:
     return any(o.split("=", 1)[0].lstrip("+~") == f"quant.{key}" for o in HydraConfig.get().overrides.task)
 
 
-def _set_apart(quant: Any, key: str, wanted: int, default: int) -> bool:
+def set_apart(quant: Any, key: str, wanted: int, default: int) -> bool:
     """Whether quant.`key` is set to other than `wanted`: a value the user typed, or one other than
     the method's `default` (a default stands for what the format implies)."""
     return bool(quant[key] != wanted and (quant[key] != default or _typed(key)))
@@ -83,12 +83,12 @@ def check_format(quant: DictConfig, activations: Mapping[str, int] = PTQ_ACTIVAT
     if name == INTEGER:
         return
     bits = FORMAT_BITS[name]
-    if _set_apart(quant, "bits", bits, DEFAULT_BITS):
+    if set_apart(quant, "bits", bits, DEFAULT_BITS):
         raise QuarlError(
             f"quant.bits={quant.bits} disagrees with quant.format={name}, which implies {bits}-bit weights: "
             f"leave quant.bits out (or set it to {bits})."
         )
-    if any(_set_apart(quant, key, 32, default) for key, default in activations.items()):
+    if any(set_apart(quant, key, 32, default) for key, default in activations.items()):
         keys = " and ".join(f"quant.{key}" for key in activations)
         also = " (quant.act_format / quant.input_format put them in a number format)" if "act_format" in quant else ""
         raise QuarlError(

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
 from quarl.config.method_registry import QuantConfig, QuantMethod, one_of
 from quarl.errors import QuarlError
+from quarl.methods._formats import FORMAT_BITS, set_apart
 
 ALGOS = ("dqn", "d4pg")  # discrete and continuous actions
 BACKENDS = ("local", "ray")
@@ -18,6 +19,7 @@ COMM_BITS = (None, 8, 16, 32)
 #: actorq.* keys added after ActorQ records were written, with their defaults: a cell keeps its key
 #: while they are at them.
 LATER_DEFAULTS: dict[str, Any] = {"time_limit_s": None, "cuda_graph": False}
+FP32 = 32  # a format's actors execute in fp32 (on the format's values)
 NULLABLE = ("n_step", "replay_size", "samples_per_insert", "time_limit_s")  # settings whose null means derived or none
 PLACEMENT = ("pin_actors",)  # where processes run, never what they learn: not part of a key
 
@@ -27,13 +29,16 @@ class ActorQQuantConfig(QuantConfig):
     """The actors' precision (the distributed run's settings are the root `actorq:` group)."""
 
     actor_bits: int = 8  # actors execute the policy in int8 (8), fp16 (16) or fp32 (32)
+    # or with weights in a number format (docs/formats.md: fp8_e4m3, mxfp4, nf4, ...), rounded on receipt and run in
+    # fp32, as PTQ simulates them (null: as actor_bits says)
+    actor_format: Optional[str] = None
 
 
 class ActorQ(QuantMethod):
     name = "actorq"
     config = ActorQQuantConfig
     trains_policy = True
-    result_keys = ("actor_bits",)
+    result_keys = ("actor_bits", "actor_format")
     algos = ALGOS
     own_algos = ("d4pg",)
 
@@ -46,11 +51,27 @@ class ActorQ(QuantMethod):
             for k, v in settings.items()
             if k not in PLACEMENT and not (k in LATER_DEFAULTS and v == LATER_DEFAULTS[k])
         }
-        return {**super().spec(cfg), "actorq": kept}
+        spec = super().spec(cfg)
+        if spec.get("actor_format") is None:  # a key added later: every earlier cell keeps its key
+            spec.pop("actor_format", None)
+        else:
+            spec.pop("actor_bits")  # a format's actors execute in fp32, whatever actor_bits says
+        return {**spec, "actorq": kept}
 
     def used_bits(self, quant: DictConfig) -> int:
-        """The actors' width: the learner trains in fp32, the actors act at quant.actor_bits."""
-        return int(quant.actor_bits)
+        """The actors' width: the learner trains in fp32, the actors act at quant.actor_bits, or on
+        weights of quant.actor_format's element bits."""
+        return FORMAT_BITS[quant.actor_format] if quant.get("actor_format") else int(quant.actor_bits)
+
+    def implies_bits(self, quant: DictConfig) -> bool:
+        return bool(quant.get("actor_format"))
+
+    def describe(self, quant: DictConfig) -> str:
+        return f"actorq {quant.actor_format} actors" if quant.get("actor_format") else self.name
+
+    def prepare(self, cfg: DictConfig) -> None:
+        if cfg.quant.get("actor_format"):
+            cfg.quant.actor_bits = FP32  # recorded as run: the format's values, executed in fp32
 
     def validate(self, cfg: DictConfig) -> None:
         a = cfg.actorq
@@ -91,6 +112,13 @@ class ActorQ(QuantMethod):
                 f"actorq.cuda_graph=true captures DQN's update; algo={cfg.algo.name} updates eagerly: "
                 "use actorq.cuda_graph=false."
             )
+        if cfg.quant.get("actor_format") is not None:
+            one_of("quant.actor_format", cfg.quant.actor_format, tuple(FORMAT_BITS))
+            if set_apart(cfg.quant, "actor_bits", FP32, ActorQQuantConfig.actor_bits):
+                raise QuarlError(
+                    f"quant.actor_bits={cfg.quant.actor_bits} and quant.actor_format={cfg.quant.actor_format} both set "
+                    "the actors' precision: give one of them (a format's actors run its values in fp32)."
+                )
         if cfg.quant.actor_bits not in ACTOR_BITS:
             raise QuarlError(
                 f"quant.actor_bits={cfg.quant.actor_bits} cannot be executed by an actor: use 8 (int8), "
