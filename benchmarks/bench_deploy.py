@@ -44,8 +44,16 @@ cycle) and per multiply-accumulate (every layer's weights), and its actions unde
 integer reference on TARGET_CHECK_STATES states, as an export does. The targets are the registry's
 (`TARGETS`): a target module added there gets its rows here.
 
+Last, the goals of issue 58 in one table (benchmarks/deploy_goals.py): per registered target the int8
+action of the tuned PPO CartPole 64x64 policy in instructions and per MAC beside CMSIS-NN's
+arm_fully_connected_s8 counted on the same harness (benchmarks/deploy_anchors.py), the int4
+Huffman-coded policy against int8 on the Cortex-M4, the host C policy against ONNX Runtime int8, and
+quarl's evaluator against SB3's evaluate_policy; each with its goal and whether it is met. `--quick`
+prints that table alone (a minute or two).
+
 Usage: python benchmarks/bench_deploy.py [--policies DIR] [--episodes 10] [--cnn-episodes 10]
        [--cnn-frames 10000] [--jobs 2] [--no-reward] [--no-edge] [--networks "MLP 3x2048,..."]
+       [--quick] [--cmsis-nn PATH] [--eval-repeats 3]
 """
 
 from __future__ import annotations
@@ -57,6 +65,7 @@ import logging
 import os
 import platform
 import statistics
+import sys
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
@@ -84,6 +93,9 @@ from quarl.quantize.calibration import calibration_seeds
 from quarl.quantize.weights import LAYER_TYPES, fake_quantize
 from quarl.rl.envs import make_env, random_observations
 from quarl.train.cache import obtain
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the goals' modules beside this one
+import deploy_goals  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT.parent / "shared" / "paper" / "deployment_int8.csv"
@@ -469,9 +481,14 @@ def main() -> None:
     parser.add_argument("--no-reward", action="store_true", help="latency and bytes only: train nothing")
     parser.add_argument("--no-edge", action="store_true", help="no full-integer rows (tflite, c)")
     parser.add_argument("--networks", default=",".join([*MLPS, *TUNED, CNN]), help="comma-separated networks")
+    deploy_goals.add_arguments(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     start = time.perf_counter()
+    if args.quick:  # the goals table alone
+        deploy_goals.quick(sys.modules[__name__], args)
+        print(f"\n{time.perf_counter() - start:.0f} s in all")
+        return
 
     names = [n.strip() for n in args.networks.split(",")]
     known = [*MLPS, *TUNED, CNN]
@@ -565,6 +582,7 @@ def main() -> None:
             print(f"- {network}: C policy, {row['policy'].split(', ')[1]}: flash {row['flash bytes']:.0f} B{target}, "
                   f"RAM {row['RAM bytes']:.0f} B, "
                   f"{row['median ms'] * 1e3:.3g} us per action in C{reward}")
+    deploy_goals.run_goals(sys.modules[__name__], table, target_rows, models, args)
     print(f"\n{time.perf_counter() - start:.0f} s in all")
 
 
