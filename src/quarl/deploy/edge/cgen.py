@@ -34,7 +34,7 @@ from typing import Iterable
 
 import numpy as np
 
-from quarl.deploy.edge import c_runtime, ckernel, cpairs, csimd, cstream, huffman
+from quarl.deploy.edge import c_runtime, cavx2, ckernel, cpairs, csimd, cstream, huffman
 from quarl.deploy.edge.csimd import pack_weights as pack_weights  # re-exported
 from quarl.deploy.edge.cstream import half_table as half_table  # re-exported
 from quarl.deploy.edge.fixedpoint import DOUBLE_16X8, SIGMOID_TABLE_UINT16
@@ -202,7 +202,7 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
         f" * fixed-point multiplier and shift ({policy.rounding} rounding). No heap, no libm. */\n",
         f'#include "{name}.h"\n',
         c_runtime.IEEE_ONLY,
-        csimd.PRELUDE + "\n",
+        csimd.PRELUDE + cavx2.PRELUDE + "\n",
         "#define I32_MIN (-2147483647 - 1)\n#define I32_MAX 2147483647\n",
         f"#define ACT_MIN ({policy.input.qmin})\n#define ACT_MAX {policy.input.qmax}\n",
         f"#define ROWS {ckernel.ROWS}\ntypedef {'int16_t' if wide else 'int8_t'} act_t;\n",
@@ -273,7 +273,9 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
     for i, layer in enumerate(layers):
         parts.append(ckernel.output_function(policy, i, layer, folded_bias(layer), coded, coded and not paired))
         function = (
-            cpairs.layer_function(policy, i, layer) if paired else ckernel.layer_function(policy, i, layer, coded)
+            cpairs.layer_function(policy, i, layer)
+            if paired
+            else ckernel.layer_function(policy, i, layer, coded, folded_bias(layer))
         )
         parts.append(function)
     parts.append(_act(policy))

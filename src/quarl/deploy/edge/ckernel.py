@@ -21,13 +21,15 @@ in their order (`ACT(x, i)` is x[i]) and packed 8-bit weights have their own lay
 plain int8 rows, one after another, which `dot4` walks 4 rows at a time, COLS columns an iteration:
 each activation loaded once for the 4 rows, one byte load, multiply and add per weight, int32 sums
 (int64 beside int16 activations) as a 32-bit core adds cheaply. 4-/2-bit codes and Huffman-decoded
-rows keep the SIMD layout, read one weight at a time (`dot_c`)."""
+rows keep the SIMD layout, read one weight at a time (`dot_c`). On a host whose build has AVX2
+(`POLICY_AVX2`), the plain rows' dot products and the SMMULR requantization run 16 columns and 8 outputs
+a step (`cavx2`), the same integers."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from quarl.deploy.edge import csimd, cstream
+from quarl.deploy.edge import cavx2, csimd, cstream
 from quarl.deploy.edge.integer import Dense, IntegerPolicy
 from quarl.errors import QuarlError
 
@@ -239,6 +241,8 @@ def kernels(weight_bits: int, activation_bits: int, plain: bool = False) -> str:
         out.append("typedef uint32_t weight_t;\n#define ROW_N(words, cols) (words)\n")
     if weight_bits == 8 and activation_bits == 8:
         out.append(ASM_DOT4)
+    if plain:
+        out.append(cavx2.helpers(activation_bits))
     for rows in (ROWS, 1):
         guard = "#if POLICY_SIMD"
         if rows == ROWS and weight_bits == 8 and activation_bits == 8:
@@ -248,6 +252,8 @@ def kernels(weight_bits: int, activation_bits: int, plain: bool = False) -> str:
         stores = " ".join(f"s[{k}] = s{k}{shift};" for k in range(rows))
         dots = " ".join(f"s[{k}] = dot_c(w + {k}, {rows}, x, n);" for k in range(rows))
         portable = _row_major(rows) if plain else f"    {dots}\n    return w + {rows} * n;"
+        if plain:  # the host's AVX2 kernel where the build has it (cavx2)
+            portable = f"{cavx2.dot(rows, activation_bits)}\n#else\n{portable}"
         out.append(
             f"""
 /* {rows} row(s) times x: s[0..{rows - 1}]; the weights past them */
@@ -261,7 +267,7 @@ KINLINE static const weight_t *dot{rows}(const weight_t *w, const buf_t *x, int 
     }} while (w != end);
     {stores}{" /* each product carried 2^" + str(scaled) + " */" if scaled else ""}
     return w;
-#else
+#{"elif POLICY_AVX2" if plain else "else"}
 {portable}
 #endif
 }}
@@ -377,8 +383,22 @@ def row_loops(i: int, full: int, rows: int, dot4: str, dot1: str) -> str:
     return (loop4 if full else "") + (loop1 if rows > full else "")
 
 
-def layer_function(policy: IntegerPolicy, i: int, layer: Dense, coded: bool) -> str:
-    """`layer{i}(in, out)`: every output of layer i, ROWS rows a pass, then the rows left one by one."""
+def _vector_loops(policy: IntegerPolicy, i: int, layer: Dense, bias: np.ndarray) -> str:
+    """Layer i's loops on the host's AVX2 path (`cavx2`) where its outputs requantize by SMMULR, else ''."""
+    if not row_major(policy) or not fast_requantization(policy, layer, bias):
+        return ""
+    rows, cols = layer.weight.shape
+    shift, zp = int(layer.shift[0]), int(layer.output.zero_point)
+    mult = str(int(layer.multiplier[0])) if uniform(layer.multiplier) else f"L{i}_M"
+    low = "ACT_MIN" if int(layer.act_min) == -(2 ** (policy.activation_bits - 1)) else str(int(layer.act_min))
+    tanh = layer.tanh_table is not None
+    requantize = cavx2.requantize8(i, rows, shift, zp, mult, low, tanh)
+    return cavx2.layer_loops(i, rows, cols, rows - rows % ROWS, requantize)
+
+
+def layer_function(policy: IntegerPolicy, i: int, layer: Dense, coded: bool, bias: np.ndarray) -> str:
+    """`layer{i}(in, out)`: every output of layer i, ROWS rows a pass, then the rows left one by one
+    (`bias`: the folded bias, which says whether the AVX2 path requantizes 8 outputs a step)."""
     rows, cols = layer.weight.shape
     words = csimd.row_words(cols, 8 if coded else layer.weight_bits)
     full = rows - rows % ROWS
@@ -404,6 +424,9 @@ def layer_function(policy: IntegerPolicy, i: int, layer: Dense, coded: bool) -> 
         decode4 + again + f"        w = dot4(w, in, ROW_N({words}, {cols}), s);",
         decode1 + again + f"        w = dot1(w, in, ROW_N({words}, {cols}), s);",
     )
+    vector = "" if coded else _vector_loops(policy, i, layer, bias)
+    if vector:
+        loops = f"#if POLICY_AVX2\n{vector}#else\n{loops}#endif\n"
     return f"""
 /* layer {i}: {cols} -> {rows} */
 static void layer{i}(const buf_t *in, buf_t *out) {{

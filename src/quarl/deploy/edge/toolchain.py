@@ -13,7 +13,7 @@ from typing import Optional
 
 import numpy as np
 
-from quarl.deploy.edge import targets
+from quarl.deploy.edge import cavx2, targets
 from quarl.deploy.edge.cgen import header, source
 from quarl.deploy.edge.integer import IntegerPolicy
 from quarl.deploy.edge.tools import locate, run
@@ -54,6 +54,18 @@ void policy_act_many(const float *obs, long n, POLICY_ACTION_T *actions) {
         policy_act(obs + k * POLICY_OBS_DIM, actions + k * POLICY_ACTION_DIM);
     }
 }
+
+/* the batch-1 path: the actions as numpy returns them (a discrete action as int64), no conversion in Python */
+void policy_act_one(const float *obs, void *out);
+void policy_act_one(const float *obs, void *out) {
+#if POLICY_DISCRETE
+    POLICY_ACTION_T action[POLICY_ACTION_DIM];
+    policy_act(obs, action);
+    *(int64_t *)out = (int64_t)action[0];
+#else
+    policy_act(obs, (POLICY_ACTION_T *)out);
+#endif
+}
 """
 
 
@@ -90,19 +102,22 @@ class CPolicy:
     """The C policy compiled by the host compiler into a shared library, called through ctypes.
 
     `act(obs)` takes a batch of raw observations and returns actions shaped like
-    `IntegerPolicy.act`'s; `act_one(obs)` calls `policy_act` once (the batch-1 path).
+    `IntegerPolicy.act`'s; `act_one(obs)` calls `policy_act` once (the batch-1 path). `vector`: the
+    AVX2 kernels (`cavx2`: -mavx2), or the portable C; by default AVX2 where the compiler and CPU have it.
     """
 
-    def __init__(self, policy: IntegerPolicy, folder: Optional[Path] = None) -> None:
+    def __init__(self, policy: IntegerPolicy, folder: Optional[Path] = None, vector: Optional[bool] = None) -> None:
         self.policy = policy
         self._tmp = None if folder is not None else tempfile.TemporaryDirectory(prefix="quarl-c-")
         self.folder = Path(folder if folder is not None else self._tmp.name)  # type: ignore[union-attr]
         cc = tool("cc")
+        self.vector = cavx2.host_vector(cc) if vector is None else vector
         _, c = write_sources(policy, self.folder)
         (self.folder / "harness.c").write_text(HARNESS)
         lib = self.folder / "libpolicy.so"
+        flags = [*HOST_FLAGS, *(cavx2.FLAGS if self.vector else [])]
         run(
-            [cc, *HOST_FLAGS, "-fPIC", "-shared", c.name, "harness.c", "-o", lib.name],
+            [cc, *flags, "-fPIC", "-shared", c.name, "harness.c", "-o", lib.name],
             self.folder,
             "Compiling the C policy",
         )
@@ -118,8 +133,15 @@ class CPolicy:
         self.lib.policy_act_many.restype = None
         self.lib.policy_ns_per_call.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_long]
         self.lib.policy_ns_per_call.restype = ctypes.c_double
-        self._one_out = np.zeros(self.action_dim, dtype=self._dtype)
-        self._one_out_address = self._one_out.ctypes.data
+        self.lib.policy_act_one.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self.lib.policy_act_one.restype = None
+        # the batch-1 path's buffers, their addresses converted once (numpy's .ctypes costs more than the C)
+        self._one_in = np.zeros((1, *policy.obs_shape), dtype=np.float32)
+        self._one_out = np.zeros(
+            (1, *(() if self.discrete else policy.action_shape)), dtype=np.int64 if self.discrete else np.float32
+        )
+        self._one_args = (ctypes.c_void_p(self._one_in.ctypes.data), ctypes.c_void_p(self._one_out.ctypes.data))
+        self._act_one = self.lib.policy_act_one
 
     def _shape(self, out: np.ndarray, n: int) -> np.ndarray:
         if self.discrete:
@@ -129,18 +151,16 @@ class CPolicy:
     def act(self, obs: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(self.policy.batch(obs), dtype=np.float32)
         if len(x) == 1:
-            return self.act_one(x)
+            return self.act_one(x.reshape(self._one_in.shape))
         out = np.empty((len(x), self.action_dim), dtype=self._dtype)
         self.lib.policy_act_many(x.ctypes.data, len(x), out.ctypes.data)
         return self._shape(out, len(x))
 
     def act_one(self, obs: np.ndarray) -> np.ndarray:
         """One `policy_act` call (the batch-1 path: `obs` is one observation, or a batch of one)."""
-        x = np.ascontiguousarray(obs, dtype=np.float32)
-        self.lib.policy_act(x.ctypes.data, self._one_out_address)
-        if self.discrete:
-            return np.array([self._one_out[0]], dtype=np.int64)
-        return self._one_out.reshape((1, *self.policy.action_shape)).copy()
+        self._one_in[...] = obs  # as float32, where the C reads it
+        self._act_one(*self._one_args)
+        return self._one_out.copy()
 
     def native_ns(self, obs: np.ndarray, repeats: int = 20) -> float:
         """ns per `policy_act` call over `obs` (one observation per call), timed in C."""
