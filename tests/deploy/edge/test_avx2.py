@@ -1,7 +1,7 @@
 """The C policy's host AVX2 path (`quarl.deploy.edge.cavx2`): the AVX2 build bit for bit against the integer
 reference and the portable build on odd layer sizes (widths not multiples of 16 or 8, a layer wider than
 the int16 activations' block of columns), int8 and int16 activations; skipped where the host compiler or
-CPU has no AVX2."""
+CPU has no AVX2. And the batch-1 call (`quarl.deploy.edge.cfast`, or ctypes) on every input form."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch
 from stable_baselines3 import PPO
 
 from quarl.deploy import acting_network
-from quarl.deploy.edge import cavx2, integer_policy
+from quarl.deploy.edge import cavx2, cfast, integer_policy
 from quarl.deploy.edge.cgen import header, source
 from quarl.deploy.edge.toolchain import CPolicy, available, tool
 from quarl.quantize.weights import quantize_policy
@@ -70,3 +70,24 @@ def test_the_avx2_source_compiles_warning_free_and_pedantic(cartpole, tmp_path):
     flags = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic", *cavx2.FLAGS]
     done = subprocess.run([tool("cc"), *flags, "-c", "policy.c"], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("which", ["cartpole", "pendulum"])
+def test_the_batch_1_call_gives_the_references_action_for_every_input_form(which, request, tmp_path):
+    """`act_one` through the CPython function (`cfast`, where CPython's headers are installed) and through
+    ctypes: float32 or float64, one observation or a batch of one, a discrete index as int64."""
+    if available("cc"):
+        pytest.skip(available("cc"))
+    trained = request.getfixturevalue(which)
+    policy = trained.integer()
+    c = CPolicy(policy, tmp_path)
+    assert c.call == ("cpython" if cfast.include() else "ctypes")
+    paths = [c._fast, c._through_ctypes]
+    for state in trained.states[:50]:
+        expected = policy.act(state[None])
+        for obs in (state.astype(np.float32), state.astype(np.float64)[None], np.asfortranarray(state[None])):
+            got = c.act_one(obs)
+            assert got.dtype == expected.dtype and got.shape == expected.shape and np.array_equal(got, expected)
+        for path in paths:  # each path on the buffer it reads
+            c._one_in[...] = state
+            assert np.array_equal(path(c._one_in), expected)

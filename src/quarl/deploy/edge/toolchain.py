@@ -5,6 +5,7 @@ tools, emulators). A missing tool is one QuarlError naming the Debian package.""
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import shutil
 import tempfile
@@ -13,11 +14,13 @@ from typing import Optional
 
 import numpy as np
 
-from quarl.deploy.edge import cavx2, targets
+from quarl.deploy.edge import cavx2, cfast, targets
 from quarl.deploy.edge.cgen import header, source
 from quarl.deploy.edge.integer import IntegerPolicy
 from quarl.deploy.edge.tools import locate, run
 from quarl.errors import QuarlError
+
+logger = logging.getLogger(__name__)
 
 HOST_FLAGS = ["-std=c99", "-O3", "-Wall", "-Wextra", "-Werror"]
 PACKAGES = {"cc": "gcc (apt-get install gcc)", **targets.packages()}  # tool -> its Debian packages
@@ -99,7 +102,8 @@ def write_sources(policy: IntegerPolicy, folder: Path, name: str = "policy") -> 
 
 
 class CPolicy:
-    """The C policy compiled by the host compiler into a shared library, called through ctypes.
+    """The C policy compiled by the host compiler into a shared library, called through ctypes (the
+    batch-1 call as a CPython function where CPython's headers are installed: `cfast`).
 
     `act(obs)` takes a batch of raw observations and returns actions shaped like
     `IntegerPolicy.act`'s; `act_one(obs)` calls `policy_act` once (the batch-1 path). `vector`: the
@@ -115,15 +119,25 @@ class CPolicy:
         _, c = write_sources(policy, self.folder)
         (self.folder / "harness.c").write_text(HARNESS)
         lib = self.folder / "libpolicy.so"
-        flags = [*HOST_FLAGS, *(cavx2.FLAGS if self.vector else [])]
-        run(
-            [cc, *flags, "-fPIC", "-shared", c.name, "harness.c", "-o", lib.name],
-            self.folder,
-            "Compiling the C policy",
-        )
-        self.lib = ctypes.CDLL(str(lib))
         self.discrete = policy.action_kind == "discrete"
         self.action_dim = 1 if self.discrete else int(np.prod(policy.action_shape))
+        # the batch-1 path's buffers, as numpy gives them (ctypes path)
+        self._one_in = np.zeros((1, *policy.obs_shape), dtype=np.float32)
+        self._one_out = np.zeros(
+            (1, *(() if self.discrete else policy.action_shape)), dtype=np.int64 if self.discrete else np.float32
+        )
+        flags = [*HOST_FLAGS, *(cavx2.FLAGS if self.vector else []), "-fPIC", "-shared", c.name, "harness.c"]
+        headers, name = cfast.include(), cfast.module_name()
+        if headers is not None:  # with the batch-1 call as a CPython function (cfast)
+            try:
+                extension = cfast.flags(self.folder, headers, name, self._one_out.shape)
+                run([cc, *flags, *extension, "-o", lib.name], self.folder, "Compiling")
+            except QuarlError as exc:
+                logger.info("the C policy's batch-1 call stays on ctypes: %s", exc)
+                headers = None
+        if headers is None:
+            run([cc, *flags, "-o", lib.name], self.folder, "Compiling the C policy")
+        self.lib = ctypes.CDLL(str(lib))
         self._ctype = ctypes.c_int32 if self.discrete else ctypes.c_float
         self._dtype = np.int32 if self.discrete else np.float32
         # raw addresses (c_void_p): the cheapest ctypes call, so a batch-1 call costs little over the C
@@ -135,13 +149,10 @@ class CPolicy:
         self.lib.policy_ns_per_call.restype = ctypes.c_double
         self.lib.policy_act_one.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         self.lib.policy_act_one.restype = None
-        # the batch-1 path's buffers, their addresses converted once (numpy's .ctypes costs more than the C)
-        self._one_in = np.zeros((1, *policy.obs_shape), dtype=np.float32)
-        self._one_out = np.zeros(
-            (1, *(() if self.discrete else policy.action_shape)), dtype=np.int64 if self.discrete else np.float32
-        )
-        self._one_args = (ctypes.c_void_p(self._one_in.ctypes.data), ctypes.c_void_p(self._one_out.ctypes.data))
-        self._act_one = self.lib.policy_act_one
+        fast = cfast.load(lib, name) if headers is not None else None
+        self.call = "cpython" if fast is not None else "ctypes"  # how act_one reaches the C
+        self._fast = fast or self._through_ctypes
+        self._one_args = tuple(ctypes.c_void_p(a) for a in (self._one_in.ctypes.data, self._one_out.ctypes.data))
 
     def _shape(self, out: np.ndarray, n: int) -> np.ndarray:
         if self.discrete:
@@ -158,8 +169,18 @@ class CPolicy:
 
     def act_one(self, obs: np.ndarray) -> np.ndarray:
         """One `policy_act` call (the batch-1 path: `obs` is one observation, or a batch of one)."""
-        self._one_in[...] = obs  # as float32, where the C reads it
-        self._act_one(*self._one_args)
+        action = self._fast(obs)  # None where obs is not one float32 observation in C order
+        if action is None:
+            self._one_in[...] = obs
+            action = self._fast(self._one_in)
+        assert action is not None
+        return action
+
+    def _through_ctypes(self, obs: np.ndarray) -> np.ndarray:
+        """The batch-1 call through ctypes (where `cfast` is not built): obs copied into the bound buffer."""
+        if obs is not self._one_in:
+            self._one_in[...] = obs
+        self.lib.policy_act_one(*self._one_args)
         return self._one_out.copy()
 
     def native_ns(self, obs: np.ndarray, repeats: int = 20) -> float:
