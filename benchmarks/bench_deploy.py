@@ -412,6 +412,26 @@ def bench_network(label: str, net: ActingNetwork, example: np.ndarray, reward: O
     return rows, targets
 
 
+def host_ratio(network: str, here: pd.DataFrame) -> Optional[str]:
+    """The int8 C policy against onnx_int8 (batch 1, side by side in this run): timed in C and called from
+    Python, with the path the host build takes (AVX2 or the portable C; a CPython function or ctypes)."""
+    from quarl.deploy.edge import cavx2, cfast
+    from quarl.deploy.edge.toolchain import tool
+
+    wanted = {"c (native)": "fp32 -> full int8", "c": "fp32 -> full int8", "onnx_int8": "fp32"}
+    rows = [here[(here.backend == backend) & (here.policy == policy)] for backend, policy in wanted.items()]
+    if not all(len(r) for r in rows):
+        return None
+    native, called, ort = (float(r["median ms"].iloc[0]) * 1e3 for r in rows)
+    c = rows[0].iloc[0]
+    path = (f"{'AVX2' if cavx2.host_vector(tool('cc')) else 'portable C'}, called "
+            f"{'as a CPython function' if cfast.include() else 'through ctypes'}")
+    return (f"- {network}: C policy ({path}) {native:.3g} us per action in C, {ort / native:.1f}x onnx_int8's "
+            f"{ort:.3g} us through Python; {called:.3g} us called from Python, {ort / called:.1f}x (issue 58's goal: "
+            f">= 15x); {float(c['speedup']):.0f}x fp32 eager torch; flash {float(c['flash bytes']):.0f} B, "
+            f"RAM {float(c['RAM bytes']):.0f} B")
+
+
 def published_vs_ours(table: pd.DataFrame) -> Optional[pd.DataFrame]:
     if not PUBLISHED.exists():
         return None
@@ -569,13 +589,9 @@ def main() -> None:
     natives = table[table.backend.str.endswith("(native)")]
     for network in natives.network.unique():
         here = table[table.network == network]
-        c = here[(here.backend == "c (native)") & (here.policy == "fp32 -> full int8")]
-        ort = here[(here.backend == "onnx_int8") & (here.policy == "fp32")]
-        if len(c) and len(ort):
-            c_ms, ort_ms = float(c["median ms"].iloc[0]), float(ort["median ms"].iloc[0])
-            print(f"- {network}: C policy {c_ms * 1e3:.3g} us per action in C ({ort_ms / c_ms:.1f}x onnx_int8's "
-                  f"{ort_ms * 1e3:.3g} us through Python; {float(c['speedup'].iloc[0]):.0f}x fp32 eager torch); "
-                  f"flash {float(c['flash bytes'].iloc[0]):.0f} B, RAM {float(c['RAM bytes'].iloc[0]):.0f} B")
+        line = host_ratio(network, here)
+        if line is not None:
+            print(line)
         for row in here[(here.backend == "c (native)") & here.policy.str.contains("int4")].to_dict("records"):
             reward = f", reward {row['reward']:.4g}" if "reward" in row else ""
             target = " (target <= 3072 B)" if network.startswith("PPO CartPole") else ""
