@@ -275,7 +275,7 @@ def evaluation_rows(model: Any, episodes: int, repeats: int, pong: bool) -> list
     for env, goal in EVALUATION_GOALS.items():
         path, goal_text = f"evaluation vs SB3 `evaluate_policy`, {env}", f">= {goal:g}x"
         if env not in cases:
-            why = "not run (--quick, or ale-py missing)" if env == "Pong" else "not run"
+            why = "not run" if env != "Pong" else ("ale-py is not installed" if pong else "not run with --quick")
             out.append({"path": path, "now": why, "goal": goal_text, "met": "no", "anchor": ""})
             continue
         ours = next(r for r in cases[env] if "quarl evaluate" in r["what"])
