@@ -7,8 +7,8 @@
   `arm_fully_connected_s8` counted on the same harness for the same layer shapes
   (benchmarks/deploy_anchors.py); and the int4 Huffman-coded policy on the Cortex-M4 against its
   int8 count;
-- the host: the C policy called from Python (ctypes) against ONNX Runtime int8, batch 1, one thread,
-  timed side by side (the latency table's `c` and `onnx_int8` rows);
+- the host: the C policy called from Python (a CPython function, or ctypes) against ONNX Runtime int8,
+  batch 1, one thread, timed side by side (the latency table's `c` and `onnx_int8` rows);
 - evaluation: quarl's evaluator against SB3's `evaluate_policy` with the same 4 envs
   (benchmarks/bench_foundation.py's measure): the tuned CartPole policy, and in a full run an
   untrained DQN Nature CNN on Pong where ale-py is installed.
@@ -231,7 +231,7 @@ def host_row(table: Optional[pd.DataFrame], network: str) -> dict[str, Any]:
     in_c = f"; {float(native['median ms'].iloc[0]) * 1e3:.3g} us timed in C" if len(native) else ""
     return {
         "path": path,
-        "now": f"{ort_us / c_us:.1f}x ({c_us:.3g} us through ctypes{in_c})",
+        "now": f"{ort_us / c_us:.1f}x ({c_us:.3g} us called from Python{in_c})",
         "goal": goal,
         "met": _yes(ort_us / c_us >= HOST_GOAL),
         "anchor": f"ONNX Runtime int8: {ort_us:.3g} us",
