@@ -373,6 +373,8 @@ def test_every_backend_runs_an_evaluation_of_a_policy_it_accepts(trained, tmp_pa
     model = reload(trained["ppo_cartpole"], tmp_path, backend)
     if spec.max_bits is not None:
         quantize_policy(model, OmegaConf.merge(PTQ8, {"bits": spec.max_bits}))
+    if spec.formats:  # a backend of a number format's cells: the policy in its first format
+        quantize_policy(model, OmegaConf.merge(PTQ8, {"format": spec.formats[0]}))
     obs = rollout_obs("CartPole-v1", 256, seed=5)
     try:
         runner = compile_policy(model, backend, obs)

@@ -62,7 +62,10 @@ def test_a_format_implies_its_bits_and_a_block_format_ignores_granularity():
         (["quant.act_format=mxfp4", "quant.act_bits=8"], "quant.act_format=mxfp4 and quant.act_bits=8 both quantize"),
         (["quant.input_format=fp16"], "quant.input_format=fp16 is not allowed: choose one of fp8_e4m3,"),
         (["quant.act_format=nf4", "quant.backend=auto"], "cannot run quant.act_format=nf4: no executing backend"),
-        (["quant.format=fp8_e4m3", "quant.backend=auto"], "no executing backend runs these formats yet"),
+        (["quant.format=fp8_e4m3", "quant.backend=auto"],
+         "cannot run quant.format=fp8_e4m3: use quant.backend=fake or quant.backend=torch_fp8."),
+        (["quant.format=int", "quant.backend=torch_fp8"],
+         "quant.backend=torch_fp8 executes quant.format=fp8_e4m3 cells only"),
     ],
 )
 def test_a_format_cell_ptq_cannot_run_is_refused_in_one_sentence(scratch, overrides, said):

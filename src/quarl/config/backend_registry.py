@@ -37,10 +37,14 @@ class Backend:
     export_format: Optional[str] = None  # what `quarl export --format` calls the file it writes
     export_summary: str = ""  # what that file is (`quarl export --help`)
     rank: int = 100  # where it is listed (choices, docs): lower first, then by name
+    formats: tuple[str, ...] = ()  # runs cells whose weights are in one of these number formats only (quant.format)
 
-    def accepts(self, integer: bool, bits: int) -> bool:
-        """Whether it executes a policy of an (integer or float) method at `bits` weight bits."""
-        return self.max_bits is None or (integer and bits <= self.max_bits)
+    def accepts(self, integer: bool, bits: int, number_format: str = "int") -> bool:
+        """Whether it executes a policy of an (integer or float) method at `bits` weight bits, its
+        weights in `number_format` (quant.format; `int` for the integer quantizer and float methods)."""
+        if self.formats:
+            return number_format in self.formats
+        return number_format == "int" and (self.max_bits is None or (integer and bits <= self.max_bits))
 
 
 def _discover() -> dict[str, Backend]:
@@ -93,6 +97,7 @@ def table() -> str:
     rows = ["| backend | precision | runs | accepts | `quarl export --format` |", "| --- | --- | --- | --- | --- |"]
     for b in registry().values():
         accepts = [f"integer policies, ≤ {b.max_bits}-bit weights"] if b.max_bits else []
+        accepts += [" or ".join(f"`quant.format={f}` cells" for f in b.formats)] if b.formats else []
         accepts += ["MLPs only"] if b.mlp_only else []
         kind = "; ".join(accepts) or "any policy"
         rows.append(f"| `{b.name}` | {b.precision} | {b.summary} | {kind} | {b.export_format or ''} |")

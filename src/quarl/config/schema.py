@@ -269,7 +269,14 @@ def _check_backend(q: Any, method: method_registry.QuantMethod) -> None:
         return
     one_of("quant.backend", q.backend, exec_backends())
     backend = backend_registry.get(q.backend)
-    if not backend.accepts(method.integer, q.bits):
+    number_format = str(q.get("format") or "int")
+    if backend.formats and not backend.accepts(method.integer, q.bits, number_format):
+        formats = " or ".join(f"quant.format={f}" for f in backend.formats)
+        raise QuarlError(
+            f"quant.backend={q.backend} executes {formats} cells only, not quant={q.method} with "
+            f"quant.format={number_format}: use quant=ptq quant.format={backend.formats[0]}, or quant.backend=fake."
+        )
+    if not backend.accepts(method.integer, q.bits, number_format):
         bits = backend.max_bits
         raise QuarlError(
             f"quant.backend={q.backend} executes integer policies of at most {bits}-bit weights, not "

@@ -94,6 +94,25 @@ class TorchRunner(Runner):
             return self.module(torch.from_numpy(obs)).numpy()
 
 
+def net_body(module: nn.Module) -> nn.Module:
+    """An acting network's body (its layers between the observation transform and the action head)."""
+    body = module.body
+    assert isinstance(body, nn.Module)
+    return body
+
+
+class Fp8Runner(TorchRunner):
+    """PyTorch with the body's Linear layers as FP8 E4M3 matrix products (`quarl.deploy.fp8`)."""
+
+    def __init__(self, net: ActingNetwork, backend: str) -> None:
+        from quarl.deploy.fp8 import fp8_layers, fp8_weight_bytes
+
+        super().__init__(copy.deepcopy(net), backend)
+        body = fp8_layers(net_body(self.module))
+        rest = sum(t.numel() * t.element_size() for t in self.module.parameters())  # what stays float
+        self.nbytes = fp8_weight_bytes(body) + rest
+
+
 class OnnxRunner(Runner):
     """ONNX Runtime on the CPU: fp32, int8, or 4-/2-bit weights (NbitsRunner)."""
 

@@ -95,16 +95,25 @@ def check_format(quant: DictConfig, activations: Mapping[str, int] = PTQ_ACTIVAT
             f"quant.format={name} takes no integer activations or inputs: leave {keys} out or at 32{also}, "
             "or use quant.format=int."
         )
-    if quant.backend != "fake":
+    runs = executing_backends(name)
+    if quant.backend != "fake" and quant.backend not in runs:
         raise QuarlError(
-            f"quant.backend={quant.backend} cannot run quant.format={name}: no executing backend runs these "
-            "formats yet, so use quant.backend=fake (quantize-dequantize)."
+            f"quant.backend={quant.backend} cannot run quant.format={name}: use "
+            + " or ".join(f"quant.backend={b}" for b in ("fake", *runs))
+            + (" (quantize-dequantize)." if not runs else ".")
         )
     if quant.get("layer_bits"):
         raise QuarlError(
             f"quant.layer_bits sets integer bits per layer, which quant.format={name} does not take: "
             "leave quant.layer_bits null (every layer in the format), or use quant.format=int."
         )
+
+
+def executing_backends(name: str) -> list[str]:
+    """The registered backends that execute weights in the number format `name` for real."""
+    from quarl.config import backend_registry
+
+    return [b.name for b in backend_registry.registry().values() if name in b.formats]
 
 
 def check_activation_formats(quant: DictConfig) -> None:
