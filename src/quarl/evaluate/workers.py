@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from quarl.errors import TERMINATING, raise_terminated
-from quarl.rl.envs import make_env
+from quarl.evaluate.fastenvs import eval_env
 
 Actor = Callable[[list[np.ndarray]], Sequence[Any]]
 
@@ -54,7 +54,7 @@ def _episode(episode: int) -> tuple[int, float, int, list[np.ndarray]]:
     """Play one seeded episode in this worker: (episode, return, length, sampled observations)."""
     if not _ENV:
         torch.set_num_threads(1)
-        _ENV.append(make_env(_JOB["env_cfg"]))
+        _ENV.append(eval_env(_JOB["env_cfg"], _JOB["env_engine"]))
     env, act, sample = _ENV[0], _JOB["act"], _JOB["sample"]
     obs = env.reset(seed=_JOB["seeds"][episode])[0]
     total, length, done = 0.0, 0, False
@@ -67,11 +67,12 @@ def _episode(episode: int) -> tuple[int, float, int, list[np.ndarray]]:
 
 
 def play(
-    act: Actor, env_cfg: Any, seeds: list[int], workers: int, sample: Optional[Any]
+    act: Actor, env_cfg: Any, seeds: list[int], workers: int, sample: Optional[Any], env_engine: str = "auto"
 ) -> Iterator[tuple[int, float, int, list[np.ndarray]]]:
     """(episode, return, length, sampled observations) of every seeded episode, as workers finish
-    them; `sample` is a `quarl.evaluate.episodes.StateSample` (its per-episode seeds make the draw the same)."""
-    _JOB.update(act=act, env_cfg=env_cfg, seeds=seeds, sample=sample)
+    them, on envs from `quarl.evaluate.fastenvs.eval_env`; `sample` is a
+    `quarl.evaluate.episodes.StateSample` (its per-episode seeds make the draw the same)."""
+    _JOB.update(act=act, env_cfg=env_cfg, seeds=seeds, sample=sample, env_engine=env_engine)
     try:
         with mp.get_context("fork").Pool(workers, initializer=_quiet_end) as pool:
             yield from pool.imap_unordered(_episode, range(len(seeds)))
