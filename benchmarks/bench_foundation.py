@@ -47,6 +47,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
 from quarl.config.schema import EnvConfig
 from quarl.evaluate.episodes import default_workers, evaluate
+from quarl.evaluate.fastenvs import exact_env
 from quarl.rl.envs import make_env
 from quarl.store import query as results
 
@@ -128,13 +129,17 @@ def _sb3_evaluate(model, venv, episodes: int) -> None:
 def _eval_rows(name: str, model, cfg, sb3_env: Callable[[], object], episodes: int, repeats: int,
                sb3_subproc: Optional[Callable[[], object]] = None) -> list[dict]:
     """quarl's evaluate as a cell runs it (`eval.workers` at its default), SB3's evaluate_policy with
-    the same 4 envs (and in a SubprocVecEnv where given), and quarl's old batched-predict path."""
+    the same 4 envs (and in a SubprocVecEnv where given), quarl's old batched-predict path, and where
+    quarl steps an exact env of its own (CartPole), quarl's evaluate on Gymnasium's envs."""
     workers = default_workers(model)
     ours = lambda: evaluate(model, cfg, episodes=episodes, seed=0, n_envs=4, workers=workers)  # noqa: E731
     theirs = lambda: _sb3_evaluate(model, sb3_env(), episodes)  # noqa: E731
     before = lambda: evaluate(model, cfg, episodes=episodes, seed=0, n_envs=4, engine="predict")  # noqa: E731
     cases = {"SB3 evaluate_policy, 4 envs": theirs, f"quarl evaluate, 4 envs, {workers} worker(s)": ours,
              "quarl before (batched predict), 4 envs": before}
+    if exact_env(cfg) is not None:  # the same episodes on Gymnasium's own envs (quarl.evaluate.fastenvs)
+        cases[f"quarl evaluate on Gymnasium's envs, 4 envs, {workers} worker(s)"] = lambda: evaluate(  # noqa: E731
+            model, cfg, episodes=episodes, seed=0, n_envs=4, workers=workers, env_engine="gymnasium")
     if sb3_subproc is not None:
         cases["SB3 evaluate_policy, 4 envs in SubprocVecEnv"] = lambda: _sb3_evaluate(  # noqa: E731
             model, sb3_subproc(), episodes)

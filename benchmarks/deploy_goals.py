@@ -278,13 +278,15 @@ def evaluation_rows(model: Any, episodes: int, repeats: int, pong: bool) -> list
             why = "not run" if env != "Pong" else ("ale-py is not installed" if pong else "not run with --quick")
             out.append({"path": path, "now": why, "goal": goal_text, "met": "no", "anchor": ""})
             continue
-        ours = next(r for r in cases[env] if "quarl evaluate" in r["what"])
+        ours = next(r for r in cases[env] if "quarl evaluate, " in r["what"])
         sb3 = next(r for r in cases[env] if r["what"].endswith("SB3 evaluate_policy, 4 envs"))
+        gym_envs = [r for r in cases[env] if "Gymnasium's envs" in r["what"]]  # without quarl's exact env
+        on_gym = f"; on Gymnasium's envs {gym_envs[0]['ratio to SB3']:.2f}x" if gym_envs else ""
         out.append(
             {
                 "path": path,
                 "now": f"{ours['ratio to SB3']:.2f}x ({ours['episodes/s']:.3g} episodes/s; "
-                f"rewards = predict path: {ours['rewards = predict path']})",
+                f"rewards = predict path: {ours['rewards = predict path']}{on_gym})",
                 "goal": goal_text,
                 "met": _yes(ours["ratio to SB3"] >= goal),
                 "anchor": f"SB3: {sb3['episodes/s']:.3g} episodes/s",
