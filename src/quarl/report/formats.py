@@ -26,7 +26,7 @@ from quarl.report.campaign import (
     sweep_of,
     values,
 )
-from quarl.report.text import fmt, markdown, note, shown
+from quarl.report.text import fmt, markdown, note, save_figure, shown
 
 SWEEP = "ptq_formats"
 INTEGER = "int"
@@ -199,12 +199,7 @@ def figure(tables: list[tuple[str, str, list[Row]]], out: Path) -> Path:
     for row in grid:
         row[0].set_ylabel("reward (mean over seeds, 95% t-interval)")
     axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / FIGURE
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    return save_figure(fig, out, FIGURE, dpi=100)
 
 
 def section(inputs: Inputs) -> str:

@@ -15,7 +15,7 @@ from quarl.collate.stats import seed_interval
 from quarl.config import method_registry
 from quarl.evaluate.fidelity import AGREEMENT_TOLERANCE
 from quarl.report.campaign import FIGURES, by_seed, of_series, reward_bounds, select, series_flag, threshold, values
-from quarl.report.text import FRACTION, UNBOUNDED, fmt, markdown, note, shown
+from quarl.report.text import FRACTION, UNBOUNDED, fmt, markdown, note, save_figure, shown
 
 SWEET_FIGURE = "sweet_spot_cartpole.png"
 
@@ -220,12 +220,7 @@ def figure(runs: pd.DataFrame, algos: list[str], out: Path) -> Path:
         ax.set_xlabel("weight bits (quant.scheme=quarl_code, per tensor, biases fp32)")
         ax.set_title(f"CartPole: {title}")
     axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / SWEET_FIGURE
-    fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    return save_figure(fig, out, SWEET_FIGURE, dpi=110)
 
 
 def sweet_section(runs: pd.DataFrame, algos: list[str], folder: Path, figures: bool) -> str:

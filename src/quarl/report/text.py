@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import jinja2
 import numpy as np
@@ -14,6 +14,9 @@ import pandas as pd
 from quarl.collate import coverage
 from quarl.collate.stats import Interval, seed_cluster_aggregate
 from quarl.report import facts
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 UNBOUNDED = (-math.inf, math.inf)
 MAX_SHOWN = 5  # up to this many seeds, a table shows each seed's value beside the summary
@@ -86,3 +89,16 @@ def aggregate_text(first: list[np.ndarray], second: list[np.ndarray], names: tup
         f"95%): IQM of the normalised reward, {names[0]} {shown(one)}, {names[1]} {shown(two)}; probability that "
         f"a {names[0]} seed beats a {names[1]} one {shown(better)} (0.5: no difference); {coverage.cluster_note()}."
     )
+
+
+def save_figure(fig: Figure, out: Path, name: str, dpi: int) -> Path:
+    """`fig` laid out and written to `out`/`name` (PNG, no software stamp: the same data gives the
+    same bytes), then closed."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / name
+    fig.savefig(path, dpi=dpi, metadata={"Software": None})
+    plt.close(fig)
+    return path
