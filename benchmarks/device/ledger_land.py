@@ -24,7 +24,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from ledger import ROOT, SPENT_FILE, Landed, LedgerError, load, needs
+from ledger_jobs import ROOT, SPENT_FILE, Landed, LedgerError, load, needs
 
 log = logging.getLogger("ledger")
 

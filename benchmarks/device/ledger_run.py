@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ledger import ROOT, SPENT_FILE, Job, Landed, LedgerError, fill, load, pick
+from ledger_jobs import ROOT, SPENT_FILE, Job, Landed, LedgerError, fill, load, pick
 
 log = logging.getLogger("ledger")
 

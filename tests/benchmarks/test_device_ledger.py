@@ -19,6 +19,7 @@ from tests.conftest import ENV, ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks/device"))
 import ledger  # noqa: E402  (benchmarks/device is no package)
+import ledger_jobs  # noqa: E402
 import ledger_land  # noqa: E402
 import ledger_run  # noqa: E402
 
@@ -88,33 +89,33 @@ def test_jobs_are_picked_in_order_while_they_fit_the_budget(tmp_path):
     estimate_s: 5000
     done_when: {files: {glob: never/*, count: 1}}
 """
-    book = ledger.load(write_ledger(tmp_path, jobs))
-    landed = ledger.Landed([], tmp_path, tmp_path / "state")
-    chosen = [(j.name, round(s)) for j, s in ledger.plan(book, 400, landed)]
+    book = ledger_jobs.load(write_ledger(tmp_path, jobs))
+    landed = ledger_jobs.Landed([], tmp_path, tmp_path / "state")
+    chosen = [(j.name, round(s)) for j, s in ledger_jobs.plan(book, 400, landed)]
     # 400 - 30 overhead - 2 gate = 368: first (100), big (300) no longer fits, small (50), long gets the rest
     assert chosen == [("gate", 2), ("first", 100), ("small", 50), ("long", 218)]
-    assert [j.name for j, _ in ledger.plan(book, 150, landed)] == ["gate", "first"]
-    assert ledger.plan(book, 20, landed) == []  # not even the gate fits
-    assert ledger.pick(book, 60, landed, {"first"}).name == "small"
+    assert [j.name for j, _ in ledger_jobs.plan(book, 150, landed)] == ["gate", "first"]
+    assert ledger_jobs.plan(book, 20, landed) == []  # not even the gate fits
+    assert ledger_jobs.pick(book, 60, landed, {"first"}).name == "small"
     assert ledger.main(["--ledger", str(tmp_path / "ledger.yaml"), "plan", "--only", "nosuchjob"]) == 2
 
 
 def test_done_is_derived_from_the_landed_records(tmp_path):
-    book = ledger.load(write_ledger(tmp_path, RECORDS_JOB))
+    book = ledger_jobs.load(write_ledger(tmp_path, RECORDS_JOB))
     job = book.job("cells")
     records = [record(0, 32, "a"), record(0, 8, "b"), record(1, 32, "c")]
-    landed = ledger.Landed(records, tmp_path, tmp_path)
-    assert ledger.needs(job, landed) == "1 of 4 record cells: seed=1 actor_bits=8"
-    assert "| cells | 50 | estimate | no | 1 of 4 record cells" in ledger.status_table(book, landed)
+    landed = ledger_jobs.Landed(records, tmp_path, tmp_path)
+    assert ledger_jobs.needs(job, landed) == "1 of 4 record cells: seed=1 actor_bits=8"
+    assert "| cells | 50 | estimate | no | 1 of 4 record cells" in ledger_jobs.status_table(book, landed)
     landed.records.append(record(1, 8, "d"))
-    assert ledger.needs(job, landed) is None
-    assert "| cells | 50 | estimate | yes |  |" in ledger.status_table(book, landed)
-    assert ledger.plan(book, 540, landed) == [(book.job("gate"), 2.0)]
+    assert ledger_jobs.needs(job, landed) is None
+    assert "| cells | 50 | estimate | yes |  |" in ledger_jobs.status_table(book, landed)
+    assert ledger_jobs.plan(book, 540, landed) == [(book.job("gate"), 2.0)]
 
 
 def test_the_real_ledger_loads_and_says_what_is_done():
-    book = ledger.load(ledger.LEDGER)
-    table = ledger.status_table(book, ledger.Landed.read())
+    book = ledger_jobs.load(ledger_jobs.LEDGER)
+    table = ledger_jobs.status_table(book, ledger_jobs.Landed.read())
     assert "| actorq-cartpole | 116 | measured | yes |" in table  # the 2026-11-28 H200 records
     assert "| atari-ppo-pong-s0 | 1400 | estimate | no | 9 of 9 record cells" in table
     atari = book.job("atari-ppo-pong-s0").command
@@ -148,8 +149,8 @@ def test_the_real_ledger_loads_and_says_what_is_done():
 )
 def test_a_bad_entry_is_refused_with_what_is_wrong(tmp_path, capsys, entry, message):
     path = write_ledger(tmp_path, entry)
-    with pytest.raises(ledger.LedgerError, match=message.replace("[", r"\[").replace("{", r"\{")):
-        ledger.load(path)
+    with pytest.raises(ledger_jobs.LedgerError, match=message.replace("[", r"\[").replace("{", r"\{")):
+        ledger_jobs.load(path)
     assert ledger.main(["--ledger", str(path), "status"]) == 2
     assert "ledger: ledger.yaml, job" in capsys.readouterr().err or message.startswith("job names")
 
@@ -201,9 +202,9 @@ def test_a_call_runs_trivial_jobs_and_lands_them(tmp_path, monkeypatch):
     assert "| maker | completed |" in page.read_text() and "| trainer | cut at its" in page.read_text()
     assert (runs / page.stem / "maker/note.md.txt").read_text() == "hello\n"  # .md kept off the site's pages
     assert (state / "trainer/ckpt.txt").read_text() == "step\n"
-    assert json.loads((state / "trainer" / ledger.SPENT_FILE).read_text())["calls"] == 1
+    assert json.loads((state / "trainer" / ledger_jobs.SPENT_FILE).read_text())["calls"] == 1
     assert f'- "{page.stem[:10]}, H200 (ledger)": reproduction/device_runs/{page.stem}.md' in mkdocs.read_text()
-    book = ledger.load(path)
+    book = ledger_jobs.load(path)
     assert book.job("maker").measured and book.overhead_measured and book.overhead_s == 1
     assert "# never run" not in path.read_text()
 
@@ -253,7 +254,7 @@ def test_landing_a_fake_call(tmp_path):
     whole = io.BytesIO()
     with tarfile.open(fileobj=whole, mode="w") as tar:
         add(tar, "agent/policies/model.bin", bytes(range(256)) * 40)
-        add(tar, f"agent/{ledger.SPENT_FILE}", b'{"spent_s": 700.0, "calls": 2}')  # this call's 400 s added
+        add(tar, f"agent/{ledger_jobs.SPENT_FILE}", b'{"spent_s": 700.0, "calls": 2}')  # this call's 400 s added
     data = whole.getvalue()
     (files_at / "state.tar.00").write_bytes(data[:5000])
     (files_at / "state.tar.01").write_bytes(data[5000:])
@@ -291,15 +292,15 @@ def test_landing_a_fake_call(tmp_path):
     assert amp.read_text().splitlines()[-1] == "Policy A,2,NVIDIA H200,2"  # the H200's second run
     assert (tmp_path / "agents/agent/policies/model.bin").read_bytes() == bytes(range(256)) * 40  # done: moved
     assert not (state / "agent").exists() and not (tmp_path / "agents/agent/stale.txt").exists()
-    book = ledger.load(path)
-    assert ledger.needs(book.job("amp"), ledger.Landed.read(records, tmp_path, state)) is None
+    book = ledger_jobs.load(path)
+    assert ledger_jobs.needs(book.job("amp"), ledger_jobs.Landed.read(records, tmp_path, state)) is None
     text = path.read_text()
     assert "    # 2026-11-30_h200_call2: the job's own run by the ledger\n    measured_s: 81\n" in text
     assert "an old comment" not in text and "overhead_measured_s: 25" in text
     assert "    # 2026-11-30_h200_call2: 2 ledger call(s) in all\n    measured_s: 700\n" in text  # the agent's calls
-    with pytest.raises(ledger.LedgerError, match="has landed already: .*2026-11-30_h200_call2.md"):
+    with pytest.raises(ledger_jobs.LedgerError, match="has landed already: .*2026-11-30_h200_call2.md"):
         ledger_land.land(files_at, path, records, runs, state, tmp_path / "no-mkdocs.yml")  # no rows twice
-    with pytest.raises(ledger.LedgerError, match="no ledger.json"):
+    with pytest.raises(ledger_jobs.LedgerError, match="no ledger.json"):
         ledger_land.land(tmp_path, path, records, runs, state, tmp_path / "no-mkdocs.yml")
 
 
