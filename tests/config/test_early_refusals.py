@@ -16,8 +16,10 @@ from tests.conftest import compose_cfg, run_quarl
 @pytest.mark.parametrize("backend", [b.name for b in backend_registry.registry().values() if b.mlp_only])
 @pytest.mark.parametrize("algo", ["dqn", "ppo"])
 def test_an_mlp_only_backend_is_refused_for_a_cnn_policy(backend, algo):
+    formats = backend_registry.get(backend).formats  # a backend of a number format's cells: a cell in it
+    in_format = [f"quant.format={formats[0]}"] if formats else []
     with pytest.raises(QuarlError) as err:
-        check(compose_cfg("env=atari/pong", f"algo={algo}", f"quant.backend={backend}"))
+        check(compose_cfg("env=atari/pong", f"algo={algo}", f"quant.backend={backend}", *in_format))
     assert str(err.value) == (
         f"quant.backend={backend} runs MLP policies only, and env=atari/pong gives images to a CNN policy: use "
         "quant.backend=onnx_int8/auto (or fake) for CNN policies.")
