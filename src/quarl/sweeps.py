@@ -24,6 +24,7 @@ from omegaconf.errors import OmegaConfBaseException
 from quarl.config import schema
 from quarl.config.keys import cell_key
 from quarl.errors import IncompatibleCell, QuarlError
+from quarl.progress import Progress
 from quarl.store.sqlite import Store
 
 if TYPE_CHECKING:
@@ -264,7 +265,11 @@ def plan(conf_dir: Path, args: list[str], store_path: Path | None = None) -> pd.
     jobs = expand(conf_dir, args)
     with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
         composer = Composer(conf_dir)
-        configs = [composer(job) for job in jobs]
+        configs = []
+        with Progress(len(jobs), "Composing the sweep's jobs", unit="job") as bar:  # Hydra: ~0.25 s a group choice
+            for job in jobs:
+                configs.append(composer(job))
+                bar.update()
     for job, cfg in zip(jobs, configs):
         path = store_path or Path(cfg.store.path)
         if path not in stores:
