@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from quarl.report import build, formats
-from quarl.report.campaign import Inputs
+from quarl.report.campaign import Inputs, in_a_format
 from quarl.store.record_files import write_json
 from tests.records import record
 
@@ -41,8 +41,10 @@ def test_each_format_is_paired_with_the_integer_nearest_its_bits_per_weight(tmp_
     inputs = Inputs.read(tmp_path / "records", tmp_path, SWEEPS, figures=True)
     ints, names = formats.options(SWEEPS)
     assert ints == [4, 6, 8] and names[0] == "fp8_e4m3" and "nf4" in names
-    ((series, env),) = formats.pairs(inputs.runs)
-    rows = {r.label: r for r in formats.table(inputs.runs, series, env, ints, names)}
+    assert not in_a_format(inputs.runs).any()  # the paper's sections never pool a format cell
+    runs = formats.records(inputs)
+    ((series, env),) = formats.pairs(runs)
+    rows = {r.label: r for r in formats.table(runs, series, env, ints, names)}
     assert list(rows) == ["fp32", "int4", "int6", "int8", "fp8_e4m3", "mxfp4"]
     assert rows["mxfp4"].compared == "int4" and rows["fp8_e4m3"].compared == "int8"
     assert rows["mxfp4"].diffs.tolist() == [200.0, 202.0, 204.0, 206.0, 208.0]  # paired seed by seed

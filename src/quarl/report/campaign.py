@@ -47,6 +47,7 @@ class Campaign:
     published: pd.DataFrame = field(default_factory=pd.DataFrame)  # zoo=sb2: the published agents' trainings
     robust: pd.DataFrame = field(default_factory=pd.DataFrame)  # train.robust trainings
     every: pd.DataFrame = field(default_factory=pd.DataFrame)  # every record, done or not
+    formats: pd.DataFrame = field(default_factory=pd.DataFrame)  # the default trainings' number-format cells
 
 
 def _column(runs: pd.DataFrame, key: str, default: Any) -> pd.Series:
@@ -97,13 +98,32 @@ class Inputs:
         return path.read_text().strip() if path.exists() else "none yet"
 
 
-def split(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(quarl's defaults, the published agents' trainings (zoo=sb2), robust trainings) of `runs`:
-    the paper's sections read the first, each of the others its own section."""
+#: a record's number formats (weights, activations, input): `int` or absent everywhere for integer and float cells
+FORMAT_KEYS = ("quant.format", "quant.act_format", "quant.input_format")
+
+
+def in_a_format(runs: pd.DataFrame) -> pd.Series:
+    """Whether each record has weights, activations or its input in a number format (`quant.format`...)."""
+    found = pd.Series(False, index=runs.index)
+    for key in FORMAT_KEYS:
+        found |= _column(runs, key, "int").astype(str) != "int"
+    return found
+
+
+def split(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(quarl's defaults, the published agents' trainings (zoo=sb2), robust trainings, the default
+    trainings' number-format cells) of `runs`: the paper's sections read the first, each of the
+    others its own section (a format cell never pools with an integer one at its bits)."""
     zoo, robust = _column(runs, "zoo", "rl_zoo3"), _column(runs, "train.robust", None)
     rule = pd.to_numeric(_column(runs, "quant.min_elements", 0), errors="coerce").fillna(0)
-    defaults = (zoo == "rl_zoo3") & robust.isna() & (rule == 0)
-    return runs[defaults], runs[(zoo != "rl_zoo3") & robust.isna()], runs[(zoo == "rl_zoo3") & robust.notna()]
+    plain = (zoo == "rl_zoo3") & robust.isna() & (rule == 0)
+    formats = in_a_format(runs)
+    return (
+        runs[plain & ~formats],
+        runs[(zoo != "rl_zoo3") & robust.isna()],
+        runs[(zoo == "rl_zoo3") & robust.notna()],
+        runs[plain & formats],
+    )
 
 
 def load_campaign(records: Path) -> Campaign:
@@ -118,13 +138,18 @@ def load_campaign(records: Path) -> Campaign:
                 "or fill it first with --archive OUTPUTS."
             )
         every = effective_budget(as_run(store.runs()))
-        defaults, published_runs, robust = (with_series(part) for part in split(every))
+        plain, published_runs, robust, in_formats = split(every)
+        defaults, published_runs, robust = (with_series(part) for part in (plain, published_runs, robust))
+        both = with_series(pd.concat([plain, in_formats]))  # series named as the integer cells of their trainings
+        formats = both[in_a_format(both)].reset_index(drop=True)
         study = collate.load(store.path, {"quant": "actorq"})
         curves = store.curves()
         if study.empty:
-            return Campaign(defaults, pd.DataFrame(), pd.DataFrame(), None, curves, published_runs, robust, every)
+            return Campaign(
+                defaults, pd.DataFrame(), pd.DataFrame(), None, curves, published_runs, robust, every, formats
+            )
         ttr, parts = actorq_timing.time_to_reward(study, curves), actorq_timing.breakdown(study, store.actors())
-    return Campaign(defaults, ttr, parts, study, curves, published_runs, robust, every)
+    return Campaign(defaults, ttr, parts, study, curves, published_runs, robust, every, formats)
 
 
 def with_series(runs: pd.DataFrame) -> pd.DataFrame:

@@ -64,6 +64,12 @@ def _formats(cells: pd.DataFrame) -> pd.Series:
     return cells["quant.format"].where(cells["quant.format"].notna(), INTEGER).astype(str)
 
 
+def records(inputs: Inputs) -> pd.DataFrame:
+    """The default trainings' integer and fp32 records beside their number-format records (which the
+    paper's sections never see: `quarl.report.campaign.split`)."""
+    return pd.concat([inputs.runs, inputs.campaign.formats], ignore_index=True)
+
+
 def pairs(runs: pd.DataFrame) -> list[tuple[str, str]]:
     """The (algo, env) pairs with records from the formats sweep, in order."""
     if "run_dir" not in runs.columns:
@@ -204,7 +210,7 @@ def figure(tables: list[tuple[str, str, list[Row]]], out: Path) -> Path:
 
 def section(inputs: Inputs) -> str:
     """Each series and task of the formats sweep, the verdict count per format, and the figure."""
-    runs = inputs.runs
+    runs = records(inputs)
     ints, names = options(inputs.sweeps)
     tables = [
         (series, env, rows)
