@@ -95,7 +95,7 @@ def stored_bias(policy: IntegerPolicy, layer: Dense) -> np.ndarray:
     """The bias as the C stores it: folded, and times 2^(left + 1) where the layer requantizes by SMMULR."""
     bias = folded_bias(layer)
     if ckernel.fast_requantization(policy, layer, bias):
-        return bias << (max(int(layer.shift[0]), 0) + 1)
+        return bias << (max(int(np.max(layer.shift)), 0) + 1)
     return bias
 
 
@@ -110,6 +110,12 @@ def _bias_types(policy: IntegerPolicy) -> tuple[str, str]:
 
 
 _uniform = ckernel.uniform
+
+
+def _shift_table(policy: IntegerPolicy, layer: Dense) -> bool:
+    """Whether layer requantizes by SMMULR with a right shift per channel (`ckernel.shift_table`)."""
+    bias = folded_bias(layer)
+    return ckernel.shift_table(policy, layer, bias) and ckernel.fast_requantization(policy, layer, bias)
 
 
 def data_bytes(policy: IntegerPolicy) -> int:
@@ -138,6 +144,7 @@ def data_bytes(policy: IntegerPolicy) -> int:
             continue
         total += 4 * rows * csimd.row_words(cols, layer.weight_bits)
         total += 0 if _uniform(layer.shift) else rows
+        total += rows if _shift_table(policy, layer) else 0  # L{i}_BE, not L{i}_B and L{i}_S
         total += 256 if layer.tanh_table is not None and policy.activation_bits == 8 else 0
     if policy.action_table is not None:
         total += 4 * policy.action_table.size
@@ -230,13 +237,16 @@ def source(policy: IntegerPolicy, name: str = "policy") -> str:
                 simd = f"#if POLICY_SIMD\n{simd}#else\n{rowwise}#endif\n"
             parts.append(simd)
         bias = stored_bias(policy, layer)
-        if _narrow_bias(policy, layer):
+        if _shift_table(policy, layer):  # (doubled bias << 16) | right shift (crequant)
+            right = -layer.shift.astype(np.int64)
+            parts.append(_array("int32_t", f"L{i}_BE", _int32s((bias << 16) | right), f"[{rows}]"))
+        elif _narrow_bias(policy, layer):
             parts.append(_array(narrow_t, f"L{i}_B", _int32s(bias), f"[{rows}]"))
         else:
             parts.append(_array(wide_t, f"L{i}_B", _int64s(bias) if wide else _int32s(bias), f"[{rows}]"))
         if not _uniform(layer.multiplier):
             parts.append(_array("int32_t", f"L{i}_M", _int32s(layer.multiplier), f"[{rows}]"))
-        if not _uniform(layer.shift) and not coded:
+        if not _uniform(layer.shift) and not coded and not _shift_table(policy, layer):
             parts.append(_array("int8_t", f"L{i}_S", _ints(layer.shift), f"[{rows}]"))
         if layer.tanh_table is not None and (paired or not coded):
             parts.append(_array("int8_t", f"L{i}_TANH", _ints(layer.tanh_table), "[256]"))

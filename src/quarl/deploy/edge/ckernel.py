@@ -13,8 +13,9 @@ the clamp (SSAT) and Tanh as a 256-entry table. With gemmlowp's rounding, a per-
 accumulator that provably stays within +-2^30 (checked at export, `fast_requantization`), gemmlowp's
 SaturatingRoundingDoublingHighMul is one SMMULR of the doubled accumulator (floor((2xM + 2^31) / 2^32)
 = floor((xM + 2^30) / 2^31); the bias is stored doubled) and RoundingDivideByPOT by 2^e, with the zero
-point, floor((h - [h < 0] + 2^(e-1) + zp 2^e) / 2^e), the same integers; otherwise the runtime's
-`requantize`.
+point, floor((h - [h < 0] + 2^(e-1) + zp 2^e) / 2^e), the same integers; where the channels' shifts
+differ (all right shifts), e is the low byte of the bias word and 2^(e-1) + zp 2^e is
+((2 zp + 1) << e) >> 1 (`crequant`); otherwise the runtime's `requantize`.
 
 Without the DSP extension (`POLICY_SIMD` 0: RISC-V, Cortex-M0/M3, the host) the activations are act_t
 in their order (`ACT(x, i)` is x[i]) and packed 8-bit weights have their own layout (`row_major`):
@@ -30,8 +31,10 @@ from __future__ import annotations
 import numpy as np
 
 from quarl.deploy.edge import cavx2, csimd, cstream
+from quarl.deploy.edge.crequant import ASR_BYTE, fast_requantization, shift_table, uniform
+from quarl.deploy.edge.crequant import accumulator_bound as accumulator_bound  # re-exported
+from quarl.deploy.edge.crequant import check_sums as check_sums  # re-exported
 from quarl.deploy.edge.integer import Dense, IntegerPolicy
-from quarl.errors import QuarlError
 
 ROWS = 4  # rows per kernel pass
 COLS = 4  # columns per iteration of the portable kernel of plain int8 rows
@@ -72,9 +75,20 @@ static inline uint32_t pack(int32_t lo, int32_t hi) {
 #else
 #define KINLINE inline
 #endif
+#if defined(__ARM_ARCH_6M__) || defined(__ARM_ARCH_8M_BASE__)
+/* (a b + 2^31) >> 32 from 16-bit halves (each product within 32 bits): ARMv6-M has no 32 x 32 -> 64-bit
+   multiply, and libgcc's __aeabi_lmul takes about 40 instructions a call */
+static inline int32_t smmulr(int32_t a, int32_t b) {
+    const uint32_t al = (uint32_t)a & 0xFFFFu, bl = (uint32_t)b & 0xFFFFu;
+    const int32_t ah = a >> 16, bh = b >> 16, lh = ah * (int32_t)bl, hl = (int32_t)al * bh;
+    const uint32_t mid = (al * bl >> 16) + ((uint32_t)lh & 0xFFFFu) + ((uint32_t)hl & 0xFFFFu) + 0x8000u;
+    return ah * bh + (lh >> 16) + (hl >> 16) + (int32_t)(mid >> 16);
+}
+#else
 static inline int32_t smmulr(int32_t a, int32_t b) {
     return (int32_t)(((int64_t)a * b + ((int64_t)1 << 31)) >> 32);
 }
+#endif
 #define SAT(v, bits) ((v) < ACT_MIN ? ACT_MIN : ((v) > ACT_MAX ? ACT_MAX : (v)))
 #if POLICY_SIMD
 static inline uint32_t pack(int32_t lo, int32_t hi) {
@@ -230,7 +244,7 @@ def kernels(weight_bits: int, activation_bits: int, plain: bool = False) -> str:
     acc, mac = ("int64_t", "__smlald") if activation_bits == 16 else ("int32_t", "__smlad")
     scaled = 8 - weight_bits
     shift = f" >> {scaled}" if scaled else ""
-    out = [f"#define GROUP {csimd.group(weight_bits)}\n#define WBITS {weight_bits}\n", RUNTIME]
+    out = [f"#define GROUP {csimd.group(weight_bits)}\n#define WBITS {weight_bits}\n", RUNTIME, ASR_BYTE]
     if plain:
         out.append(
             "#if POLICY_SIMD\ntypedef uint32_t weight_t;\n#define ROW_N(words, cols) (words)\n"
@@ -276,38 +290,6 @@ KINLINE static const weight_t *dot{rows}(const weight_t *w, const buf_t *x, int 
     return "".join(out)
 
 
-def accumulator_bound(layer: Dense, bias: np.ndarray) -> int:
-    """The largest |accumulator| (bias + dot product) any input codes can give, weights scaled as the
-    kernel scales them (2^(8 - bits))."""
-    codes = np.abs(layer.weight.astype(np.int64)).sum(axis=1) << (8 - layer.weight_bits)
-    extreme = max(-int(layer.input.qmin), int(layer.input.qmax))
-    return int(np.max(np.abs(bias) + extreme * codes))
-
-
-def fast_requantization(policy: IntegerPolicy, layer: Dense, bias: np.ndarray) -> bool:
-    """Whether the layer requantizes by SMMULR: int8 activations, gemmlowp's rounding, one shift for
-    the layer, |2 (acc << left)| < 2^31 for every input, and the rounding constant within 2^30."""
-    if policy.activation_bits != 8 or policy.rounding != "gemmlowp" or not uniform(layer.shift):
-        return False
-    shift = int(layer.shift[0])
-    left, right = max(shift, 0), max(-shift, 0)
-    constant = (1 << right >> 1) + (int(layer.output.zero_point) << right)
-    return accumulator_bound(layer, bias) << (left + 1) < 2**31 and right <= 30 and abs(constant) < 2**30
-
-
-def uniform(a: np.ndarray) -> bool:
-    return bool(np.all(np.asarray(a) == np.asarray(a).reshape(-1)[0]))
-
-
-def check_sums(layer: Dense, bias: np.ndarray, activation_bits: int) -> None:
-    """The kernel's sums (weights scaled by 2^(8 - bits)) must stay within its accumulator."""
-    if accumulator_bound(layer, bias) >= (2**31 if activation_bits == 8 else 2**47):
-        raise QuarlError(
-            f"{layer.name}'s accumulator could overflow: its bias or weights are too large for "
-            f"int{activation_bits} activations."
-        )
-
-
 def _clamp(layer: Dense, bits: int, value: str) -> str:
     """The clamp to [act_min, ACT_MAX] (SSAT where act_min is the type's minimum)."""
     if int(layer.act_min) == -(2 ** (bits - 1)):
@@ -323,12 +305,16 @@ def output_function(
     tanh16 = policy.activation_bits == 16 and layer.tanh_int16 is not None
     zp = int(layer.output.zero_point)
     if fast_requantization(policy, layer, bias):
-        shift = int(layer.shift[0])
+        shift = int(np.max(layer.shift))
         left, right = max(shift, 0), max(-shift, 0)
         mult = str(int(layer.multiplier[0])) if uniform(layer.multiplier) else f"L{i}_M[o]"
         doubled = f"(int32_t)((uint32_t)s << {left + 1}) + L{i}_B[o]"
         lines = [f"const int32_t h = smmulr({doubled}, {mult});"]
-        if right:
+        if shift_table(policy, layer, bias):  # the bias word's low byte: the channel's right shift
+            lines[0] = f"const int32_t be = L{i}_BE[o];\n    " + lines[0].replace(f"L{i}_B[o]", "(be >> 16)")
+            half = f"(lsl_byte({2 * zp + 1}, be) >> 1)"  # 2^(e-1) + zp 2^e
+            lines.append(f"const int32_t r = asr_byte(h + (h >> 31) + {half}, be);")
+        elif right:
             constant = (1 << (right - 1)) + (zp << right)
             lines.append(f"const int32_t r = (h + (h >> 31) + {constant}) >> {right};")
         else:
@@ -385,7 +371,7 @@ def row_loops(i: int, full: int, rows: int, dot4: str, dot1: str) -> str:
 
 def _vector_loops(policy: IntegerPolicy, i: int, layer: Dense, bias: np.ndarray) -> str:
     """Layer i's loops on the host's AVX2 path (`cavx2`) where its outputs requantize by SMMULR, else ''."""
-    if not row_major(policy) or not fast_requantization(policy, layer, bias):
+    if not row_major(policy) or not uniform(layer.shift) or not fast_requantization(policy, layer, bias):
         return ""
     rows, cols = layer.weight.shape
     shift, zp = int(layer.shift[0]), int(layer.output.zero_point)
