@@ -5,7 +5,7 @@ Linear layers in fp32, in bfloat16 and as FP8 E4M3 GEMMs (`quarl.deploy.fp8`, th
 each timing every precision in turn over `--calls` calls after a warm-up, the median per call; the
 table gives each precision's time and its speed-up over fp32. On a CUDA device the products are
 tensor-core GEMMs (FP8 on Hopper and later); on a CPU torch computes FP8 in software, so the CPU
-table says how far FP8 is from useful there, not what a GPU gains.
+table (batch 1 only) says how far FP8 is from useful there, not what a GPU gains.
 
 Usage: python benchmarks/bench_fp8.py [--device cuda] [--rounds 5] [--calls 200] [--out fp8.txt]
 """
@@ -25,7 +25,7 @@ import torch.nn as nn
 from quarl.deploy.fp8 import fp8_layers
 
 WIDTH, DEPTH, INPUTS, OUTPUTS = 2048, 3, 4, 2
-BATCHES = (1, 256)
+BATCHES = (1, 256)  # a GPU's; a CPU runs batch 1 only (FP8 in software: minutes a call at 256)
 
 
 def policy() -> nn.Sequential:
@@ -60,11 +60,11 @@ def per_call_ms(run: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, ca
     return 1e3 * (time.perf_counter() - start) / calls
 
 
-def measure(device: torch.device, rounds: int, calls: int) -> list[dict[str, object]]:
+def measure(device: torch.device, rounds: int, calls: int, batches: tuple[int, ...]) -> list[dict[str, object]]:
     """Per batch and precision: the median over rounds of the ms per call, and its ratio to fp32."""
     runs = precisions(policy(), device)
     rows = []
-    for batch in BATCHES:
+    for batch in batches:
         x = torch.randn(batch, INPUTS, device=device)
         times: dict[str, list[float]] = {name: [] for name in runs}
         for _ in range(rounds):
@@ -100,7 +100,8 @@ def main() -> None:
     args.rounds = args.rounds or (5 if gpu else 1)
     args.calls = args.calls or (200 if gpu else 2)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)"
-    text = table(measure(device, args.rounds, args.calls), name, args.rounds, args.calls)
+    batches = BATCHES if gpu else BATCHES[:1]
+    text = table(measure(device, args.rounds, args.calls, batches), name, args.rounds, args.calls)
     print(text)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
