@@ -175,9 +175,9 @@ def tally(tables: list[tuple[str, str, list[Row]]], names: list[str]) -> str:
     return markdown(["format", *kinds.values()], found)
 
 
-def figure(tables: list[tuple[str, str, list[Row]]], out: Path) -> Path:
+def figure(tables: list[tuple[str, str, list[Row]]], out: Path, bounds: dict[str, tuple[float, float]]) -> Path:
     """Reward against bits per weight for each series and task: one line per format family (the
-    mean over seeds with its 95% interval), fp32 dashed."""
+    mean over seeds with its 95% interval, clipped to the env's return range `bounds[env]`), fp32 dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -195,7 +195,13 @@ def figure(tables: list[tuple[str, str, list[Row]]], out: Path) -> Path:
             points = sorted((r for r in rows if r.family == name), key=lambda r: r.bits_per_weight)
             x = [r.bits_per_weight for r in points]
             y = [r.reward.estimate for r in points]
-            err = np.array([[r.reward.estimate - r.reward.low, r.reward.high - r.reward.estimate] for r in points]).T
+            low, high = bounds.get(env, (-np.inf, np.inf))
+            err = np.array(
+                [
+                    [r.reward.estimate - max(r.reward.low, low), min(r.reward.high, high) - r.reward.estimate]
+                    for r in points
+                ]
+            ).T
             ax.errorbar(x, y, yerr=np.nan_to_num(err), marker="o", capsize=3, label=name)
         for r in rows:
             if r.family == "fp32":
@@ -226,7 +232,7 @@ def section(inputs: Inputs) -> str:
     if tables:
         blocks.append("Read across the tasks, each format against its integer:\n\n" + tally(tables, names))
         if inputs.figures:
-            figure(tables, inputs.folder / FIGURES)
+            figure(tables, inputs.folder / FIGURES, {env: reward_bounds(select(runs, env=env)) for _, env, _ in tables})
         blocks.append(f"![formats]({FIGURES}/{FIGURE})")
     body = "\n\n".join(blocks) if blocks else "Not run yet."
     return "## Beyond QuaRL: FP8, MX and NF4 policies\n\n" + note("formats", ints=facts.widths(ints)) + "\n\n" + body
