@@ -141,3 +141,13 @@ def test_a_format_record_is_not_exported_as_an_integer_policy(scratch, shared_po
     assert done.returncode == 0, done.stderr
     assert "exports this record's fp32 policy at fp32, not in quant.format=mxfp4" in done.stderr
     assert (scratch / "p.onnx").is_file()
+
+
+def test_every_format_is_an_option_of_the_format_group_and_of_the_formats_sweep():
+    """A format added to the registry needs its `+format` option (conf/format/<name>.yaml) and its place
+    in sweep ptq_formats: this names what is missing."""
+    from quarl.report import facts
+
+    group = {p.stem for p in (Path(facts.SWEEPS).parent / "format").glob("*.yaml")}
+    assert group == {"fp32", "int4", "int6", "int8", *formats.names()}
+    assert set(facts.sweep("ptq_formats").grid["+format"]) == group
