@@ -65,3 +65,30 @@ def test_other_envs_and_settings_step_gymnasium():
         eval_env(cartpole_cfg(), "envpool")
     with pytest.raises(QuarlError, match="action 0 or 1"):
         CartPole(500).step(2)
+
+
+def atari_cfg(env_id: str) -> object:
+    return OmegaConf.structured(EnvConfig(name="atari", id=env_id, suite="atari", frame_stack=4))
+
+
+@pytest.mark.parametrize("env_id", ["PongNoFrameskip-v4", "BreakoutNoFrameskip-v4"])
+def test_atari_seeded_reset_without_reload_plays_gymnasiums_episodes(env_id):
+    pytest.importorskip("ale_py")
+    ours, theirs = eval_env(atari_cfg(env_id)), eval_env(atari_cfg(env_id), "gymnasium")
+    assert ours.unwrapped.load_game != theirs.unwrapped.load_game  # the reload is really skipped
+    rng = np.random.default_rng(0)
+    for seed in (0, 5, 2**31 - 1):  # each after the last one's emulator state: the restore must undo it
+        a, b = ours.reset(seed=seed), theirs.reset(seed=seed)
+        assert a[0].tobytes() == b[0].tobytes() and a[1] == b[1]
+        for _ in range(400):
+            action = int(rng.integers(ours.action_space.n))
+            a, b = ours.step(action), theirs.step(action)
+            assert a[0].tobytes() == b[0].tobytes() and a[1:] == b[1:]
+            if a[2] or a[3]:
+                break
+
+
+def test_sticky_atari_envs_keep_their_reload():
+    pytest.importorskip("ale_py")
+    env = eval_env(atari_cfg("ALE/Pong-v5"))  # sticky actions: ALE's reseeded generator decides them
+    assert "load_game" not in vars(env.unwrapped)

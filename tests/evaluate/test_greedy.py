@@ -3,8 +3,8 @@ episodes, the same rewards, for every algorithm and suite quarl evaluates.
 
 The `predict` path is each episode stepped by hand with `model.predict(obs_transform(obs),
 deterministic=True)`, one observation per call. Continuous actions run on torch's own kernels and
-must match bit for bit. Discrete actions run in ONNX Runtime, whose last float bits differ from
-torch's: an argmax can flip where two logits are tied to within that rounding. Every step below
+must match bit for bit. Discrete actions run in numpy (MLPs) or ONNX Runtime, whose last float bits
+differ from torch's: an argmax can flip where two logits are tied to within that rounding. Every step below
 checks the actor's action against predict's; flips seen so far: none (0 in 54,199 CartPole steps of
 trained and untrained DQN/A2C/PPO policies, 30 episodes each, and none here). The assertions allow
 one per 2,000 steps so a rare tie does not fail the test; an episode with a flip is not compared.
@@ -41,10 +41,10 @@ CARTPOLE = env_cfg("cartpole", "CartPole-v1")
 PENDULUM = env_cfg("pendulum", "Pendulum-v1")
 
 
-def by_hand(model, cfg, seeds, transform=None):
+def by_hand(model, cfg, seeds, transform=None, engine="auto"):
     """Each seeded episode stepped with `predict` (batch 1); the actor's action is compared on
     every state. Returns the rewards, the steps and the flips, per episode."""
-    actor = GreedyActor(model, transform)
+    actor = GreedyActor(model, transform, engine)
     out = []
     for seed in seeds:
         env = make_env(cfg)
@@ -61,17 +61,18 @@ def by_hand(model, cfg, seeds, transform=None):
     return out
 
 
-def check_same_rewards(model, cfg, episodes=4, seed=0, transform=None):
-    ours = evaluate(model, cfg, episodes=episodes, seed=seed, n_envs=3, obs_transform=transform)
-    theirs = by_hand(model, cfg, ours.seeds, transform)
+def check_same_rewards(model, cfg, episodes=4, seed=0, transform=None, engine="auto"):
+    ours = evaluate(model, cfg, episodes=episodes, seed=seed, n_envs=3, obs_transform=transform, engine=engine)
+    theirs = by_hand(model, cfg, ours.seeds, transform, engine)
     flips = sum(f for _, _, f in theirs)
     steps = sum(n for _, n, _ in theirs)
     assert flips <= max(1, FLIPS_PER_STEP * steps), f"{flips} argmax flips in {steps} steps"
     for reward, (expected, _, f) in zip(ours.rewards, theirs):
         if f == 0:
             assert reward == expected
-    assert evaluate(model, cfg, episodes=episodes, seed=seed, n_envs=1, obs_transform=transform).rewards == ours.rewards
-    in_workers = evaluate(model, cfg, episodes=episodes, seed=seed, workers=2, obs_transform=transform)
+    alone = evaluate(model, cfg, episodes=episodes, seed=seed, n_envs=1, obs_transform=transform, engine=engine)
+    assert alone.rewards == ours.rewards
+    in_workers = evaluate(model, cfg, episodes=episodes, seed=seed, workers=2, obs_transform=transform, engine=engine)
     assert (in_workers.rewards, in_workers.lengths) == (ours.rewards, ours.lengths)
     return ours
 
@@ -91,8 +92,9 @@ def trained(cls, cfg, steps, **kw):
 ])
 def test_discrete_policies_get_predicts_rewards(cls, steps, kw):
     model = trained(cls, CARTPOLE, steps, **kw)
-    check_same_rewards(model, CARTPOLE, episodes=6)
-    assert GreedyActor(model).engine == "onnx"
+    assert GreedyActor(model).engine == "numpy"  # an MLP: nothing to export
+    for engine in ("auto", "onnx"):
+        check_same_rewards(model, CARTPOLE, episodes=6, engine=engine)
 
 
 @pytest.mark.parametrize("cls", [DDPG, TD3, SAC, A2C, PPO])
@@ -128,6 +130,7 @@ def test_qat_policy_is_folded_and_evaluated_as_it_acts():
     model.predict(states, deterministic=True)  # observe activation ranges
     qat.set_switches(layers, enabled=True, frozen=True)
     check_same_rewards(model, CARTPOLE, episodes=3)
+    assert GreedyActor(model).engine == "onnx"  # the folded activation fake quants are not numpy's
 
 
 def test_stochastic_evaluation_still_samples():

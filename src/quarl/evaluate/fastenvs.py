@@ -14,8 +14,15 @@ contract: its episodes start from states its own per-env ``std::mt19937`` draws 
 not from Gymnasium's per-episode `reset(seed=...)`, so no seed gives Gymnasium's episodes, and on
 this project's 2-core machines its CartPole stepped slower than Gymnasium's (docs/benchmarks.md).
 
-`eval_env(env_cfg, engine)` picks: "auto" (an exact env here where there is one, else `make_env`)
-or "gymnasium" (always `make_env`).
+Atari envs stay Gymnasium's, preprocessed as in training, but their seeded reset is cheaper: ale-py
+reloads the ROM on every `reset(seed=...)` (about 0.2 s, a fifth of an untrained Pong episode's
+evaluation), although without sticky actions the seed reaches nothing but the Python generator that
+draws the no-op starts. `fast_seeded_reset` restores the state the ROM loaded into at construction
+instead, which is the state every seed's reload gives (ALE's own generator only decides sticky
+actions; tests/evaluate/test_fastenvs.py plays seeded episodes side by side with Gymnasium's).
+
+`eval_env(env_cfg, engine)` picks: "auto" (an exact env here where there is one, else `make_env`,
+with the fast seeded reset for Atari) or "gymnasium" (always `make_env` as it is).
 """
 
 from __future__ import annotations
@@ -111,13 +118,31 @@ def exact_env(env_cfg: Any) -> Optional[CartPole]:
     return CartPole(int(limit), bool(kwargs.get("sutton_barto_reward", False)))
 
 
+def fast_seeded_reset(env: gym.Env) -> gym.Env:
+    """`env` (ale-py's, wrapped or not) made to restore its post-load emulator state on a seeded
+    reset instead of reloading the ROM; unchanged for any other env and where actions are sticky
+    (ALE's generator, which a reload reseeds, then decides them)."""
+    from ale_py.env import AtariEnv
+
+    atari = env.unwrapped
+    if not isinstance(atari, AtariEnv) or atari.ale.getFloat("repeat_action_probability") != 0.0:
+        return env
+    loaded = atari.ale.cloneState(include_rng=False)  # the ROM as __init__ loaded it (mode, difficulty set)
+
+    def restore_game() -> None:
+        atari.ale.restoreState(loaded)
+
+    atari.load_game = restore_game  # type: ignore[method-assign]  # AtariEnv.reset calls it after seeding
+    return env
+
+
 def eval_env(env_cfg: Any, engine: str = "auto") -> Any:
     """The env evaluation steps: `exact_env`'s where `engine` is "auto" and there is one, else
-    `quarl.rl.envs.make_env`'s (Gymnasium's, preprocessed)."""
+    `quarl.rl.envs.make_env`'s (Gymnasium's, preprocessed), Atari's with `fast_seeded_reset`."""
     if engine not in ENV_ENGINES:
         raise QuarlError(f"env_engine={engine} is not known: choose one of {', '.join(ENV_ENGINES)}.")
     env = exact_env(env_cfg) if engine == "auto" else None
     if env is not None:
         return env
     made: gym.Env = make_env(env_cfg)
-    return made
+    return fast_seeded_reset(made) if engine == "auto" and env_cfg.suite == "atari" else made
