@@ -79,6 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a CMSIS-NN checkout for the anchors (default: the copy in benchmarks/anchors)",
     )
     parser.add_argument("--eval-repeats", type=int, default=3, help="interleaved evaluation timings per side")
+    parser.add_argument("--pong", action="store_true", help="with --quick: the Pong evaluation row too (about 2 min)")
     parser.add_argument(
         "--goal-record",
         default=" ".join(RECORD_FILTERS),
@@ -275,7 +276,7 @@ def evaluation_rows(model: Any, episodes: int, repeats: int, pong: bool) -> list
     for env, goal in EVALUATION_GOALS.items():
         path, goal_text = f"evaluation vs SB3 `evaluate_policy`, {env}", f">= {goal:g}x"
         if env not in cases:
-            why = "not run" if env != "Pong" else ("ale-py is not installed" if pong else "not run with --quick")
+            why = "not run" if env != "Pong" else ("ale-py is not installed" if pong else "not run: --quick without --pong")
             out.append({"path": path, "now": why, "goal": goal_text, "met": "no", "anchor": ""})
             continue
         ours = next(r for r in cases[env] if "quarl evaluate, " in r["what"])
@@ -388,4 +389,4 @@ def quick(bench: ModuleType, args: argparse.Namespace) -> None:
     ]
     table = pd.DataFrame([{"network": name, "backend": b, "policy": p, "median ms": ms} for b, p, ms in measured])
     widths = layer_widths(net)
-    print_goals(goals_table(rows, table, model, widths, args, pong=False), widths, args.goal_record)
+    print_goals(goals_table(rows, table, model, widths, args, pong=args.pong), widths, args.goal_record)

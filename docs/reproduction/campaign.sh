@@ -57,8 +57,9 @@ part() {
       done; done ;;
     formats)                                                    # FP8, MX, NVFP4, NF4 beside int4/6/8, one task at a time
       for e in cartpole pendulum acrobot mountaincar_continuous box2d/lunarlander; do sweep ptq_formats "env=$e"; done ;;
+    actorq_formats) sweep actorq_formats ;;                     # ActorQ actors in FP8, MX, NVFP4, NF4 beside fp32 ones, 3 seeds
     *) echo "unknown part $1: choose ptq_table, sweet_spot, qat, atari_hub, actorq_wide, d4pg, d4pg_cpu, actorq_gym," \
-            "extensions, published, robust, formats" >&2; exit 2 ;;
+            "extensions, published, robust, formats, actorq_formats" >&2; exit 2 ;;
   esac
 }
 

@@ -116,8 +116,8 @@ def cmd_plan(args: argparse.Namespace) -> None:
     if args.store is not None:
         open_store(args.store)  # a store named on the command line must be there (and quarl's)
     cells = plan(CONF_DIR, args.overrides, args.store).drop(columns=["cell_key", "overrides"])
-    if (cells["quant.format"] == "int").all():  # a sweep of integer cells: the column says nothing
-        cells = cells.drop(columns=["quant.format"])
+    if (cells["format"] == "int").all():  # a sweep of integer cells: the column says nothing
+        cells = cells.drop(columns=["format"])
     width = terminal_width()
     table = cells.assign(why="").to_string(index=False)
     room = max(width - max(map(len, table.splitlines())), MIN_VALUE)  # what is left for each cell's reason

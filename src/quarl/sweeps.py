@@ -90,15 +90,17 @@ def _state(cfg: Any, store: Store | None) -> tuple[str, str]:
     return (store.status(cell_key(cfg)) if store is not None else None) or "to run", ""
 
 
-def _used_bits(cfg: Any) -> int:
-    """The weight bits the cell runs and records (fp16's 16, a format's elements'), as its record says."""
+def _bits_and_format(cfg: Any) -> tuple[int, str]:
+    """The weight bits the cell runs and records (fp16's 16, a format's elements'), as its record says,
+    and the number format of its quantized values (`int` for integers and plain floats)."""
     from quarl.config import method_registry
 
     try:
-        used = method_registry.of(cfg).used_bits(cfg.quant)
+        method = method_registry.of(cfg)
+        used, number_format = method.used_bits(cfg.quant), method.number_format(cfg.quant)
     except QuarlError:  # an unknown method: the row is invalid, and says why
-        used = None
-    return int(cfg.quant.bits if used is None else used)
+        used, number_format = None, "int"
+    return int(cfg.quant.bits if used is None else used), number_format
 
 
 def _set_values(overrides: list[Override], cfg: DictConfig) -> bool:
@@ -278,13 +280,14 @@ def plan(conf_dir: Path, args: list[str], store_path: Path | None = None) -> pd.
                 log.info("There is no results store at %s yet: every cell is to run.", path)
         store = stores[path]
         state, why = _state(cfg, store)
+        bits, number_format = _bits_and_format(cfg)
         rows.append(
             {
                 "algo": cfg.algo.name,
                 "env": cfg.env.name,
                 "quant": cfg.quant.method,
-                "quant.bits": _used_bits(cfg),
-                "quant.format": cfg.quant.get("format") or "int",
+                "quant.bits": bits,
+                "format": number_format,
                 "seed": cfg.seed,
                 "state": state,
                 "cell_key": cell_key(cfg),

@@ -121,3 +121,22 @@ def test_runs_of_one_training_on_two_days_stay_apart_and_figure(tmp_path: Path):
     assert ttr.loc[("2026-11-28", "int8"), "speedup_vs_fp32"] == pytest.approx(1.0)
     table = actorq_timing.breakdown(study, Store(study.store).actors())
     assert len(actorq_timing.breakdown_figure(table, "dqn", "acrobot").axes) >= 2
+
+
+def test_format_actors_are_never_fp32_seeds(tmp_path: Path):
+    """mxfp4 actors run in fp32 and are recorded at actor_bits=32: without `formats` they are left out
+    (fp32 keeps its own 3 seeds), with it they are their own precision, timed against fp32."""
+    fp32 = [_actorq_record(32, s, reach_at=40.0) for s in (0, 1, 2)]
+    mxfp4 = [_actorq_record(32, s, reach_at=80.0) for s in (0, 1, 2)]
+    for rec in mxfp4:
+        rec["config"]["quant"]["actor_format"] = "mxfp4"
+        rec["run"]["cell_key"] += "-mxfp4"
+    study = load(stored(tmp_path, fp32 + mxfp4))
+    curves = Store(study.store).curves()
+    paper = actorq_timing.time_to_reward(study, curves).set_index("precision")
+    assert list(paper.index) == ["fp32"] and paper.loc["fp32", "seeds"] == 3
+    both = actorq_timing.time_to_reward(study, curves, formats=True, pool_days=True).set_index("precision")
+    assert set(both.index) == {"fp32", "mxfp4"} and both.loc["mxfp4", "seeds"] == 3
+    ratio = both.loc["fp32", "time_s"] / both.loc["mxfp4", "time_s"]
+    assert both.loc["mxfp4", "speedup_vs_fp32"] == pytest.approx(ratio)
+    assert both.loc["mxfp4", "speedup_vs_fp32"] < 1  # the format's seeds reached the target later

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quarl.report import build, formats
+from quarl.report import actorq_formats, build, formats
 from quarl.report.campaign import Inputs, in_a_format
 from quarl.store.record_files import write_json
+from tests.collate.test_actorq_timing import _actorq_record
 from tests.records import record
 
 SWEEPS = Path(formats.facts.SWEEPS)
@@ -60,4 +61,25 @@ def test_a_store_without_format_records_says_not_run_yet(tmp_path: Path):
     rec = _cell(0, 500.0, 32, "ptq_classic")
     write_json(rec, tmp_path / "records" / build.record_name(rec))
     inputs = Inputs.read(tmp_path / "records", tmp_path, SWEEPS, figures=False)
-    assert formats.section(inputs).endswith("Not run yet.")
+    text = formats.section(inputs)
+    assert "Not run yet.\n\n### ActorQ actors in a number format\n\nNot run yet." in text
+
+
+def test_actorq_format_actors_are_read_beside_fp32_actors_and_out_of_the_actorq_section(tmp_path: Path):
+    """nvfp4 actors (recorded at actor_bits=32) beside fp32 and int8 ones: the formats section times
+    them against fp32 in env steps, int8 beside them; the ActorQ section leaves the format out."""
+    fp32 = [_actorq_record(32, s, reach_at=30.0) for s in (0, 1, 2)]
+    int8 = [_actorq_record(8, s, reach_at=30.0) for s in (0, 1, 2)]
+    nvfp4 = [_actorq_record(32, s, reach_at=t) for s, t in zip((0, 1, 2), (60.0, 70.0, None))]
+    for rec in nvfp4:
+        rec["config"]["quant"]["actor_format"] = "nvfp4"
+        rec["run"].update(cell_key=rec["run"]["cell_key"] + "-nvfp4", actor_reward=-80.0, actor_action_agreement=0.9)
+    for rec in fp32 + int8 + nvfp4:
+        write_json(rec, tmp_path / "records" / build.record_name(rec))
+    inputs = Inputs.read(tmp_path / "records", tmp_path, SWEEPS, figures=False)
+    part = actorq_formats.section(inputs)
+    rows = {line.split(" | ")[3]: line for line in part.splitlines() if line.startswith("| dqn |")}
+    assert set(rows) == {"fp32", "int8", "nvfp4"}  # int8 actors of the same training beside them
+    assert "| 3 | 2/3 | ≥ " in rows["nvfp4"] and "| ≤ " in rows["nvfp4"]  # a censored seed: bounds, not means
+    assert "0.900 [0.900, 0.900]" in rows["nvfp4"]
+    assert set(inputs.campaign.time_to_reward["precision"]) == {"fp32", "int8"}

@@ -101,6 +101,11 @@ class QuantMethod:
         None where `quant.bits` is its setting. By default, its `float_width`."""
         return self.float_width
 
+    def number_format(self, quant: DictConfig) -> str:
+        """The number format of the values the cell quantizes to (`quant.format`; `int` for integers
+        and for plain floats, whose width `used_bits` gives)."""
+        return str(quant.get("format") or "int")
+
     def implies_bits(self, quant: DictConfig) -> bool:
         """Whether `used_bits` follows another setting of the cell (PTQ's quant.format), which
         `validate` checked quant.bits against: settled without a warning."""

@@ -63,6 +63,9 @@ class ActorQ(QuantMethod):
         weights of quant.actor_format's element bits."""
         return FORMAT_BITS[quant.actor_format] if quant.get("actor_format") else int(quant.actor_bits)
 
+    def number_format(self, quant: DictConfig) -> str:
+        return str(quant.get("actor_format") or "int")
+
     def implies_bits(self, quant: DictConfig) -> bool:
         return bool(quant.get("actor_format"))
 

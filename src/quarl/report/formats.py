@@ -14,7 +14,7 @@ import pandas as pd
 
 from quarl.collate import verdicts
 from quarl.collate.stats import Interval, seed_interval
-from quarl.report import facts
+from quarl.report import actorq_formats, facts
 from quarl.report.campaign import (
     Inputs,
     by_seed,
@@ -235,4 +235,5 @@ def section(inputs: Inputs) -> str:
             figure(tables, inputs.folder / FIGURES, {env: reward_bounds(select(runs, env=env)) for _, env, _ in tables})
         blocks.append(f"![formats]({FIGURES}/{FIGURE})")
     body = "\n\n".join(blocks) if blocks else "Not run yet."
-    return "## Beyond QuaRL: FP8, MX and NF4 policies\n\n" + note("formats", ints=facts.widths(ints)) + "\n\n" + body
+    heading = "## Beyond QuaRL: FP8, MX and NF4 policies\n\n" + note("formats", ints=facts.widths(ints))
+    return heading + "\n\n" + body + "\n\n" + actorq_formats.section(inputs)
