@@ -7,6 +7,7 @@ from pathlib import Path
 
 import nbclient
 import nbformat
+import pytest
 
 from quarl.collate.frame import select
 from quarl.store.sqlite import Store
@@ -67,3 +68,34 @@ def test_a_store_mixing_integer_and_format_records_labels_each_by_what_applies_t
     study = load(stored(tmp_path, records))
     means = study.seeds.groupby("method")["reward"].mean().to_dict()
     assert means == {"ptq (scheme=quarl_code)": 200.0, "ptq (scheme=affine)": 300.0, "ptq (format=mxfp4)": 450.0}
+
+
+def test_collate_draws_reward_against_bits_per_weight_where_a_store_holds_formats(tmp_path: Path):
+    """Integer cells at 4 and 8 bits and mxfp4 / fp8_e4m3 cells: a bits-per-weight figure per env, its
+    points at each format's recorded bits per weight (integers at their nominal bits), a line per family."""
+    import pandas as pd
+
+    from quarl.collate import collate
+    from tests.records import record
+
+    records = []
+    for seed in range(3):
+        records.append(record("ppo", "cartpole", quant="fp32", bits=32, seed=seed, reward=500.0))
+        for bits, reward in ((4, 200.0), (8, 490.0)):
+            records.append(record("ppo", "cartpole", bits=bits, seed=seed, reward=reward + seed, scheme="quarl_code"))
+        for name, bits, bpw in (("mxfp4", 4, 4.35), ("fp8_e4m3", 8, 8.02)):
+            rec = record("ppo", "cartpole", bits=bits, seed=seed, reward=400.0 + seed, config={"quant.format": name})
+            rec["run"]["bits_per_weight"] = bpw
+            records.append(rec)
+    out = tmp_path / "out"
+    collate(stored(tmp_path, records), out, formats=["png"])
+    assert (out / "bits_per_weight" / "cartpole.png").is_file()
+    points = pd.read_csv(out / "bits_per_weight" / "points.csv").set_index("method")
+    assert points.loc["ptq (format=mxfp4)", "x"] == pytest.approx(4.35) and points.loc["ptq (format=mxfp4)", "n"] == 3
+    assert points.loc["ptq (format=mxfp4)", "line"] == "ptq MX float"
+    assert points.loc["ptq (format=fp8_e4m3)", "line"] == "ptq FP8"
+    integer = points.loc["ptq (scheme=quarl_code)"].set_index("bits")
+    assert list(integer["x"]) == [4.0, 8.0] and set(integer["line"]) == {"ptq (scheme=quarl_code)"}
+    without = tmp_path / "plain"
+    collate(stored(tmp_path / "p", records[:3]), without, formats=["png"])
+    assert not (without / "bits_per_weight").exists()  # an integer-only store draws no such figure

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 #: the series label: the algo name, or where an (algo, env) holds several trainings the training's
 #: label ('ppo (train.steps=8192)', `quarl.collate.trainings`), so different trainings never pool.
 CELL = ["algo", "env", "method", "bits"]
+INTEGER = "int"  # quant.format of integer and float records (and of records written before formats)
 #: Action fidelity of a quantized record against its fp32 policy.
 FIDELITY = FIDELITY_COLUMNS
 #: The quantizer settings every table and plot names.
@@ -327,6 +328,10 @@ def prepare(runs: pd.DataFrame, store: str | Path | None = None) -> Results:
         done["e_note"] = done["rel_error_note"] if "rel_error_note" in done.columns else None
         for column in FIDELITY:  # records written before action fidelity was measured have none: blank
             done[column] = pd.to_numeric(done[column], errors="coerce") if column in done.columns else float("nan")
+        weight_bits = done.get("bits_per_weight", pd.Series(np.nan, index=done.index))  # format records have it
+        done["bits_per_weight"] = pd.to_numeric(weight_bits, errors="coerce")
+        named = done.get("quant.format", pd.Series(None, index=done.index, dtype=object))
+        done["number_format"] = named.where(named.notna(), INTEGER).astype(str)
         quantized = done[done["quant"] != "actorq"]  # ActorQ trains its own policies: collated apart
         _mixed_settings(quantized, notes)
         baselines = _baselines(quantized, notes)
@@ -342,6 +347,8 @@ def prepare(runs: pd.DataFrame, store: str | Path | None = None) -> Results:
                 records=("cell_key", "size"),
                 e_note=("e_note", lambda v: next((str(n) for n in v if isinstance(n, str) and n), None)),
                 **{c: (c, "mean") for c in FIDELITY},
+                bits_per_weight=("bits_per_weight", "mean"),
+                number_format=("number_format", "first"),
             )
             .reset_index()
         )
@@ -356,7 +363,9 @@ def prepare(runs: pd.DataFrame, store: str | Path | None = None) -> Results:
         )
         baselines = pd.DataFrame(columns=["algo", "env", "seed", "fp32", "fp32_flag"])
         seeds = pd.DataFrame(
-            columns=CELL + ["seed", "reward", "e", "fp32", "records", "e_note", *FIDELITY, "fp32_flag"]
+            columns=CELL
+            + ["seed", "reward", "e", "fp32", "records", "e_note", *FIDELITY, "bits_per_weight", "number_format"]
+            + ["fp32_flag"]
         )
     _one_seed(seeds, notes)
     return Results(

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from quarl.collate import (
     actorq_timing,
     aggregate_plots,
+    bits_per_weight,
     learning_curves,
     plots,
     precision,
@@ -419,8 +420,10 @@ def write_all(
     the paths written (README last)."""
     parts: list[tuple[str, Callable[[], list[Path]]]] = []
     if not study.seeds.empty:  # PTQ, QAT and float records (ActorQ's alone have none of these outputs)
+        formats = bits_per_weight.has_formats(study)
         parts += [
             ("the sweet-spot plots", lambda: write_sweet_spots(study, out)),
+            *([("the bits-per-weight plots", lambda: bits_per_weight.write(study, out))] if formats else []),
             ("the error tables", lambda: write_tables(study, out)),
             ("the aggregate plots", lambda: write_aggregate(study, out)),
             ("the action-agreement plots", lambda: write_agreement(study, out)),

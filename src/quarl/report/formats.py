@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 
 from quarl.collate import verdicts
+from quarl.collate.bits_per_weight import family
+from quarl.collate.frame import INTEGER
 from quarl.collate.stats import Interval, seed_interval
 from quarl.report import actorq_formats, facts
 from quarl.report.campaign import (
@@ -29,25 +31,11 @@ from quarl.report.campaign import (
 from quarl.report.text import fmt, markdown, note, save_figure, shown
 
 SWEEP = "ptq_formats"
-INTEGER = "int"
 FIGURES = "figures"
 FIGURE = "formats_bits_per_weight.png"
 PANELS_A_ROW = 4
 #: the sweep's integer quantizer (its YAML): the cells the formats are compared with
 QUANTIZER = {"quant__scheme": "quarl_code", "quant__granularity": "per_tensor", "quant__quantize_bias": False}
-
-
-def family(number_format: str) -> str:
-    """A format's family, a line of the figure: integer, FP8, MX float, MX integer, NVFP4 or NF4."""
-    if number_format == INTEGER:
-        return "integer"
-    if number_format.startswith("fp8_"):
-        return "FP8"
-    if number_format.startswith("mxint"):
-        return "MX integer"
-    if number_format.startswith("mx"):
-        return "MX float"
-    return number_format.upper()
 
 
 def options(sweeps: Path) -> tuple[list[int], list[str]]:
