@@ -6,6 +6,7 @@ module added to the package is picked up here: the tests are parametrized over `
 from __future__ import annotations
 
 import dataclasses
+import os
 import pkgutil
 import re
 import shutil
@@ -151,11 +152,26 @@ def test_one_instruction_per_block_takes_the_flag_the_installed_qemu_knows():
 
     assert one_instruction_per_block("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7)") == ["-singlestep"]
     assert one_instruction_per_block("QEMU emulator version 8.0.5") == ["-singlestep"]
-    for newer in ("QEMU emulator version 8.1.0", "QEMU emulator version 9.2.3 (Debian 1:9.2.3+ds-1)"):
-        assert one_instruction_per_block(newer) == ["-accel", "tcg,one-insn-per-tb=on"]
+    for newer in ("QEMU emulator version 8.1.0", "QEMU emulator version 10.0.2 (Debian 1:10.0.2+ds-2)", "?"):
+        assert one_instruction_per_block(newer) == ["-accel", "tcg,one-insn-per-tb=on"]  # 10 drops -singlestep
     installed = shutil.which("qemu-system-arm")
     if installed:  # the installed QEMU parses the flag chosen for it
         version = subprocess.run([installed, "--version"], capture_output=True, text=True).stdout
         done = subprocess.run([installed, *one_instruction_per_block(version), "-M", "help"], capture_output=True,
                               text=True, timeout=30)
         assert done.returncode == 0, done.stderr
+
+
+def test_an_emulator_that_crashes_while_counting_says_so_not_that_it_timed_out(tmp_path, monkeypatch):
+    """A QEMU that aborts at once (a newer build loading an older build's modules did) is reported
+    with its signal and its error, not as a firmware that did not finish."""
+    from quarl.deploy.edge.targets._firmware import executed_instructions
+
+    fake = tmp_path / "bin" / "qemu-system-arm"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\n[ "$1" = --version ] && { echo "QEMU emulator version 10.0.2"; exit 0; }\n'
+                    'echo "Only modules from the same build can be loaded." >&2\nkill -ABRT $$\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    with pytest.raises(QuarlError, match=r"ended by signal 6: Only modules from the same build"):
+        executed_instructions(TARGETS["cortex-m0"], tmp_path / "policy.elf", timeout=60)

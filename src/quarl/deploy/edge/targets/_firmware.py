@@ -217,8 +217,9 @@ def one_instruction_per_block(version_text: str) -> list[str]:
     `-accel tcg,one-insn-per-tb=on` from QEMU 8.1 (which deprecates `-singlestep`), `-singlestep`
     before it (Debian 12 ships 7.2)."""
     found = re.search(r"version (\d+)\.(\d+)", version_text)
-    major, minor = (int(found.group(1)), int(found.group(2))) if found else (0, 0)
-    return ["-accel", "tcg,one-insn-per-tb=on"] if (major, minor) >= (8, 1) else ["-singlestep"]
+    if found is None:  # a version this does not read: QEMU 10 has dropped -singlestep, 8.1+ take -accel
+        return ["-accel", "tcg,one-insn-per-tb=on"]
+    return ["-accel", "tcg,one-insn-per-tb=on"] if (int(found[1]), int(found[2])) >= (8, 1) else ["-singlestep"]
 
 
 @lru_cache(maxsize=None)
@@ -234,7 +235,13 @@ def executed_instructions(target: FirmwareTarget, elf: Path, timeout: float = EM
     cmd = [emulator, *_single_step(emulator), "-d", "exec,nochain", "-D", "/dev/stdout"]
     proc = subprocess.Popen([*cmd, *target.emulator_args, str(elf)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None
-    watchdog = threading.Timer(timeout, proc.kill)  # a crashed firmware spins forever
+    timed_out = threading.Event()
+
+    def stop() -> None:  # a crashed firmware spins forever
+        timed_out.set()
+        proc.kill()
+
+    watchdog = threading.Timer(timeout, stop)
     watchdog.start()
     count, rest = 0, b""
     try:
@@ -246,7 +253,8 @@ def executed_instructions(target: FirmwareTarget, elf: Path, timeout: float = EM
     finally:
         watchdog.cancel()
     if proc.returncode != 0:
-        why = f"did not finish in {timeout:.0f} s" if proc.returncode < 0 else f"failed: {err.decode()[-2000:]}"
+        ended = f"ended by signal {-proc.returncode}" if proc.returncode < 0 else f"failed (exit {proc.returncode})"
+        why = f"did not finish in {timeout:.0f} s" if timed_out.is_set() else f"{ended}: {err.decode()[-2000:]}"
         raise QuarlError(f"Counting instructions under {target.emulator} {why} ({' '.join(cmd)}).")
     return count
 
