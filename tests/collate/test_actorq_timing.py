@@ -135,7 +135,7 @@ def test_format_actors_are_never_fp32_seeds(tmp_path: Path):
     curves = Store(study.store).curves()
     paper = actorq_timing.time_to_reward(study, curves).set_index("precision")
     assert list(paper.index) == ["fp32"] and paper.loc["fp32", "seeds"] == 3
-    both = actorq_timing.time_to_reward(study, curves, formats=True, pool_days=True).set_index("precision")
+    both = actorq_timing.time_to_reward(study, curves, formats=True).set_index("precision")
     assert set(both.index) == {"fp32", "mxfp4"} and both.loc["mxfp4", "seeds"] == 3
     ratio = both.loc["fp32", "time_s"] / both.loc["mxfp4", "time_s"]
     assert both.loc["mxfp4", "speedup_vs_fp32"] == pytest.approx(ratio)

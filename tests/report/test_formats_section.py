@@ -78,7 +78,7 @@ def test_actorq_format_actors_are_read_beside_fp32_actors_and_out_of_the_actorq_
         write_json(rec, tmp_path / "records" / build.record_name(rec))
     inputs = Inputs.read(tmp_path / "records", tmp_path, SWEEPS, figures=False)
     part = actorq_formats.section(inputs)
-    rows = {line.split(" | ")[3]: line for line in part.splitlines() if line.startswith("| dqn |")}
+    rows = {line.split(" | ")[4]: line for line in part.splitlines() if line.startswith("| dqn |")}
     assert set(rows) == {"fp32", "int8", "nvfp4"}  # int8 actors of the same training beside them
     assert "| 3 | 2/3 | ≥ " in rows["nvfp4"] and "| ≤ " in rows["nvfp4"]  # a censored seed: bounds, not means
     assert "0.900 [0.900, 0.900]" in rows["nvfp4"]

@@ -72,15 +72,14 @@ def network(record: pd.Series) -> str:
     return "default"
 
 
-def runs(study: Results, formats: bool = False, pool_days: bool = False) -> pd.DataFrame:
+def runs(study: Results, formats: bool = False) -> pd.DataFrame:
     """The finished ActorQ records with `precision` (int8 / fp16 / fp32), `network`, `update_period`,
     `training` and `batch` (the UTC day the run started: a run of the same training on another day
     came from another machine or lease, and is never pooled with this day's as seeds).
 
     `formats`: also the runs whose actors are in a number format (`quant.actor_format`, run in fp32 on
     the format's values and recorded at actor_bits=32), their precision the format's name; without it
-    only fp32, fp16 and int8 actors (the paper's question). `pool_days`: every day's runs in one
-    batch, for comparisons in env steps only (wall times from different machines do not pool)."""
+    only fp32, fp16 and int8 actors (the paper's question)."""
     done = study.done[study.done["quant"] == "actorq"].copy()
     done["precision"] = pd.to_numeric(done["quant.actor_bits"]).astype(int).map(PRECISIONS)
     named = done.get("quant.actor_format", pd.Series(None, index=done.index, dtype=object))
@@ -91,7 +90,7 @@ def runs(study: Results, formats: bool = False, pool_days: bool = False) -> pd.D
     done["update_period"] = pd.to_numeric(done["actorq.update_period"]).astype(int)
     done["network"] = [network(r) for _, r in done.iterrows()]
     done["training"] = trainings.trainings(done)[0]
-    done["batch"] = "" if pool_days else [batch(r) for _, r in done.iterrows()]
+    done["batch"] = [batch(r) for _, r in done.iterrows()]
     return done
 
 
@@ -172,16 +171,14 @@ def _speedup(fp32: float, fp32_censored: bool, this: float, this_censored: bool)
     return fp32 / this, kind
 
 
-def time_to_reward(
-    study: Results, curves: pd.DataFrame, formats: bool = False, pool_days: bool = False
-) -> pd.DataFrame:
+def time_to_reward(study: Results, curves: pd.DataFrame, formats: bool = False) -> pd.DataFrame:
     """Per (algo, env, network, update period, training, precision): wall seconds from the first env
     step (start-up apart, `seed_startup_s`) and env steps until the target return, the geometric mean
     over every seed (a seed that missed it counts at its run time: then the value is a lower
     bound, `censored`), each seed's env steps and learner updates per second from its first env
     step, and the speedup over fp32 actors with its kind (`speedup_bound`: '=' exact, '>=' / '<=' a
-    bound, '' none when both are censored). `formats`, `pool_days`: as `runs` takes them."""
-    done = runs(study, formats, pool_days)
+    bound, '' none when both are censored). `formats`: as `runs` takes it."""
+    done = runs(study, formats)
     paper = published()
     out = []
     for (algo, env, net, period, training, day), rows in done.groupby(SETTING):

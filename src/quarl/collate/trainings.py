@@ -19,7 +19,8 @@ seed and less the quantization method's own settings (they are what collation co
   values and the budget it sets, so a label names the zoo alone) and ``train.robust`` with its
   setting (``train.robust_rho`` for sam, ``train.robust_bits`` for noise), ``train.amp`` and
   ``train.stop_at_return`` (a training that ended at its target is another policy);
-- the training device, where a record holds it (a ``training_device`` run field);
+- the training device, where a record holds it (a ``training_device`` run field; an ActorQ record
+  without one ran its learner on the CPU, the only device before quarl recorded it);
 - for ActorQ records, which train their own policy, the ``actorq.*`` settings too (not those that
   only watch or place the run: log interval, stall timeout, restarts, Ray address, transport).
 
@@ -110,6 +111,8 @@ def _config(row: pd.Series, columns: list[str]) -> dict[str, Any]:
         flat = {c: row[c] for c in columns if not _missing(row[c])}
     if not _missing(row.get(DEVICE)):
         flat[DEVICE] = row[DEVICE]
+    elif row.get("quant") == "actorq":  # ActorQ records from before quarl recorded the device: its CPU learner
+        flat[DEVICE] = "cpu"
     return flat
 
 

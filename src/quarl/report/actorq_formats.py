@@ -3,9 +3,8 @@ are in a number format, beside the same training fed by fp32 (and int8 or fp16, 
 Per precision: the seeds that
 reached the target return, the env steps to it, the fp32 actors' env steps over these (a ratio of
 geometric means with its Welch interval on the logs), the learner's final reward, the actors' own
-policy's reward and its action agreement with the learner's. Runs of every day are pooled: env
-steps, not wall times, are compared (each replay's samples-per-insert limiter holds learner and actors to
-the same updates per env step on any machine, within its slack)."""
+policy's reward and its action agreement with the learner's. As in the ActorQ section, only runs of
+one day (one machine) are compared: the sweep's fp32 actors run again beside its formats."""
 
 from __future__ import annotations
 
@@ -23,6 +22,7 @@ HEADER = [
     "algo",
     "env",
     "policy",
+    "started (UTC day)",
     "actors",
     "seeds",
     "reached the target",
@@ -35,11 +35,11 @@ HEADER = [
 
 
 def table(inputs: Inputs) -> pd.DataFrame:
-    """Time to reward of the trainings that hold format actors, every precision, days pooled."""
+    """Time to reward of the trainings (and days) that hold format actors, every precision."""
     campaign = inputs.campaign
     if campaign.actorq is None:
         return pd.DataFrame()
-    ttr = actorq_timing.time_to_reward(campaign.actorq, campaign.curves, formats=True, pool_days=True)
+    ttr = actorq_timing.time_to_reward(campaign.actorq, campaign.curves, formats=True)
     if ttr.empty:
         return ttr
     formats = ~ttr["precision"].isin(PRECISIONS.values())
@@ -66,7 +66,7 @@ def section(inputs: Inputs) -> str:
     ttr = table(inputs)
     if ttr.empty:
         return "### ActorQ actors in a number format\n\nNot run yet."
-    done = actorq_timing.runs(inputs.campaign.actorq, formats=True, pool_days=True)  # type: ignore[arg-type]
+    done = actorq_timing.runs(inputs.campaign.actorq, formats=True)  # type: ignore[arg-type]
     order = {p: i for i, p in enumerate(actorq_timing.ORDER)}
     rows = []
     for _, r in ttr.sort_values(by="precision", key=lambda s: s.map(order)).iterrows():
@@ -79,6 +79,7 @@ def section(inputs: Inputs) -> str:
                 r["algo"],
                 r["env"],
                 r["network"] if r["training"] == r["algo"] else f"{r['network']}, {r['training']}",
+                r["batch"],
                 r["precision"],
                 str(r["seeds"]),
                 r["reached"],
