@@ -82,4 +82,6 @@ def test_actorq_format_actors_are_read_beside_fp32_actors_and_out_of_the_actorq_
     assert set(rows) == {"fp32", "int8", "nvfp4"}  # int8 actors of the same training beside them
     assert "| 3 | 2/3 | ≥ " in rows["nvfp4"] and "| ≤ " in rows["nvfp4"]  # a censored seed: bounds, not means
     assert "0.900 [0.900, 0.900]" in rows["nvfp4"]
+    assert "n/a: a seed missed the target" in rows["nvfp4"]  # no paired verdict on a bound
+    assert "equivalent within ±0.223 (TOST, α = 0.05) (family of 1)" in rows["int8"]  # the same steps, seed by seed
     assert set(inputs.campaign.time_to_reward["precision"]) == {"fp32", "int8"}
