@@ -16,7 +16,7 @@ import pandas as pd
 from quarl.actorq.constants import PRECISIONS
 from quarl.collate import actorq_timing, verdicts
 from quarl.collate.stats import Interval, ratio_interval, seed_interval
-from quarl.report.campaign import Inputs
+from quarl.report.campaign import Inputs, reward_bounds
 from quarl.report.text import FRACTION, fmt, markdown, note, per_seed, shown
 from quarl.report.time_to_reward import ratio_text
 
@@ -110,6 +110,7 @@ def section(inputs: Inputs) -> str:
     for i, r in ttr.iterrows():
         steps = f"{'≥ ' if r['censored'] else ''}{fmt(r['env_steps'], 0)} ({per_seed(r['seed_env_steps'], 0)})"
         agreement = pd.to_numeric(cells[i].get("actor_action_agreement", pd.Series(dtype=float)))
+        bounds = reward_bounds(cells[i])  # the env's return range: intervals clipped to it
         rows.append(
             [
                 r["algo"],
@@ -122,8 +123,8 @@ def section(inputs: Inputs) -> str:
                 steps,
                 _steps_ratio(ttr, r),
                 read.get(i, ""),
-                shown(seed_interval(pd.to_numeric(cells[i]["reward_mean"])), 1),
-                shown(seed_interval(pd.to_numeric(cells[i]["actor_reward"])), 1),
+                shown(seed_interval(pd.to_numeric(cells[i]["reward_mean"])), 1, bounds),
+                shown(seed_interval(pd.to_numeric(cells[i]["actor_reward"])), 1, bounds),
                 shown(seed_interval(agreement), 3, FRACTION)
                 if r["precision"] != "fp32"
                 else "1 (the learner's own policy)",
