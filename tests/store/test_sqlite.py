@@ -491,7 +491,12 @@ def test_old_fp16_records_are_read_at_the_width_they_ran(tmp_path):
     assert results.load(store, {"quant": "fp16", "quant.bits": 8}).empty
     assert len(results.load(store, {"quant": "fp16", "quant.bits": 16})) >= stored
     actorq = results.load(store, {"quant": "actorq"})
-    assert (actorq["quant.bits"] == actorq["quant.actor_bits"]).all()  # ActorQ: its actors' width
+    named = actorq["quant.actor_format"].notna() if "quant.actor_format" in actorq else actorq["quant"].isna()
+    plain = actorq[~named]
+    assert (plain["quant.bits"] == plain["quant.actor_bits"]).all()  # ActorQ: its actors' width
+    from quarl.methods._formats import FORMAT_BITS  # a format's actors: its element bits (they run in fp32)
+
+    assert (actorq.loc[named, "quant.bits"] == actorq.loc[named, "quant.actor_format"].map(FORMAT_BITS)).all()
 
 
 def test_a_new_store_appears_with_its_tables_and_a_store_made_meanwhile_is_kept(tmp_path, monkeypatch):

@@ -33,11 +33,10 @@ from quarl.collate.frame import Results
 from quarl.collate.published import bare_name, packaged
 from quarl.collate.stats import geometric_mean, t_quantile
 from quarl.config.keys import slug
-from quarl.methods._formats import FORMAT_BITS
 from quarl.store.sqlite import Store
 
 GRID = 100  # wall-time points per convergence curve
-ORDER = ["fp32", "fp16", "int8", *FORMAT_BITS]  # precisions in plots and tables: then the actors' number formats
+ORDER = ["fp32", "fp16", "int8"]  # precisions in plots and tables (actors in a number format after them)
 PARTS = ["inference_s", "env_s", "pull_s", "deserialize_s", "load_s", "send_s"]
 PART_NAMES = {
     "inference_s": "inference",
@@ -59,6 +58,11 @@ NETWORK_COLUMNS = ("algo.hyperparams.policy_layers", "algo.hyperparams.policy_kw
 #: runs of different trainings (budget, actors, ...) apart beyond the network and update period, and
 #: `batch` runs of one training started on different days (another machine, another lease): shown apart.
 SETTING = ["algo", "env", "network", "update_period", "training", "batch"]
+
+
+def precision_order(precision: str) -> tuple[int, str]:
+    """Where a precision sorts: fp32, fp16, int8, then the actors' number formats by name."""
+    return (ORDER.index(precision), "") if precision in ORDER else (len(ORDER), precision)
 
 
 def network(record: pd.Series) -> str:
@@ -306,7 +310,7 @@ def convergence(study: Results, curves: pd.DataFrame, algo: str, env: str):
         days = rows["batch"].nunique() > 1
         for (net, _, day, precision), group in sorted(  # one line per training and day: never pooled
             rows.groupby(["network", "training", "batch", "precision"]),
-            key=lambda g: (g[0][0], g[0][1], g[0][2], ORDER.index(g[0][3])),
+            key=lambda g: (g[0][0], g[0][1], g[0][2], precision_order(g[0][3])),
         ):
             lines = []
             for key in group["cell_key"]:

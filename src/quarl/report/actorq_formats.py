@@ -101,8 +101,7 @@ def section(inputs: Inputs) -> str:
     if ttr.empty:
         return "### ActorQ actors in a number format\n\nNot run yet."
     done = actorq_timing.runs(inputs.campaign.actorq, formats=True)  # type: ignore[arg-type]
-    order = {p: i for i, p in enumerate(actorq_timing.ORDER)}
-    ttr = ttr.sort_values(by="precision", key=lambda s: s.map(order)).reset_index(drop=True)
+    ttr = ttr.sort_values(by="precision", key=lambda s: s.map(actorq_timing.precision_order)).reset_index(drop=True)
     setting = [*actorq_timing.SETTING, "precision"]
     cells = {i: done[(done[setting] == r[setting]).all(axis=1)] for i, r in ttr.iterrows()}
     read = _verdicts(ttr, cells)
