@@ -90,7 +90,7 @@ def runs(study: Results, formats: bool = False) -> pd.DataFrame:
     named = named.notna() & (named.astype(str) != "None")
     if named.any():
         done.loc[named, "precision"] = done.loc[named, "quant.actor_format"].astype(str)
-    done = done if formats else done[~named]
+    done = done if formats else done[~named].copy()  # a frame of its own: the columns below are set on it
     done["update_period"] = pd.to_numeric(done["actorq.update_period"]).astype(int)
     done["network"] = [network(r) for _, r in done.iterrows()]
     done["training"] = trainings.trainings(done)[0]
